@@ -1,0 +1,131 @@
+"""The deterministic EV energy model (paper 003, Eq. 8; App. B.3, Table 2).
+
+For an edge of length ℓ (m), inclination α = atan(grade) (rad) and speed v (m/s)::
+
+    F·ℓ = m g ℓ sin α + m g C_r ℓ cos α + ½ C_d A ρ ℓ v²          [J]
+    E_det = F·ℓ / (3600 η⁺)      if F·ℓ ≥ 0   (traction)
+          = F·ℓ · η⁻ / 3600      if F·ℓ < 0   (regenerative braking)  [Wh]
+
+SPEC §2 splits the paper's single η into η⁺ (power train) and η⁻ (recuperation).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from .errors import EvrouteError
+from .registry import load_registry
+
+DEFAULT_VEHICLE = "sumo-ev"
+
+
+@dataclass(frozen=True)
+class Vehicle:
+    """Vehicle and environment parameters of the energy model (SI units)."""
+
+    mass_kg: float = 1830.0
+    rolling_resistance: float = 0.01
+    frontal_area_m2: float = 2.6
+    drag_coefficient: float = 0.35
+    eta_plus: float = 0.98
+    eta_minus: float = 0.96
+    g: float = 9.82
+    air_density: float = 1.2
+    name: str = DEFAULT_VEHICLE
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name == "name":
+                continue
+            value = getattr(self, f.name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise EvrouteError(f"vehicle {self.name!r}: {f.name} must be a finite number >= 0, got {value!r}")
+        if not 0 < self.eta_plus <= 1 or not 0 <= self.eta_minus <= 1:
+            raise EvrouteError(f"vehicle {self.name!r}: efficiencies must lie in (0, 1], got "
+                               f"eta_plus={self.eta_plus}, eta_minus={self.eta_minus}")
+        if self.mass_kg <= 0:
+            raise EvrouteError(f"vehicle {self.name!r}: mass_kg must be > 0")
+
+    def to_dict(self) -> dict:
+        """The parameters as a plain dict (for config files)."""
+        return asdict(self)
+
+
+def vehicle_names() -> list[str]:
+    """Names of the built-in vehicle presets, the paper's first."""
+    return list(load_registry("vehicles"))
+
+
+def _vehicle_from_mapping(name: str, spec: dict) -> Vehicle:
+    known = {f.name for f in fields(Vehicle)}
+    unknown = sorted(set(spec) - known - {"description"})
+    if unknown:
+        raise EvrouteError(f"vehicle {name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                           f"known: {', '.join(sorted(known - {'name'}))}")
+    params = {k: v for k, v in spec.items() if k in known and k != "name"}
+    return Vehicle(name=name, **params)
+
+
+def load_vehicle(spec: str | None = None) -> Vehicle:
+    """Resolve a vehicle preset name or a JSON file path.
+
+    Parameters
+    ----------
+    spec : str, optional
+        A preset name (see :func:`vehicle_names`) or the path of a JSON file holding the
+        fields of :class:`Vehicle` (missing ones take the paper's defaults).
+        ``None`` gives the paper's vehicle.
+    """
+    spec = spec or DEFAULT_VEHICLE
+    presets = load_registry("vehicles")
+    if spec in presets:
+        return _vehicle_from_mapping(spec, presets[spec])
+    path = Path(spec)
+    if path.suffix.lower() == ".json" or path.exists():
+        if not path.is_file():
+            raise EvrouteError(f"vehicle file not found: {spec}")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise EvrouteError(f"vehicle file {spec} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise EvrouteError(f"vehicle file {spec} must hold a JSON object")
+        return _vehicle_from_mapping(path.stem, data)
+    raise EvrouteError(f"unknown vehicle {spec!r}; presets: {', '.join(presets)} (or a JSON file path)")
+
+
+def traction_energy_j(length_m, incline_rad, speed_mps, vehicle: Vehicle) -> np.ndarray:
+    """Mechanical work F·ℓ in joules (Eq. 8 numerator), vectorised over edges."""
+    length = np.asarray(length_m, dtype=np.float64)
+    alpha = np.asarray(incline_rad, dtype=np.float64)
+    v = np.asarray(speed_mps, dtype=np.float64)
+    mg = vehicle.mass_kg * vehicle.g
+    return (mg * length * np.sin(alpha)
+            + mg * vehicle.rolling_resistance * length * np.cos(alpha)
+            + 0.5 * vehicle.drag_coefficient * vehicle.frontal_area_m2 * vehicle.air_density
+            * length * v**2)
+
+
+def edge_energy_wh(length_m, incline_rad, speed_mps, vehicle: Vehicle | None = None) -> np.ndarray:
+    """Deterministic energy E_det of each edge in Wh (Eq. 8 with η⁺ / η⁻, SPEC §2).
+
+    Parameters
+    ----------
+    length_m, incline_rad, speed_mps : array_like
+        Edge length (m), inclination α = atan(grade) (rad) and speed (m/s).
+    vehicle : Vehicle, optional
+        Defaults to the paper's SUMO EV.
+
+    Returns
+    -------
+    numpy.ndarray
+        Energy in Wh; negative where regeneration outweighs the losses.
+    """
+    vehicle = vehicle or Vehicle()
+    work = traction_energy_j(length_m, incline_rad, speed_mps, vehicle)
+    return np.where(work >= 0, work / (3600.0 * vehicle.eta_plus), work * vehicle.eta_minus / 3600.0)

@@ -1,0 +1,13 @@
+"""The one exception type for bad input.
+
+Library code raises :class:`EvrouteError` with a one-line message naming the problem;
+the command line prints ``error: <message>`` on stderr and exits with code 2.
+"""
+
+
+class EvrouteError(Exception):
+    """Bad input or an impossible request, reported to the user as one line."""
+
+
+class NegativeCycleError(EvrouteError):
+    """A cycle of negative total weight is reachable, so no shortest walk exists."""

@@ -1,0 +1,65 @@
+"""Atomic file writes: write to a temporary file beside the target, then rename.
+
+A killed process never leaves a half-written file under the final name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path in the target's folder; rename it to ``path`` on success.
+
+    Parameters
+    ----------
+    path : path-like
+        The final file name.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (keys kept in insertion order)."""
+    atomic_write_text(path, json.dumps(obj, indent=indent, allow_nan=True) + "\n")
+
+
+def atomic_write_with(path: str | os.PathLike, writer: Callable[[Path], None]) -> None:
+    """Call ``writer(tmp_path)`` and rename the result to ``path`` atomically.
+
+    Use it for writers that take a path, e.g. ``df.to_parquet``.
+    """
+    with atomic_path(path) as tmp:
+        writer(tmp)

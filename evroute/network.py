@@ -1,0 +1,688 @@
+"""Road networks: load OSM data, keep drivable roads, add features, build the line graph.
+
+The pipeline (SPEC §1) is
+
+1. read OSM XML with osmnx (or generate the embedded synthetic city);
+2. node elevations from OSM ``ele`` tags, a DEM raster, or flat (with a warning);
+3. keep drivable roads, simplify the topology, keep the largest strongly connected
+   component (as in paper 003, App. B.2);
+4. bound short-edge grade artefacts (a Lipschitz envelope of the node elevations, so
+   grades are bounded *and* still come from a potential);
+5. per directed edge: length, speed (``maxspeed`` or imputed by road class), grade,
+   inclination, WGS84 geometry, OSM way ids;
+6. the line graph L(G): legal turns, no U-turn onto the reverse edge except at dead
+   ends, OSM turn restrictions honoured.
+
+A prepared :class:`Network` is cached on disk (:mod:`evroute.cache`), keyed by the input's
+hash and the processing parameters. Warm loads read only Parquet/NumPy files: osmnx is
+imported only when a network has to be built.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .cache import CacheEntry, hash_bytes, hash_file, make_key
+from .errors import EvrouteError
+from .io import atomic_write_with
+from .registry import load_registry
+
+#: Bump when the processing changes: it is part of every cache key.
+PIPELINE_VERSION = 5
+
+#: Drivable ``highway`` values (the standard OSM classes a car may use). Non-standard
+#: values such as MoST's ``secondary_tunnel`` are not drivable classes and are dropped,
+#: which reproduces the sizes in ../shared/data/README.md.
+DRIVABLE = (
+    "motorway", "trunk", "primary", "secondary", "tertiary", "unclassified", "residential",
+    "living_street", "road", "motorway_link", "trunk_link", "primary_link", "secondary_link",
+    "tertiary_link",
+)
+
+#: Speed (km/h) imputed where ``maxspeed`` is missing or unreadable.
+DEFAULT_SPEEDS_KMH = {
+    "motorway": 110.0, "trunk": 90.0, "primary": 50.0, "secondary": 50.0, "tertiary": 50.0,
+    "unclassified": 40.0, "residential": 30.0, "living_street": 10.0, "road": 40.0,
+    "motorway_link": 60.0, "trunk_link": 50.0, "primary_link": 40.0, "secondary_link": 40.0,
+    "tertiary_link": 40.0,
+}
+
+#: Largest plausible road grade; steeper short-edge artefacts are bounded to it.
+DEFAULT_MAX_GRADE = 0.25
+
+ELEVATION_SOURCES = ("osm", "dem", "none")
+
+
+@dataclass
+class Network:
+    """A prepared road network.
+
+    Attributes
+    ----------
+    name : str
+        Network name (``monaco``, ``luxembourg``, ``synthetic`` or a file stem).
+    edges : pandas.DataFrame
+        One row per directed edge; the row number is the edge id used everywhere.
+        Columns: ``u``, ``v`` (node ids), ``key``, ``osm_way`` (first OSM way id),
+        ``highway``, ``length_m``, ``speed_mps``, ``maxspeed_known`` (bool), ``grade``,
+        ``incline_rad``, ``reversed`` (driven against the way's node order), ``lanes``.
+    nodes : pandas.DataFrame
+        Indexed by node id: ``lon``, ``lat``, ``elevation_m``.
+    geometry : list of numpy.ndarray
+        Per edge, a (k, 2) array of (lon, lat) vertices from u to v.
+    edge_ways : list of tuple of int
+        Per edge, every OSM way id the (simplified) edge is made of.
+    conn_src, conn_dst : numpy.ndarray
+        The line graph: a legal turn from edge ``conn_src[i]`` into ``conn_dst[i]``.
+    meta : dict
+        Provenance and statistics (source, hash, elevation source, component share...).
+    """
+
+    name: str
+    edges: pd.DataFrame
+    nodes: pd.DataFrame
+    geometry: list
+    edge_ways: list
+    conn_src: np.ndarray
+    conn_dst: np.ndarray
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def n_edges(self) -> int:
+        return len(self.edges)
+
+    @property
+    def n_connections(self) -> int:
+        return len(self.conn_src)
+
+    @cached_property
+    def context(self) -> np.ndarray:
+        """Raw context vectors x_e = (length, speed limit, incline), shape (E, 3)."""
+        e = self.edges
+        return np.column_stack([e["length_m"], e["speed_mps"], e["incline_rad"]]).astype(np.float64)
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        """(south, west, north, east) of the kept nodes."""
+        n = self.nodes
+        return float(n.lat.min()), float(n.lon.min()), float(n.lat.max()), float(n.lon.max())
+
+    @property
+    def cache_key(self) -> str:
+        """Identifies the prepared network (input hash + parameters)."""
+        return self.meta["cache_key"]
+
+    def edge_midpoints(self) -> np.ndarray:
+        """(E, 2) array of (lon, lat) at the middle vertex of each edge's geometry."""
+        return np.array([g[len(g) // 2] if len(g) > 2 else g.mean(axis=0) for g in self.geometry])
+
+    def successors(self) -> list[np.ndarray]:
+        """Per edge, the edges reachable by one legal turn."""
+        order = np.argsort(self.conn_src, kind="stable")
+        splits = np.searchsorted(self.conn_src[order], np.arange(self.n_edges + 1))
+        dst = self.conn_dst[order]
+        return [dst[splits[i]:splits[i + 1]] for i in range(self.n_edges)]
+
+
+# --------------------------------------------------------------------------------------
+# Resolving names to inputs
+# --------------------------------------------------------------------------------------
+
+
+def network_names() -> list[str]:
+    """Names of the built-in networks."""
+    return list(load_registry("networks"))
+
+
+def network_spec(name: str) -> dict:
+    """The registry entry of a built-in network (EvrouteError if unknown)."""
+    reg = load_registry("networks")
+    if name not in reg:
+        raise EvrouteError(f"unknown network {name!r}; built-in networks: {', '.join(reg)} "
+                           "(or give an OSM file path)")
+    return reg[name]
+
+
+def data_dir() -> Path | None:
+    """``$EVROUTE_DATA_DIR`` when set."""
+    env = os.environ.get("EVROUTE_DATA_DIR")
+    return Path(env).expanduser() if env else None
+
+
+def osm_cache_path(name: str) -> Path:
+    """Where ``evroute networks fetch NAME`` stores a downloaded network."""
+    from .cache import cache_dir
+
+    return cache_dir() / "osm" / f"{name}.osm"
+
+
+def resolve_osm_path(name: str, osm: str | os.PathLike | None = None) -> Path:
+    """The OSM file of network ``name``: ``osm`` if given, else the data dir, else the cache.
+
+    Raises
+    ------
+    EvrouteError
+        When no file can be found, naming the places looked at.
+    """
+    if osm is not None:
+        path = Path(osm).expanduser()
+        if not path.is_file():
+            raise EvrouteError(f"OSM file not found: {path}")
+        return path
+    spec = network_spec(name)
+    if spec.get("kind") != "osm":
+        raise EvrouteError(f"network {name!r} is not read from an OSM file")
+    looked = []
+    ddir = data_dir()
+    if ddir is not None:
+        candidate = ddir / spec["file"]
+        looked.append(str(candidate))
+        if candidate.is_file():
+            return candidate
+    cached = osm_cache_path(name)
+    looked.append(str(cached))
+    if cached.is_file():
+        return cached
+    raise EvrouteError(f"no OSM file for network {name!r} (looked in {', '.join(looked)}); "
+                       f"pass --osm PATH, set EVROUTE_DATA_DIR, or run `evroute networks fetch {name}`")
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------
+
+
+def load_network(
+    name: str = "synthetic",
+    osm: str | os.PathLike | None = None,
+    dem: str | os.PathLike | None = None,
+    *,
+    max_grade: float = DEFAULT_MAX_GRADE,
+    seed: int | None = None,
+    size: int | None = None,
+    use_cache: bool = True,
+) -> Network:
+    """Load a prepared network, from the cache when possible.
+
+    Parameters
+    ----------
+    name : str
+        A built-in network name, or the path of an OSM XML file.
+    osm : path-like, optional
+        OSM XML file to use for a built-in name (overrides the data dir and cache).
+    dem : path-like, optional
+        A DEM raster (GeoTIFF/HGT) giving node elevations (overrides OSM ``ele`` tags).
+    max_grade : float
+        Bound on |grade| (short-edge artefacts), default 0.25.
+    seed, size : int, optional
+        Synthetic network parameters (defaults from the registry).
+    use_cache : bool
+        Read and write the on-disk cache.
+    """
+    if not (isinstance(max_grade, (int, float)) and math.isfinite(max_grade) and max_grade > 0):
+        raise EvrouteError(f"max grade must be a positive number, got {max_grade!r}")
+    name_path = Path(name)
+    if osm is None and name not in load_registry("networks") and name_path.suffix.lower() in (".osm", ".xml"):
+        osm, name = name_path, name_path.stem
+        if not name_path.is_file():
+            raise EvrouteError(f"OSM file not found: {name_path}")
+    params: dict = {"pipeline": PIPELINE_VERSION, "max_grade": float(max_grade)}
+    if osm is None and network_spec(name).get("kind") == "synthetic":
+        spec = network_spec(name)
+        seed = spec["seed"] if seed is None else int(seed)
+        size = spec["size"] if size is None else int(size)
+        if size < 16:
+            raise EvrouteError(f"synthetic network size must be >= 16, got {size}")
+        params.update(kind="synthetic", seed=seed, size=size)
+        source = None
+    else:
+        source = resolve_osm_path(name, osm)
+        params.update(kind="osm", osm_sha256=hash_file(source))
+    if dem is not None:
+        dem = Path(dem).expanduser()
+        if not dem.is_file():
+            raise EvrouteError(f"DEM file not found: {dem}")
+        params["dem_sha256"] = hash_file(dem)
+    key = f"{name}-{make_key(params)}"
+    entry = CacheEntry("networks", key)
+    if use_cache:
+        net = _read_cached(entry, name)
+        if net is not None:
+            return net
+    if params["kind"] == "synthetic":
+        from .synthetic import synthetic_graph
+
+        from .synthetic import synthetic_route_points
+
+        graph = synthetic_graph(seed=seed, size=size)
+        points = synthetic_route_points(graph)
+        meta = {"source": f"synthetic(seed={seed}, size={size})",
+                "route_points": {k: [list(a), list(b)] for k, (a, b) in points.items()}}
+    else:
+        graph = _read_osm_graph(source)
+        meta = {"source": str(source), "osm_sha256": params["osm_sha256"]}
+    net = build_network(graph, name=name, dem=dem, max_grade=max_grade,
+                        restrictions=_read_restrictions(source) if source else [])
+    if params["kind"] == "synthetic" and dem is None:
+        net.meta["elevation_source"] = "synthetic"
+    net.meta.update(meta)
+    net.meta["cache_key"] = key
+    net.meta["params"] = params
+    if use_cache:
+        _write_cached(entry, net)
+    return net
+
+
+def _read_osm_graph(path: Path):
+    """Read an OSM XML file into an unsimplified osmnx MultiDiGraph."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise EvrouteError(f"cannot read {path}: {exc.strerror}") from None
+    if path.suffix.lower() == ".pbf":
+        raise EvrouteError(f"{path}: .pbf files are not supported by osmnx; convert to OSM XML (osmium cat)")
+    if b"<osm" not in head:
+        raise EvrouteError(f"{path} is not an OSM XML file (no <osm> root element)")
+    import osmnx as ox
+
+    for tag in ("ele",):
+        if tag not in ox.settings.useful_tags_node:
+            ox.settings.useful_tags_node = [*ox.settings.useful_tags_node, tag]
+    for tag in ("maxspeed", "lanes", "oneway", "highway"):
+        if tag not in ox.settings.useful_tags_way:
+            ox.settings.useful_tags_way = [*ox.settings.useful_tags_way, tag]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            graph = ox.graph_from_xml(path, simplify=False, retain_all=True)
+        except Exception as exc:  # osmnx raises many kinds for bad XML
+            raise EvrouteError(f"{path} could not be read as OSM XML: {str(exc).splitlines()[0][:200]}") from None
+    if graph.number_of_edges() == 0:
+        raise EvrouteError(f"{path} holds no roads")
+    return graph
+
+
+def _read_restrictions(path: Path) -> list[dict]:
+    """Turn-restriction relations (type=restriction) of an OSM XML file."""
+    import xml.etree.ElementTree as ET
+
+    out = []
+    try:
+        for _, elem in ET.iterparse(path, events=("end",)):
+            if elem.tag == "relation":
+                tags = {t.get("k"): t.get("v") for t in elem.findall("tag")}
+                if tags.get("type") == "restriction":
+                    members = {"from": [], "to": [], "via": []}
+                    for m in elem.findall("member"):
+                        role = m.get("role")
+                        if role in members:
+                            members[role].append((m.get("type"), int(m.get("ref"))))
+                    kind = tags.get("restriction") or next(
+                        (v for k, v in tags.items() if k.startswith("restriction:")), "")
+                    if (len(members["from"]) == 1 and len(members["to"]) == 1
+                            and len(members["via"]) == 1 and members["via"][0][0] == "node"):
+                        out.append({"kind": kind, "from": members["from"][0][1],
+                                    "to": members["to"][0][1], "via": members["via"][0][1]})
+                elem.clear()
+            elif elem.tag in ("node", "way"):
+                elem.clear()
+    except ET.ParseError as exc:
+        raise EvrouteError(f"{path} is not well-formed XML: {exc}") from None
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Processing
+# --------------------------------------------------------------------------------------
+
+
+def _first(value):
+    if isinstance(value, (list, tuple)):
+        return value[0] if value else None
+    return value
+
+
+def parse_maxspeed(value) -> float:
+    """A ``maxspeed`` tag in m/s (``50``, ``50 mph``, ``30;50`` → the first), NaN if unreadable."""
+    value = _first(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return math.nan
+    if isinstance(value, (int, float)):
+        return float(value) / 3.6 if value > 0 else math.nan
+    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(mph|km/h|kmh|kph)?", str(value))
+    if not m:
+        return math.nan
+    speed = float(m.group(1))
+    if speed <= 0:
+        return math.nan
+    return speed * 0.44704 if m.group(2) == "mph" else speed / 3.6
+
+
+def _node_elevations(graph, dem: Path | None) -> tuple[dict, str]:
+    nodes = list(graph.nodes)
+    if dem is not None:
+        return dict(zip(nodes, _sample_dem(dem, graph), strict=True)), "dem"
+    ele = {}
+    for n, d in graph.nodes(data=True):
+        v = d.get("ele", d.get("elevation"))
+        try:
+            ele[n] = float(v)
+        except (TypeError, ValueError):
+            ele[n] = math.nan
+    values = np.array(list(ele.values()), dtype=float)
+    if len(values) and np.isfinite(values).mean() > 0.5:
+        # fill the few nodes without a tag from the mean of their tagged neighbours
+        fill = np.nanmean(values)
+        for n, v in ele.items():
+            if not math.isfinite(v):
+                nb = [ele[m] for m in graph.neighbors(n) if math.isfinite(ele.get(m, math.nan))]
+                ele[n] = float(np.mean(nb)) if nb else float(fill)
+        return ele, "osm"
+    warnings.warn("no elevation in the input (no OSM ele tags, no --dem): the network is "
+                  "treated as flat, so every grade is 0", stacklevel=3)
+    return dict.fromkeys(nodes, 0.0), "none"
+
+
+def _sample_dem(dem: Path, graph) -> np.ndarray:
+    try:
+        import rasterio
+        from rasterio.warp import transform as warp_transform
+    except ImportError:  # pragma: no cover - rasterio is a dependency
+        raise EvrouteError("reading a DEM needs rasterio (pip install rasterio)") from None
+    lon = np.array([d["x"] for _, d in graph.nodes(data=True)])
+    lat = np.array([d["y"] for _, d in graph.nodes(data=True)])
+    try:
+        with rasterio.open(dem) as src:
+            xs, ys = (lon, lat)
+            if src.crs is not None and src.crs.to_epsg() != 4326:
+                xs, ys = warp_transform("EPSG:4326", src.crs, lon.tolist(), lat.tolist())
+            xs, ys = np.asarray(xs), np.asarray(ys)
+            b = src.bounds
+            inside = (xs >= b.left) & (xs <= b.right) & (ys >= b.bottom) & (ys <= b.top)
+            if inside.mean() < 0.99:
+                raise EvrouteError(f"the DEM {dem} does not cover the network "
+                                   f"({100 * (1 - inside.mean()):.1f}% of the nodes lie outside it)")
+            vals = np.array([v[0] for v in src.sample(zip(xs, ys, strict=True))], dtype=float)
+            nodata = src.nodata
+    except EvrouteError:
+        raise
+    except Exception as exc:
+        raise EvrouteError(f"cannot read the DEM {dem}: {str(exc).splitlines()[0][:200]}") from None
+    bad = ~np.isfinite(vals) | ((vals == nodata) if nodata is not None else False) | ~inside
+    if bad.mean() > 0.01:
+        raise EvrouteError(f"the DEM {dem} does not cover the network ({100 * bad.mean():.1f}% of the "
+                           "nodes have no elevation)")
+    if bad.any():
+        vals[bad] = np.nanmean(vals[~bad])
+    return vals
+
+
+def lipschitz_envelope(n_nodes: int, a: np.ndarray, b: np.ndarray, length: np.ndarray,
+                       h: np.ndarray, max_grade: float) -> np.ndarray:
+    """The smallest elevation profile h' ≥ h with |h'_a − h'_b| ≤ max_grade·ℓ on every road.
+
+    h'(x) = max_y h(y) − max_grade·d(x, y), d the road distance: one multi-source Dijkstra
+    (a virtual source joined to every node y with weight (max h − h(y)) / max_grade).
+    Where the input is already plausible it is unchanged; grades of short edges whose
+    end elevations disagree by more than the bound are bounded, and grades still come
+    from a potential (so E_det keeps having no negative cycles).
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    top = float(h.max())
+    src = np.concatenate([a, b, np.full(n_nodes, n_nodes)])
+    dst = np.concatenate([b, a, np.arange(n_nodes)])
+    w = np.concatenate([length, length, (top - h) / max_grade])
+    w = np.maximum(w, 1e-12)  # csgraph drops explicit zeros
+    # keep the shortest of parallel roads (a sparse matrix would sum duplicates)
+    order = np.lexsort((w, dst, src))
+    src, dst, w = src[order], dst[order], w[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    src, dst, w = src[first], dst[first], w[first]
+    mat = coo_matrix((w, (src, dst)), shape=(n_nodes + 1, n_nodes + 1)).tocsr()
+    dist = dijkstra(mat, directed=True, indices=n_nodes)[:n_nodes]
+    return np.maximum(h, top - max_grade * dist)
+
+
+def build_network(graph, name: str, dem: Path | None = None, max_grade: float = DEFAULT_MAX_GRADE,
+                  restrictions: list[dict] | None = None) -> Network:
+    """Process an unsimplified osmnx-style MultiDiGraph into a :class:`Network`."""
+    import osmnx as ox
+
+    n_input_nodes = graph.number_of_nodes()
+    ele, elevation_source = _node_elevations(graph, dem)
+    for n, v in ele.items():
+        graph.nodes[n]["elevation"] = v
+    drivable = set(DRIVABLE)
+    drop = [(u, v, k) for u, v, k, d in graph.edges(keys=True, data=True)
+            if _first(d.get("highway")) not in drivable]
+    graph.remove_edges_from(drop)
+    graph.remove_nodes_from([n for n in list(graph.nodes) if graph.degree(n) == 0])
+    if graph.number_of_edges() == 0:
+        raise EvrouteError(f"network {name!r} has no drivable roads (highway in {', '.join(DRIVABLE[:7])}, ...)")
+    n_drivable_nodes = graph.number_of_nodes()
+    n_drivable_edges = graph.number_of_edges()
+    km_drivable = sum(d.get("length", 0.0) for *_, d in graph.edges(data=True)) / 1000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = ox.simplify_graph(graph)
+        graph = ox.truncate.largest_component(graph, strongly=True)
+    if graph.number_of_edges() < 2:
+        raise EvrouteError(f"network {name!r} is empty after keeping the largest strongly connected component")
+
+    node_ids = np.array(sorted(graph.nodes), dtype=np.int64)
+    node_index = {n: i for i, n in enumerate(node_ids)}
+    lon = np.array([graph.nodes[n]["x"] for n in node_ids], dtype=float)
+    lat = np.array([graph.nodes[n]["y"] for n in node_ids], dtype=float)
+    h_raw = np.array([graph.nodes[n]["elevation"] for n in node_ids], dtype=float)
+
+    rows = sorted(graph.edges(keys=True, data=True), key=lambda r: (r[0], r[1], r[2]))
+    u = np.array([r[0] for r in rows], dtype=np.int64)
+    v = np.array([r[1] for r in rows], dtype=np.int64)
+    ui = np.array([node_index[x] for x in u])
+    vi = np.array([node_index[x] for x in v])
+    length = np.array([max(float(r[3].get("length", 0.0)), 0.1) for r in rows])
+
+    h = h_raw if elevation_source == "none" else lipschitz_envelope(len(node_ids), ui, vi, length, h_raw, max_grade)
+    grade = (h[vi] - h[ui]) / length
+    highway = [str(_first(r[3].get("highway"))) for r in rows]
+    maxspeed = np.array([parse_maxspeed(r[3].get("maxspeed")) for r in rows])
+    imputed = np.array([DEFAULT_SPEEDS_KMH.get(hw, 40.0) / 3.6 for hw in highway])
+    speed = np.where(np.isfinite(maxspeed), maxspeed, imputed)
+    ways = []
+    for r in rows:
+        osmid = r[3].get("osmid")
+        ids = osmid if isinstance(osmid, (list, tuple)) else [osmid]
+        ways.append(tuple(int(x) for x in ids if x is not None))
+    rev = np.array([bool(_first(r[3].get("reversed", False))) for r in rows])
+    lanes = [str(_first(r[3].get("lanes"))) if r[3].get("lanes") is not None else "" for r in rows]
+    geometry = []
+    for r, a, b in zip(rows, ui, vi, strict=True):
+        geom = r[3].get("geometry")
+        if geom is not None:
+            coords = np.asarray(geom.coords, dtype=float)[:, :2]
+        else:
+            coords = np.array([[lon[a], lat[a]], [lon[b], lat[b]]])
+        geometry.append(coords)
+
+    edges = pd.DataFrame({
+        "u": u, "v": v, "key": np.array([r[2] for r in rows], dtype=np.int64),
+        "osm_way": np.array([w[0] if w else 0 for w in ways], dtype=np.int64),
+        "highway": highway, "length_m": length, "speed_mps": speed,
+        "maxspeed_known": np.isfinite(maxspeed), "grade": grade, "incline_rad": np.arctan(grade),
+        "reversed": rev, "lanes": lanes,
+    })
+    edges.index.name = "edge"
+    nodes = pd.DataFrame({"lon": lon, "lat": lat, "elevation_m": h, "elevation_raw_m": h_raw},
+                         index=pd.Index(node_ids, name="node"))
+    conn_src, conn_dst, n_restricted = line_graph(u, v, length, ways, restrictions or [])
+    # A few edges of G's component can only be entered through a U-turn or a forbidden
+    # turn; keep the largest strongly connected component of L(G) so that every edge can
+    # reach every other one along legal turns.
+    keep = _line_graph_component(len(u), conn_src, conn_dst)
+    n_dropped = int((~keep).sum())
+    if n_dropped:
+        new_id = np.cumsum(keep) - 1
+        both = keep[conn_src] & keep[conn_dst]
+        conn_src, conn_dst = new_id[conn_src[both]], new_id[conn_dst[both]]
+        edges = edges[keep].reset_index(drop=True)
+        edges.index.name = "edge"
+        geometry = [g for g, k in zip(geometry, keep, strict=True) if k]
+        ways = [w for w, k in zip(ways, keep, strict=True) if k]
+        used = np.union1d(edges.u.to_numpy(), edges.v.to_numpy())
+        nodes = nodes.loc[used]
+    meta = {
+        "name": name,
+        "elevation_source": elevation_source,
+        "max_grade": float(max_grade),
+        "grade_bounded_edges": int(np.sum(np.abs((h_raw[vi] - h_raw[ui]) / length) > max_grade + 1e-12)),
+        "input_nodes": int(n_input_nodes),
+        "drivable_nodes": int(n_drivable_nodes),
+        "drivable_edges": int(n_drivable_edges),
+        "drivable_km": float(km_drivable),
+        "component_node_share": float(len(nodes) / max(n_drivable_nodes, 1)),
+        "component_edge_share": float(len(edges) / max(n_drivable_edges, 1)),
+        "component_km_share": float(edges.length_m.sum() / 1000 / max(km_drivable, 1e-9)),
+        "turn_restrictions": len(restrictions or []),
+        "turn_restrictions_applied": int(n_restricted),
+        "line_graph_dropped_edges": n_dropped,
+    }
+    return Network(name=name, edges=edges, nodes=nodes, geometry=geometry, edge_ways=ways,
+                   conn_src=conn_src, conn_dst=conn_dst, meta=meta)
+
+
+def _line_graph_component(n_edges: int, conn_src: np.ndarray, conn_dst: np.ndarray) -> np.ndarray:
+    """Mask of the edges in the largest strongly connected component of L(G)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    mat = coo_matrix((np.ones(len(conn_src)), (conn_src, conn_dst)), shape=(n_edges, n_edges)).tocsr()
+    _, labels = connected_components(mat, directed=True, connection="strong")
+    return labels == np.argmax(np.bincount(labels))
+
+
+def _is_reverse(u, v, length, e1: int, e2: int) -> bool:
+    """e2 runs back along e1: same end nodes swapped and (nearly) the same length."""
+    return (u[e2] == v[e1] and v[e2] == u[e1]
+            and abs(length[e1] - length[e2]) <= max(1.0, 0.01 * length[e1]))
+
+
+def line_graph(u: np.ndarray, v: np.ndarray, length: np.ndarray, ways: list, restrictions: list[dict]):
+    """Legal connections (e1, e2) of the line graph L(G).
+
+    A connection exists where e1 ends where e2 starts, except (a) a U-turn onto e1's
+    reverse edge unless e1 ends at a dead end (no other way on), and (b) turns forbidden
+    by an OSM turn restriction (``no_*``: that turn; ``only_*``: every other turn from the
+    ``from`` way at the ``via`` node).
+
+    Returns
+    -------
+    conn_src, conn_dst : numpy.ndarray
+        int64 arrays, sorted by (src, dst).
+    n_removed : int
+        Connections removed by turn restrictions.
+    """
+    out_by_node: dict[int, list[int]] = {}
+    for e, a in enumerate(u):
+        out_by_node.setdefault(int(a), []).append(e)
+    src, dst = [], []
+    for e1 in range(len(u)):
+        outs = out_by_node.get(int(v[e1]), [])
+        non_reverse = [e2 for e2 in outs if not _is_reverse(u, v, length, e1, e2)]
+        allowed = outs if not non_reverse else non_reverse
+        for e2 in allowed:
+            src.append(e1)
+            dst.append(e2)
+    src = np.array(src, dtype=np.int64)
+    dst = np.array(dst, dtype=np.int64)
+    n_removed = 0
+    if restrictions and len(src):
+        way_edges: dict[int, set[int]] = {}
+        for e, ws in enumerate(ways):
+            for w in ws:
+                way_edges.setdefault(w, set()).add(e)
+        keep = np.ones(len(src), dtype=bool)
+        index = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src, dst, strict=True))}
+        for r in restrictions:
+            from_edges = [e for e in way_edges.get(r["from"], ()) if v[e] == r["via"]]
+            to_edges = {e for e in way_edges.get(r["to"], ()) if u[e] == r["via"]}
+            for e1 in from_edges:
+                for e2 in out_by_node.get(int(r["via"]), []):
+                    i = index.get((e1, e2))
+                    if i is None:
+                        continue
+                    forbidden = (e2 in to_edges) if r["kind"].startswith("no_") else (
+                        e2 not in to_edges if r["kind"].startswith("only_") else False)
+                    if forbidden and keep[i]:
+                        keep[i] = False
+                        n_removed += 1
+        src, dst = src[keep], dst[keep]
+    return src, dst, n_removed
+
+
+# --------------------------------------------------------------------------------------
+# Cache
+# --------------------------------------------------------------------------------------
+
+_FILES = ("edges.parquet", "nodes.parquet", "arrays.npz", "meta.json")
+
+
+def _write_cached(entry: CacheEntry, net: Network) -> None:
+    try:
+        entry.prepare()
+    except EvrouteError as exc:
+        warnings.warn(f"{exc}; continuing without the cache", stacklevel=3)
+        return
+    offsets = np.cumsum([0] + [len(g) for g in net.geometry])
+    coords = np.concatenate(net.geometry) if net.geometry else np.zeros((0, 2))
+    way_off = np.cumsum([0] + [len(w) for w in net.edge_ways])
+    way_ids = np.array([w for ws in net.edge_ways for w in ws], dtype=np.int64)
+    atomic_write_with(entry.path("edges.parquet"), lambda p: net.edges.to_parquet(p))
+    atomic_write_with(entry.path("nodes.parquet"), lambda p: net.nodes.to_parquet(p))
+    def write_arrays(p: Path) -> None:
+        with open(p, "wb") as fh:
+            np.savez(fh, conn_src=net.conn_src, conn_dst=net.conn_dst, geom_offsets=offsets,
+                     geom_coords=coords, way_offsets=way_off, way_ids=way_ids)
+
+    atomic_write_with(entry.path("arrays.npz"), write_arrays)
+    atomic_write_with(entry.path("meta.json"), lambda p: Path(p).write_text(json.dumps(net.meta, default=str)))
+    entry.commit(_FILES)
+
+
+def _read_cached(entry: CacheEntry, name: str) -> Network | None:
+    if not entry.is_valid(_FILES):
+        return None
+    try:
+        edges = pd.read_parquet(entry.path("edges.parquet"))
+        nodes = pd.read_parquet(entry.path("nodes.parquet"))
+        with np.load(entry.path("arrays.npz"), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(entry.path("meta.json").read_text())
+    except Exception:  # a valid checksum but unreadable content: rebuild
+        return None
+    off = arrays["geom_offsets"]
+    geometry = [arrays["geom_coords"][off[i]:off[i + 1]] for i in range(len(off) - 1)]
+    woff, wids = arrays["way_offsets"], arrays["way_ids"]
+    edge_ways = [tuple(int(x) for x in wids[woff[i]:woff[i + 1]]) for i in range(len(woff) - 1)]
+    return Network(name=name, edges=edges, nodes=nodes, geometry=geometry, edge_ways=edge_ways,
+                   conn_src=arrays["conn_src"], conn_dst=arrays["conn_dst"], meta=meta)
+
+
+def network_fingerprint(net: Network) -> str:
+    """A hash of the prepared network's content (edge table and line graph)."""
+    return hash_bytes(
+        pd.util.hash_pandas_object(net.edges, index=True).values.tobytes(),
+        net.conn_src.tobytes(), net.conn_dst.tobytes())[:16]

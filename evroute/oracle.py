@@ -1,0 +1,133 @@
+"""The route oracle: shortest paths on the line graph L(G) (SPEC §7).
+
+Edges of the road network are the nodes of L(G); a route from start edge s to end edge t
+is a walk s → … → t along legal turns, and its cost is the sum of the per-edge weights
+of every edge on it, s and t included. Entering edge e2 from e1 costs w[e2]; the start
+edge's own weight is added once.
+
+- :meth:`Oracle.shortest_path`: Dijkstra (scipy.sparse.csgraph) for non-negative weights;
+  it runs every bandit round, so the CSR structure is built once and only its data array
+  is refreshed per query.
+- :meth:`Oracle.bellman_ford_path`: exact for weights that may be negative; raises
+  :class:`~evroute.errors.NegativeCycleError` when a negative cycle is reachable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from .errors import EvrouteError, NegativeCycleError
+
+
+@dataclass(frozen=True)
+class Route:
+    """A path on the line graph: edge ids from start to end and its total weight."""
+
+    edges: list[int]
+    cost: float
+
+
+class Oracle:
+    """Shortest paths between edges on a fixed line graph.
+
+    Parameters
+    ----------
+    n_edges : int
+        Number of road edges (nodes of L(G)).
+    conn_src, conn_dst : numpy.ndarray
+        The legal turns (connections) of L(G).
+    """
+
+    def __init__(self, n_edges: int, conn_src: np.ndarray, conn_dst: np.ndarray):
+        self.n_edges = int(n_edges)
+        src = np.asarray(conn_src, dtype=np.int64)
+        dst = np.asarray(conn_dst, dtype=np.int64)
+        order = np.lexsort((dst, src))
+        self._indices = dst[order].astype(np.int32)
+        indptr = np.searchsorted(src[order], np.arange(self.n_edges + 1)).astype(np.int32)
+        # Explicit entries are kept even when their value is 0: csgraph treats explicit
+        # zeros in a sparse matrix as zero-weight edges.
+        self._csr = sp.csr_matrix(
+            (np.ones(len(order)), self._indices, indptr), shape=(self.n_edges, self.n_edges))
+
+    @classmethod
+    def from_network(cls, net) -> Oracle:
+        """Build the oracle of a :class:`~evroute.network.Network`."""
+        return cls(net.n_edges, net.conn_src, net.conn_dst)
+
+    def _check(self, weights, start: int, end: int) -> np.ndarray:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (self.n_edges,):
+            raise EvrouteError(f"expected {self.n_edges} edge weights, got shape {w.shape}")
+        if not np.all(np.isfinite(w)):
+            raise EvrouteError("edge weights must be finite")
+        for label, e in (("start", start), ("end", end)):
+            if not 0 <= int(e) < self.n_edges:
+                raise EvrouteError(f"{label} edge {e} is not an edge of the network (0..{self.n_edges - 1})")
+        return w
+
+    def _graph(self, w: np.ndarray) -> sp.csr_matrix:
+        self._csr.data = w[self._indices]
+        return self._csr
+
+    @staticmethod
+    def _walk_back(pred: np.ndarray, start: int, end: int) -> list[int]:
+        path = [end]
+        while path[-1] != start:
+            p = int(pred[path[-1]])
+            if p < 0:
+                raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
+            path.append(p)
+        return path[::-1]
+
+    def shortest_path(self, weights, start: int, end: int) -> Route:
+        """Dijkstra from ``start`` to ``end`` for non-negative ``weights``.
+
+        Raises
+        ------
+        EvrouteError
+            Negative weights, or ``end`` unreachable from ``start``.
+        """
+        w = self._check(weights, start, end)
+        if np.any(w < 0):
+            raise EvrouteError("Dijkstra needs non-negative edge weights; use bellman_ford_path")
+        dist, pred = csgraph.dijkstra(self._graph(w), directed=True, indices=int(start),
+                                      return_predecessors=True)
+        if not np.isfinite(dist[end]):
+            raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
+        path = self._walk_back(pred, int(start), int(end))
+        return Route(path, float(w[path].sum()))
+
+    def bellman_ford_path(self, weights, start: int, end: int) -> Route:
+        """Exact shortest walk for weights of any sign (Bellman–Ford).
+
+        Raises
+        ------
+        NegativeCycleError
+            A cycle of negative total weight is reachable, so no shortest walk exists.
+        EvrouteError
+            ``end`` unreachable from ``start``.
+        """
+        w = self._check(weights, start, end)
+        try:
+            dist, pred = csgraph.bellman_ford(self._graph(w), directed=True, indices=int(start),
+                                              return_predecessors=True)
+        except csgraph.NegativeCycleError:
+            raise NegativeCycleError(
+                f"a cycle of negative total energy is reachable from edge {start}: no shortest route exists") from None
+        if not np.isfinite(dist[end]):
+            raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
+        path = self._walk_back(pred, int(start), int(end))
+        return Route(path, float(w[path].sum()))
+
+    def reachable(self, start: int) -> np.ndarray:
+        """Boolean mask of the edges reachable from ``start`` (``start`` included)."""
+        order = csgraph.breadth_first_order(self._graph(np.ones(self.n_edges)), int(start),
+                                            directed=True, return_predecessors=False)
+        mask = np.zeros(self.n_edges, dtype=bool)
+        mask[order] = True
+        return mask

@@ -1,0 +1,85 @@
+"""Reports: network statistics, GeoJSON export (RFC 7946), tables and plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .io import atomic_write_text
+
+
+def describe_network(net, vehicle=None) -> dict:
+    """Statistics of a prepared network (``evroute networks info``)."""
+    from .routes import edge_energies
+
+    e = net.edges
+    energy = edge_energies(net, vehicle)
+    h = net.nodes.elevation_m.to_numpy()
+    src = net.meta.get("elevation_source", "none")
+    pct = np.percentile(e.grade.to_numpy(), [1, 5, 25, 50, 75, 95, 99])
+    return {
+        "name": net.name,
+        "source": net.meta.get("source"),
+        "nodes": int(len(net.nodes)),
+        "edges": int(net.n_edges),
+        "km": float(e.length_m.sum() / 1000),
+        "component_node_share": net.meta.get("component_node_share"),
+        "component_edge_share": net.meta.get("component_edge_share"),
+        "component_km_share": net.meta.get("component_km_share"),
+        "elevation_source": src,
+        "elevation_min_m": None if src == "none" else float(h.min()),
+        "elevation_max_m": None if src == "none" else float(h.max()),
+        "grade_bounded_edges": net.meta.get("grade_bounded_edges"),
+        "grade_percentiles": {f"p{q}": float(v) for q, v in zip((1, 5, 25, 50, 75, 95, 99), pct, strict=True)},
+        "speed_imputed_share": float(1 - e.maxspeed_known.mean()),
+        "energy_mean_wh": float(energy.mean()),
+        "energy_std_wh": float(energy.std()),
+        "energy_min_wh": float(energy.min()),
+        "energy_max_wh": float(energy.max()),
+        "energy_negative_share": float((energy < 0).mean()),
+        "connections": int(net.n_connections),
+        "turn_restrictions_applied": net.meta.get("turn_restrictions_applied"),
+        "line_graph_dropped_edges": net.meta.get("line_graph_dropped_edges"),
+    }
+
+
+def path_coordinates(net, edges) -> list[list[float]]:
+    """(lon, lat) vertices of a path of edges, consecutive duplicates removed."""
+    coords: list[list[float]] = []
+    for e in edges:
+        for lon, lat in net.geometry[int(e)]:
+            pt = [float(lon), float(lat)]
+            if not coords or coords[-1] != pt:
+                coords.append(pt)
+    if len(coords) == 1:
+        coords.append(list(coords[0]))
+    return coords
+
+
+def linestring_feature(net, edges, properties: dict) -> dict:
+    """A GeoJSON LineString Feature (RFC 7946: WGS84, lon/lat order) of a path."""
+    return {"type": "Feature", "geometry": {"type": "LineString", "coordinates": path_coordinates(net, edges)},
+            "properties": properties}
+
+
+def feature_collection(features: list[dict], **properties) -> dict:
+    """A GeoJSON FeatureCollection (foreign members kept under ``properties``)."""
+    fc = {"type": "FeatureCollection", "features": features}
+    if properties:
+        fc["properties"] = properties
+    return fc
+
+
+def write_geojson(path: str | Path, collection: dict) -> None:
+    """Write a FeatureCollection atomically."""
+    atomic_write_text(path, json.dumps(collection, separators=(",", ":")) + "\n")
+
+
+def routes_geojson(net, routes: list[dict], route_name: str) -> dict:
+    """FeatureCollection of the routes from :func:`evroute.routes.reference_routes`."""
+    feats = [linestring_feature(net, r["edges"], {
+        "kind": r["kind"], "route": route_name, "energy_wh": r["energy_wh"], "length_m": r["length_m"],
+        "time_s": r["time_s"], "n_edges": r["n_edges"], "edges": r["edges"]}) for r in routes]
+    return feature_collection(feats, network=net.name, attribution="© OpenStreetMap contributors")
