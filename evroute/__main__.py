@@ -1,0 +1,5 @@
+"""``python -m evroute``."""
+
+from .cli import entry
+
+entry()

@@ -1,0 +1,88 @@
+"""The command line: outputs, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evroute.cli import main
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_networks_list(capsys):
+    code, out, _ = run(capsys, "networks", "list")
+    assert code == 0 and "synthetic" in out and "monaco" in out and "luxembourg" in out
+
+
+def test_networks_info_json(capsys):
+    code, out, _ = run(capsys, "networks", "info", "synthetic", "--json")
+    info = json.loads(out)
+    for key in ("nodes", "edges", "km", "elevation_source", "elevation_min_m", "elevation_max_m",
+                "energy_mean_wh", "energy_std_wh", "energy_negative_share", "connections"):
+        assert key in info
+    assert code == 0 and info["edges"] > 0 and info["elevation_max_m"] > info["elevation_min_m"]
+
+
+@pytest.mark.real
+def test_networks_info_monaco_table(capsys):
+    code, out, _ = run(capsys, "networks", "info", "monaco")
+    assert code == 0 and "1,007" in out and "connections" in out
+
+
+def test_route_json_and_geojson(capsys, tmp_path):
+    gj = tmp_path / "out" / "r.geojson"
+    code, out, _ = run(capsys, "route", "synthetic", "--route", "B", "--json", "--geojson", str(gj))
+    assert code == 0
+    data = json.loads(out)
+    assert [r["kind"] for r in data["routes"]] == ["energy", "shortest", "fastest"]
+    for r in data["routes"]:
+        assert {"energy_wh", "length_m", "time_s", "edges"} <= set(r)
+    fc = json.loads(gj.read_text())
+    assert len(fc["features"]) == 3
+
+
+def test_route_from_to(capsys, synthetic):
+    s, w, n, e = synthetic.bounds
+    a = f"{s + 0.2 * (n - s)},{w + 0.2 * (e - w)}"
+    b = f"{s + 0.8 * (n - s)},{w + 0.8 * (e - w)}"
+    code, out, _ = run(capsys, "route", "--from", a, "--to", b, "--json")
+    assert code == 0 and len(json.loads(out)["routes"]) == 3
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["networks", "info", "atlantis"], "unknown network"),
+    (["networks", "info", "/nonexistent/x.osm"], "not found"),
+    (["route", "--route", "Q"], "unknown route"),
+    (["route", "--from", "1,1", "--to", "2,2"], "outside"),
+    (["route", "--from", "oops", "--to", "2,2"], "LAT,LON"),
+    (["route", "--vehicle", "hovercraft"], "unknown vehicle"),
+    (["networks", "fetch", "synthetic"], "nothing to fetch"),
+])
+def test_bad_input_one_line_exit_2(capsys, args, msg):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and msg in lines[0]
+
+
+def test_not_osm_file(capsys, tmp_path):
+    f = tmp_path / "x.osm"
+    f.write_text("not xml at all")
+    code, _, err = run(capsys, "networks", "info", str(f))
+    assert code == 2 and "not an OSM XML" in err
+
+
+def test_subprocess_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "evroute", "route", "--route", "nope"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.startswith("error:")
+    proc = subprocess.run([sys.executable, "-m", "evroute", "route", "--no-such-option"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
