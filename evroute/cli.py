@@ -182,6 +182,62 @@ def route_cmd(
 
 
 # --------------------------------------------------------------------------------------
+# simulate
+# --------------------------------------------------------------------------------------
+
+
+@app.command("simulate")
+def simulate_cmd(
+    network: Annotated[str, typer.Option("--network", help="Network name or OSM file.")] = "synthetic",
+    route: Annotated[str | None, typer.Option("--route", help="Named route: A or B (default A).")] = None,
+    from_: Annotated[str | None, typer.Option("--from", help="Start point LAT,LON.")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="End point LAT,LON.")] = None,
+    policy: Annotated[str, typer.Option(help="gp-ucb, gp-bucb, gp-ts, gp-greedy, bi-ucb, bi-bucb, bi-ts, bi-greedy.")] = "gp-ts",
+    model: Annotated[str, typer.Option(help="GP backend for the gp-* policies (exact, bi, ...).")] = "exact",
+    horizon: Annotated[int, typer.Option(help="Number of rounds T.")] = 500,
+    seed: Annotated[int, typer.Option(help="Seed of the ground truth, the noise and the policy.")] = 0,
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<network>-<route>-<policy>-s<seed>).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
+    kernel: Annotated[str, typer.Option(help="combined, graph or context.")] = "combined",
+    lengthscale: Annotated[float, typer.Option(help="All context lengthscales.")] = 1.0,
+    kappa: Annotated[float, typer.Option(help="Graph Matérn κ.")] = 1.0,
+    nu: Annotated[float, typer.Option(help="Graph Matérn ν.")] = 2.0,
+    omega: Annotated[float, typer.Option(help="GP-BUCB ω.")] = 1.0,
+    xi: Annotated[float, typer.Option(help="GP-BUCB ξ.")] = 1.0,
+    beta_scale: Annotated[float, typer.Option(help="Scale of β_t.")] = 1.0,
+    joint_samples: Annotated[bool, typer.Option("--joint-samples", help="TS: one joint posterior draw instead of independent per-edge draws.")] = False,
+    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
+    exact_optimum: Annotated[bool, typer.Option("--exact-optimum", help="Also compute the best vertex-simple route under f (MILP when f has negative cycles).")] = False,
+    exact_optimum_time_limit: Annotated[float, typer.Option(help="Seconds for the exact optimum.")] = 300.0,
+    csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.")] = False,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")] = None,
+) -> None:
+    """Run one bandit simulation (Algorithm 1) and write a run directory."""
+    from .simulate import SimulationConfig, simulate
+
+    cfg = SimulationConfig(
+        network=network, osm=str(osm) if osm else None, dem=str(dem) if dem else None, route=route,
+        from_point=from_, to_point=to, policy=policy, model=model, horizon=horizon, seed=seed,
+        kernel=kernel, lengthscale=lengthscale, kappa=kappa, nu=nu, omega=omega, xi=xi,
+        beta_scale=beta_scale, joint_samples=joint_samples, vehicle=vehicle,
+        exact_optimum=exact_optimum, exact_optimum_time_limit=exact_optimum_time_limit)
+    cfg.validate()
+    if out is None:
+        tag = (route or "A") if from_ is None else "custom"
+        out = Path("runs") / f"{Path(network).stem}-{tag.replace(':', '-')}-{policy}-s{seed}"
+    result = simulate(cfg, out=out, overwrite=overwrite, csv=csv, show_progress=progress)
+    s = result.summary
+    print(f"{s['policy']} ({s['model']}) on {s['route']}, seed {s['seed']}, T = {s['horizon']}")
+    print(f"final cumulative regret {s['final_cumulative_regret_wh']:.1f} Wh; last round regret "
+          f"{s['last_route_regret_wh']:.1f} Wh; clairvoyant route {s['optimal_energy_wh']:.1f} Wh")
+    if s["exact_optimal_energy_wh"] is not None:
+        o = s["exact_optimum"]
+        print(f"exact optimum {s['exact_optimal_energy_wh']:.1f} Wh ({o['method']}, {o['status']}, "
+              f"{o['seconds']:.1f} s): rectification gap {s['rectification_gap_wh']:.1f} Wh")
+    print(f"{s['mean_seconds_per_round'] * 1000:.1f} ms per round; wrote {out}")
+
+
+# --------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------
 

@@ -1,0 +1,461 @@
+"""The bandit loop (paper 003, Algorithm 1), its ground truth, regret and run directory.
+
+Per seed, the true expected energy f is one sample of GP(E_det, k) over all edges (SPEC §3;
+003 Sec. 4.1), with σ₀² = 0.25² σ²_det and ς² = 0.1² σ²_det. Each round the policy turns
+the posterior into rectified edge weights (Algorithm 2), the oracle (Dijkstra) picks a route,
+every edge on it is observed as r = f(e) + ε, and the posterior is updated.
+
+Regret. A GP sample is physically loose: it usually has cycles of negative total energy,
+so "the best route" is defined with care (SPEC §3):
+
+- ``optimal_energy_wh``: the clairvoyant route's true energy, i.e. the route the policy's own
+  oracle returns when handed the true f (Dijkstra on E[max(0, N(f_e, ς²))]);
+  ``regret_wh = expected_energy_wh − optimal_energy_wh`` is the *learning* regret. It can be
+  negative in a single round (a route that is worse under rectified weights may be better
+  under f).
+- ``exact_optimal_energy_wh`` (``exact_optimum=True``): the best vertex-simple route under f
+  (:mod:`evroute.optimum`), a diagnostic: its gap to the clairvoyant route is the price of
+  rectification.
+
+The loop is ready for volatile arms: :meth:`Problem.available_edges` may return a mask per
+round (contexts and availability changing over time); edges not available get an infinite
+weight for the oracle.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from .cache import cached_arrays, hash_bytes
+from .errors import EvrouteError
+from .io import atomic_write_json, atomic_write_with
+
+PRIOR_SCALE = 0.25  # σ₀ = 0.25 σ_det (003 Sec. 4.1)
+NOISE_SCALE = 0.1  # ς = 0.1 σ_det
+
+KERNEL_KINDS = ("combined", "graph", "context")
+
+
+@dataclass
+class SimulationConfig:
+    """Everything that defines a run; saved as ``config.json`` (reproduces it exactly)."""
+
+    network: str = "synthetic"
+    osm: str | None = None
+    dem: str | None = None
+    route: str | None = None
+    from_point: str | None = None
+    to_point: str | None = None
+    policy: str = "gp-ts"
+    model: str = "exact"
+    horizon: int = 500
+    seed: int = 0
+    kernel: str = "combined"
+    lengthscale: float = 1.0
+    kappa: float = 1.0
+    nu: float = 2.0
+    omega: float = 1.0
+    xi: float = 1.0
+    beta_scale: float = 1.0
+    joint_samples: bool = False
+    vehicle: str | None = None
+    exact_optimum: bool = False
+    exact_optimum_time_limit: float = 300.0
+    model_options: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Raise EvrouteError (one line) on a bad value."""
+        from .policies import parse_policy_name
+
+        if not isinstance(self.horizon, int) or self.horizon <= 0:
+            raise EvrouteError(f"horizon must be a positive integer, got {self.horizon!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise EvrouteError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.kernel not in KERNEL_KINDS:
+            raise EvrouteError(f"unknown kernel {self.kernel!r}; choose one of: {', '.join(KERNEL_KINDS)}")
+        for name in ("lengthscale", "kappa", "nu", "omega", "xi", "beta_scale"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise EvrouteError(f"{name} must be a positive finite number, got {value!r}")
+        parse_policy_name(self.policy)
+        from .models import available_models
+
+        if self.model not in available_models():
+            raise EvrouteError(f"unknown model {self.model!r}; choose one of: {', '.join(available_models())}")
+
+    @property
+    def backend(self) -> str:
+        """The posterior backend actually used: ``bi`` for bi-* policies, else ``model``."""
+        from .policies import parse_policy_name
+
+        family, _ = parse_policy_name(self.policy)
+        return "bi" if family == "bi" else self.model
+
+
+# --------------------------------------------------------------------------------------
+# The problem: network, route, prior, kernel, ground truth
+# --------------------------------------------------------------------------------------
+
+
+def graph_kernel(net, nu: float = 2.0, kappa: float = 1.0) -> np.ndarray:
+    """The graph Matérn kernel k_G on the edges of ``net`` (cached with the network)."""
+    from .kernels import graph_matern, incidence_laplacian
+
+    def build():
+        lap = incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
+        return {"value": graph_matern(lap, nu=nu, kappa=kappa)}
+
+    params = {"network": net.cache_key, "nu": float(nu), "kappa": float(kappa), "what": "graph_matern"}
+    return cached_arrays("kernels", params, build)["value"]
+
+
+def network_kernel(net, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
+                   nu: float = 2.0, prior_var: float = 1.0) -> np.ndarray:
+    """Prior covariance over all edges: σ₀² · normalise(k_G·k_f + k_f′) (SPEC §4)."""
+    from .kernels import combined_kernel, standardize_context
+
+    x = standardize_context(net.context)
+    k_g = graph_kernel(net, nu, kappa) if kind in ("combined", "graph") else None
+    if k_g is None:
+        k_g = np.ones((1, 1))  # unused by the context-only kernel
+    return combined_kernel(k_g, x, lengthscales=lengthscale, kind=kind, prior_var=prior_var)
+
+
+def _truth(net, prior_mean: np.ndarray, prior_var: float, seed: int) -> np.ndarray:
+    """f = E_det + L z: one sample of GP(E_det, k) with the paper's kernel (cached per seed)."""
+    from .kernels import jittered_cholesky
+
+    def build():
+        k = network_kernel(net, "combined", 1.0, 1.0, 2.0, prior_var)
+        chol = jittered_cholesky(k)
+        z = np.random.default_rng([seed, 1]).standard_normal(net.n_edges)
+        return {"value": prior_mean + chol @ z}
+
+    params = {"network": net.cache_key, "seed": int(seed), "prior_var": float(prior_var),
+              "prior_mean": hash_bytes(np.ascontiguousarray(prior_mean).tobytes())[:20], "what": "truth-v1"}
+    return cached_arrays("truth", params, build)["value"]
+
+
+@dataclass
+class Problem:
+    """A prepared bandit problem (network, route, prior, truth) for one seed."""
+
+    net: object
+    oracle: object
+    route: object
+    vehicle: object
+    prior_mean: np.ndarray
+    sigma_det: float
+    prior_var: float
+    noise_var: float
+    truth: np.ndarray
+    seed: int
+
+    @property
+    def noise_std(self) -> float:
+        return math.sqrt(self.noise_var)
+
+    def available_edges(self, t: int) -> np.ndarray | None:
+        """Edges available in round t (None: all). Hook for volatile arms."""
+        return None
+
+    def clairvoyant_route(self, rectify: bool = True) -> list[int]:
+        """The route the rectified oracle picks when handed the true f."""
+        from .policies import rectified_mean
+
+        w = rectified_mean(self.truth, self.noise_std) if rectify else self.truth
+        return self.oracle.shortest_path(w, self.route.start, self.route.end).edges
+
+
+def prepare_problem(cfg: SimulationConfig, net=None) -> Problem:
+    """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed."""
+    from .energy import load_vehicle
+    from .network import load_network
+    from .oracle import Oracle
+    from .routes import edge_energies, resolve_route
+
+    vehicle = load_vehicle(cfg.vehicle)
+    net = net or load_network(cfg.network, osm=cfg.osm, dem=cfg.dem)
+    route = resolve_route(net, cfg.route, cfg.from_point, cfg.to_point)
+    oracle = Oracle.from_network(net)
+    if not oracle.reachable(route.start)[route.end]:
+        raise EvrouteError(f"route {route.name}: the end edge {route.end} cannot be reached from the start edge {route.start}")
+    e_det = edge_energies(net, vehicle)
+    sigma_det = float(np.std(e_det))
+    if not sigma_det > 0:
+        raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
+    prior_var = (PRIOR_SCALE * sigma_det) ** 2
+    noise_var = (NOISE_SCALE * sigma_det) ** 2
+    truth = _truth(net, e_det, prior_var, cfg.seed)
+    return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth, cfg.seed)
+
+
+def make_agent(cfg: SimulationConfig, problem: Problem):
+    """The policy and the posterior model of a run."""
+    from .models import make_model
+    from .policies import make_policy, parse_policy_name
+
+    family, rule = parse_policy_name(cfg.policy)
+    options = {"ucb": {"beta_scale": cfg.beta_scale},
+               "bucb": {"omega": cfg.omega, "xi": cfg.xi, "beta_scale": cfg.beta_scale},
+               "ts": {"joint": cfg.joint_samples}, "greedy": {}}[rule]
+    policy = make_policy(rule, **options)
+    backend = cfg.backend
+    if backend == "bi":
+        model = make_model("bi", problem.prior_mean, prior_var=problem.prior_var, noise_var=problem.noise_var)
+    else:
+        kernel = network_kernel(problem.net, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu, problem.prior_var)
+        model = make_model(backend, problem.prior_mean, kernel, noise_var=problem.noise_var, **_model_options(cfg, problem))
+    return policy, model
+
+
+def _model_options(cfg: SimulationConfig, problem: Problem) -> dict:
+    """Backend-specific options; backends that need the network get it here."""
+    opts = dict(cfg.model_options)
+    if cfg.backend not in ("exact", "bi"):
+        import inspect
+
+        from .models import _REGISTRY
+
+        params = inspect.signature(_REGISTRY[cfg.backend]).parameters
+        extra = {"network": problem.net, "seed": cfg.seed, "kernel_kind": cfg.kernel,
+                 "lengthscale": cfg.lengthscale, "kappa": cfg.kappa, "nu": cfg.nu,
+                 "prior_var": problem.prior_var}
+        for k, v in extra.items():
+            if k in params and k not in opts:
+                opts[k] = v
+    return opts
+
+
+# --------------------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """In-memory result of a run: the three tables and the summary."""
+
+    rounds: pd.DataFrame
+    observations: pd.DataFrame
+    edges: pd.DataFrame
+    summary: dict
+
+
+def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=None) -> RunResult:
+    """Algorithm 1 for ``cfg.horizon`` rounds; returns the tables (nothing is written).
+
+    Parameters
+    ----------
+    agent : (Policy, PosteriorModel), optional
+        Use this policy and model instead of the ones ``cfg`` names (library use, tests).
+    """
+    policy, model = agent if agent is not None else make_agent(cfg, problem)
+    rng_noise = np.random.default_rng([cfg.seed, 2])
+    rng_policy = np.random.default_rng([cfg.seed, 3])
+    f = problem.truth
+    start, end = problem.route.start, problem.route.end
+    clairvoyant = problem.clairvoyant_route()
+    optimal = float(f[clairvoyant].sum())
+
+    rows = {k: [] for k in ("t", "path", "n_edges", "expected_energy_wh", "observed_energy_wh",
+                            "optimal_energy_wh", "regret_wh", "cumulative_regret_wh", "beta", "seconds")}
+    obs_t, obs_edge, obs_val, obs_mean, obs_std = [], [], [], [], []
+    cumulative = 0.0
+    for t in range(1, cfg.horizon + 1):
+        tic = time.perf_counter()
+        mu, sd = model.mean_std()
+        weights, beta = policy.weights(model, t, rng_policy)
+        mask = problem.available_edges(t)
+        if mask is not None:
+            weights = np.where(mask, weights, np.inf)
+        path = np.asarray(problem.oracle.shortest_path(weights, start, end).edges, dtype=np.int64)
+        observed = f[path] + problem.noise_std * rng_noise.standard_normal(len(path))
+        obs_mean.append(mu[path].copy())
+        obs_std.append(sd[path].copy())
+        model.update(path, observed)
+        seconds = time.perf_counter() - tic
+        expected = float(f[path].sum())
+        regret = expected - optimal
+        cumulative += regret
+        obs_t.append(np.full(len(path), t, dtype=np.int64))
+        obs_edge.append(path)
+        obs_val.append(observed)
+        for k, v in (("t", t), ("path", path.tolist()), ("n_edges", len(path)),
+                     ("expected_energy_wh", expected), ("observed_energy_wh", float(observed.sum())),
+                     ("optimal_energy_wh", optimal), ("regret_wh", regret),
+                     ("cumulative_regret_wh", cumulative), ("beta", float(beta)), ("seconds", seconds)):
+            rows[k].append(v)
+        if progress is not None:
+            progress(t)
+
+    rounds = pd.DataFrame(rows)
+    all_edges = np.concatenate(obs_edge)
+    observations = pd.DataFrame({
+        "t": np.concatenate(obs_t), "edge": all_edges, "observed_wh": np.concatenate(obs_val),
+        "expected_wh": f[all_edges], "prior_mean_wh": problem.prior_mean[all_edges],
+        "post_mean_before": np.concatenate(obs_mean), "post_std_before": np.concatenate(obs_std)})
+    mu, sd = model.mean_std()
+    e = problem.net.edges
+    edges = pd.DataFrame({
+        "edge": np.arange(problem.net.n_edges, dtype=np.int64), "u": e.u.to_numpy(), "v": e.v.to_numpy(),
+        "osm_way": e.osm_way.to_numpy(), "length_m": e.length_m.to_numpy(),
+        "speed_mps": e.speed_mps.to_numpy(), "grade": e.grade.to_numpy(),
+        "energy_det_wh": problem.prior_mean, "energy_true_wh": f,
+        "visits": np.bincount(all_edges, minlength=problem.net.n_edges).astype(np.int64),
+        "post_mean_final": np.asarray(mu, dtype=float), "post_std_final": np.asarray(sd, dtype=float)})
+    summary = {
+        "final_cumulative_regret_wh": float(cumulative),
+        "mean_seconds_per_round": float(rounds.seconds.mean()),
+        "median_seconds_per_round": float(rounds.seconds.median()),
+        "horizon": cfg.horizon, "policy": cfg.policy, "model": cfg.backend, "network": problem.net.name,
+        "route": problem.route.name, "start_edge": problem.route.start, "end_edge": problem.route.end,
+        "seed": cfg.seed, "lengthscale": cfg.lengthscale, "kernel": cfg.kernel,
+        "noise_std_wh": problem.noise_std, "prior_std_wh": math.sqrt(problem.prior_var),
+        "sigma_det_wh": problem.sigma_det,
+        "optimal_energy_wh": optimal, "optimal_path": [int(x) for x in clairvoyant],
+        "exact_optimal_energy_wh": None, "exact_optimum": None, "rectification_gap_wh": None,
+        "distinct_edges_observed": int(model.n_distinct),
+        "last_route_regret_wh": float(rounds.regret_wh.iloc[-1]),
+    }
+    if cfg.exact_optimum:
+        opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
+        summary["exact_optimal_energy_wh"] = opt["energy"]
+        summary["exact_optimum"] = opt
+        if opt["energy"] is not None:
+            summary["rectification_gap_wh"] = optimal - opt["energy"]
+    return RunResult(rounds, observations, edges, summary)
+
+
+def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
+    """The best vertex-simple route under f, computed once per (network, route, seed)."""
+    import json
+
+    from .cache import CacheEntry, make_key
+    from .io import atomic_write_text
+    from .optimum import exact_optimum
+
+    params = {"network": problem.net.cache_key, "start": problem.route.start, "end": problem.route.end,
+              "seed": problem.seed, "truth": float(problem.truth.sum()), "what": "exact-optimum-v1"}
+    entry = CacheEntry("optimum", make_key(params))
+    if entry.is_valid(["optimum.json"]):
+        cached = json.loads(entry.path("optimum.json").read_text())
+        if cached["status"] == "optimal" or cached.get("time_limit", 0) >= time_limit:
+            return cached
+    net = problem.net
+    res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
+                        problem.truth, problem.route.start, problem.route.end, time_limit=time_limit)
+    out = {"energy": float(res.energy) if res.path else None, "path": [int(x) for x in res.path],
+           "method": res.method, "status": res.status, "gap": float(res.gap), "seconds": float(res.seconds),
+           "time_limit": float(time_limit)}
+    try:
+        entry.prepare()
+        atomic_write_text(entry.path("optimum.json"), json.dumps(out))
+        entry.commit(["optimum.json"])
+    except (OSError, EvrouteError):
+        pass
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The run directory
+# --------------------------------------------------------------------------------------
+
+RUN_FILES = ("config.json", "rounds.parquet", "observations.parquet", "edges.parquet", "summary.json")
+
+
+def is_finished_run(path: str | os.PathLike) -> bool:
+    """A run directory is finished when its ``summary.json`` exists (it is written last)."""
+    return (Path(path) / "summary.json").is_file()
+
+
+def _prepare_out_dir(out: Path, overwrite: bool) -> Path:
+    """Check the output directory and return a fresh temporary sibling to write into."""
+    if out.exists() and not out.is_dir():
+        raise EvrouteError(f"output path {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise EvrouteError(f"output directory {out} exists and is not empty (use --overwrite)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    except OSError as exc:
+        raise EvrouteError(f"cannot write to {out.parent}: {exc.strerror}") from None
+
+
+def write_run(result: RunResult, cfg: SimulationConfig, problem: Problem, out: Path,
+              overwrite: bool = False, csv: bool = False, tmp: Path | None = None) -> Path:
+    """Write a run directory; files go to a temporary folder renamed to ``out`` at the end."""
+    tmp = tmp or _prepare_out_dir(out, overwrite)
+    config = {"evroute_version": __version__, **asdict(cfg),
+              "resolved": {"network_cache_key": problem.net.cache_key, "route": problem.route.to_dict(),
+                           "vehicle": problem.vehicle.to_dict(), "backend": cfg.backend,
+                           "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
+                           "network_source": problem.net.meta.get("source")}}
+    atomic_write_json(tmp / "config.json", config)
+    for name in ("rounds", "observations", "edges"):
+        df = getattr(result, name)
+        atomic_write_with(tmp / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))
+        if csv:
+            table = df.assign(path=df.path.map(lambda p: " ".join(map(str, p)))) if "path" in df else df
+            atomic_write_with(tmp / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
+    atomic_write_json(tmp / "summary.json", result.summary)
+    if out.exists():
+        if not overwrite and any(out.iterdir()):
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise EvrouteError(f"output directory {out} appeared while the run was going (use --overwrite)")
+        trash = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, trash)
+        os.replace(tmp, out)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+    return out
+
+
+def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwrite: bool = False,
+             csv: bool = False, show_progress: bool | None = None, net=None) -> RunResult:
+    """Validate, prepare, run and (when ``out`` is given) write one run.
+
+    Parameters
+    ----------
+    cfg : SimulationConfig
+    out : path-like, optional
+        Run directory to write; must not exist or be empty unless ``overwrite``.
+    show_progress : bool, optional
+        Progress bar on stderr (default: when stderr is a terminal).
+    """
+    cfg.validate()
+    out_path = Path(out) if out is not None else None
+    tmp = _prepare_out_dir(out_path, overwrite) if out_path is not None else None
+    try:
+        problem = prepare_problem(cfg, net=net)
+        if show_progress is None:
+            show_progress = sys.stderr.isatty()
+        if show_progress:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            with Progress(TextColumn(f"{cfg.policy} {problem.route.name} seed {cfg.seed}"), BarColumn(),
+                          TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
+                          transient=True) as bar:
+                task = bar.add_task("rounds", total=cfg.horizon)
+                result = run_bandit(cfg, problem, progress=lambda t: bar.update(task, completed=t))
+        else:
+            result = run_bandit(cfg, problem)
+        if out_path is not None:
+            write_run(result, cfg, problem, out_path, overwrite=overwrite, csv=csv, tmp=tmp)
+            tmp = None
+        return result
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,195 @@
+"""The bandit loop and its run directory (synthetic network, short horizons)."""
+
+import json
+import os
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evroute.errors import EvrouteError
+from evroute.policies import Policy
+from evroute.simulate import (
+    RUN_FILES,
+    SimulationConfig,
+    is_finished_run,
+    prepare_problem,
+    run_bandit,
+    simulate,
+)
+
+
+class TruthPolicy(Policy):
+    """Handed the true f: its rectified route is the clairvoyant route."""
+
+    def __init__(self, truth):
+        self.truth = truth
+
+    def indices(self, model, t, rng):
+        return self.truth.copy(), float("nan")
+
+
+@pytest.fixture(scope="module")
+def problem(synthetic):
+    return prepare_problem(SimulationConfig(seed=3), net=synthetic)
+
+
+def test_prior_and_noise_scales(problem):
+    sd = np.std(problem.prior_mean)
+    assert problem.sigma_det == pytest.approx(sd)
+    assert problem.prior_var == pytest.approx((0.25 * sd) ** 2)
+    assert problem.noise_var == pytest.approx((0.1 * sd) ** 2)
+    # the truth is a GP sample around E_det with variance about sigma0^2
+    resid = problem.truth - problem.prior_mean
+    assert 0.3 < np.std(resid) / (0.25 * sd) < 2.0
+
+
+def test_zero_regret_for_a_policy_handed_f(problem):
+    from evroute.models import make_model
+
+    cfg = SimulationConfig(seed=3, horizon=5, policy="bi-ts")
+    model = make_model("bi", problem.prior_mean, prior_var=problem.prior_var, noise_var=problem.noise_var)
+    res = run_bandit(cfg, problem, agent=(TruthPolicy(problem.truth), model))
+    assert np.all(res.rounds.regret_wh == 0.0)
+    assert res.rounds.expected_energy_wh.iloc[0] == pytest.approx(res.summary["optimal_energy_wh"])
+
+
+def test_same_seed_gives_identical_tables(tmp_path, synthetic):
+    cfg = SimulationConfig(horizon=25, seed=1, policy="gp-ts")
+    simulate(cfg, tmp_path / "a", net=synthetic)
+    simulate(cfg, tmp_path / "b", net=synthetic)
+    for name in ("observations.parquet", "edges.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    ra = pd.read_parquet(tmp_path / "a" / "rounds.parquet").drop(columns="seconds")
+    rb = pd.read_parquet(tmp_path / "b" / "rounds.parquet").drop(columns="seconds")
+    pd.testing.assert_frame_equal(ra, rb)
+    other = simulate(SimulationConfig(horizon=25, seed=2), net=synthetic)
+    assert not np.array_equal(other.edges.energy_true_wh, pd.read_parquet(tmp_path / "a" / "edges.parquet").energy_true_wh)
+
+
+@pytest.mark.parametrize("policy", ["gp-ucb", "gp-bucb", "gp-ts", "gp-greedy", "bi-ucb", "bi-bucb", "bi-ts", "bi-greedy"])
+def test_run_directory_contents(tmp_path, synthetic, policy):
+    out = tmp_path / "run"
+    res = simulate(SimulationConfig(horizon=12, seed=0, policy=policy), out, net=synthetic)
+    assert sorted(p.name for p in out.iterdir()) == sorted(RUN_FILES)
+    rounds = pd.read_parquet(out / "rounds.parquet")
+    assert list(rounds.columns) == ["t", "path", "n_edges", "expected_energy_wh", "observed_energy_wh",
+                                    "optimal_energy_wh", "regret_wh", "cumulative_regret_wh", "beta", "seconds"]
+    obs = pd.read_parquet(out / "observations.parquet")
+    assert list(obs.columns) == ["t", "edge", "observed_wh", "expected_wh", "prior_mean_wh",
+                                 "post_mean_before", "post_std_before"]
+    edges = pd.read_parquet(out / "edges.parquet")
+    assert {"edge", "u", "v", "osm_way", "length_m", "speed_mps", "grade", "energy_det_wh", "energy_true_wh",
+            "visits", "post_mean_final", "post_std_final"} <= set(edges.columns)
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("final_cumulative_regret_wh", "mean_seconds_per_round", "horizon", "policy", "model", "network",
+                "route", "seed", "noise_std_wh", "prior_std_wh", "optimal_energy_wh", "exact_optimal_energy_wh"):
+        assert key in summary
+    config = json.loads((out / "config.json").read_text())
+    assert config["evroute_version"] and config["policy"] == policy
+    # consistency across files
+    assert rounds.n_edges.sum() == len(obs) == edges.visits.sum()
+    assert np.allclose(rounds.cumulative_regret_wh, np.cumsum(rounds.regret_wh))
+    for t, path in zip(rounds.t, rounds.path, strict=True):
+        assert list(obs[obs.t == t].edge) == list(path)
+    assert np.allclose(rounds.expected_energy_wh,
+                       [edges.energy_true_wh.to_numpy()[p].sum() for p in rounds.path])
+    assert summary["final_cumulative_regret_wh"] == pytest.approx(rounds.cumulative_regret_wh.iloc[-1])
+    assert summary["model"] == ("bi" if policy.startswith("bi") else "exact")
+    if policy.endswith("ucb"):
+        assert np.all(np.isfinite(rounds.beta)) and np.all(rounds.beta > 0)
+    assert res.summary == summary
+
+
+def test_posterior_converges_on_the_driven_route(problem):
+    cfg = SimulationConfig(seed=3, horizon=80, policy="gp-ts")
+    res = run_bandit(cfg, problem)
+    last = res.rounds.path.iloc[-1]
+    e = res.edges
+    prior_err = np.abs(e.energy_det_wh.to_numpy()[last] - e.energy_true_wh.to_numpy()[last]).mean()
+    post_err = np.abs(e.post_mean_final.to_numpy()[last] - e.energy_true_wh.to_numpy()[last]).mean()
+    assert post_err < 0.5 * prior_err
+    assert np.all(e.post_std_final.to_numpy()[last] < np.sqrt(problem.prior_var))
+
+
+def test_no_chosen_route_beats_the_exact_optimum(tmp_path, synthetic):
+    res = simulate(SimulationConfig(seed=4, horizon=30, policy="gp-ts", exact_optimum=True,
+                                    exact_optimum_time_limit=120), net=synthetic)
+    opt = res.summary["exact_optimum"]
+    assert opt["status"] == "optimal" and opt["method"] in ("bellman-ford", "milp")
+    best = res.summary["exact_optimal_energy_wh"]
+    assert res.summary["rectification_gap_wh"] == pytest.approx(res.summary["optimal_energy_wh"] - best)
+    assert res.summary["rectification_gap_wh"] >= -1e-6
+    u, v = res.edges.u.to_numpy(), res.edges.v.to_numpy()
+    checked = 0
+    for path, energy in zip(res.rounds.path, res.rounds.expected_energy_wh, strict=True):
+        nodes = [u[path[0]]] + [v[e] for e in path]
+        if len(set(nodes)) == len(nodes):  # vertex-simple routes are the exact optimum's domain
+            assert energy >= best - 1e-6
+            checked += 1
+    assert checked > 0
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"horizon": 0}, "horizon"), ({"horizon": -5}, "horizon"), ({"policy": "gp-magic"}, "policy"),
+    ({"model": "oracle"}, "model"), ({"kernel": "rbf"}, "kernel"), ({"lengthscale": float("nan")}, "lengthscale"),
+    ({"lengthscale": -1.0}, "lengthscale"), ({"omega": float("nan")}, "omega"), ({"xi": -0.5}, "xi"),
+])
+def test_bad_config(kw, msg, tmp_path):
+    with pytest.raises(EvrouteError, match=msg):
+        simulate(SimulationConfig(**kw), tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_out_dir_rules(tmp_path, synthetic):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(EvrouteError, match="not empty"):
+        simulate(SimulationConfig(horizon=3), out, net=synthetic)
+    assert not is_finished_run(out)
+    simulate(SimulationConfig(horizon=3), out, overwrite=True, net=synthetic)
+    assert is_finished_run(out) and not (out / "notes.txt").exists()
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_unwritable_out_dir(tmp_path, synthetic):
+    if os.geteuid() == 0:  # root writes anywhere a normal file system allows
+        target = tmp_path.__class__("/proc/evroute-no-such-dir/run")
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        target = ro / "run"
+    with pytest.raises(EvrouteError, match="cannot write"):
+        simulate(SimulationConfig(horizon=3), target, net=synthetic)
+
+
+def test_out_dir_under_a_file(tmp_path, synthetic):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(EvrouteError):
+        simulate(SimulationConfig(horizon=3), f / "run", net=synthetic)
+
+
+def test_unreachable_route(monkeypatch, tmp_path, synthetic):
+    from evroute.oracle import Oracle
+
+    monkeypatch.setattr(Oracle, "reachable", lambda self, start: np.zeros(self.n_edges, dtype=bool))
+    with pytest.raises(EvrouteError, match="cannot be reached"):
+        simulate(SimulationConfig(horizon=3), tmp_path / "run", net=synthetic)
+    assert not (tmp_path / "run").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_cli_simulate(tmp_path, capsys):
+    from evroute.cli import main
+
+    out = tmp_path / "cli-run"
+    assert main(["simulate", "--horizon", "5", "--policy", "bi-ucb", "--out", str(out), "--csv"]) == 0
+    assert (out / "rounds.csv").is_file() and is_finished_run(out)
+    capsys.readouterr()
+    assert main(["simulate", "--horizon", "5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "--overwrite" in err
+    assert main(["simulate", "--horizon", "0", "--out", str(tmp_path / "z")]) == 2
