@@ -211,16 +211,28 @@ def simulate_cmd(
     exact_optimum_time_limit: Annotated[float, typer.Option(help="Seconds for the exact optimum.")] = 300.0,
     csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.")] = False,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")] = None,
+    inducing: Annotated[int, typer.Option(help="svgp: number of inducing points M (the M most visited edges).")] = 1000,
+    batch_size: Annotated[int, typer.Option(help="svgp: minibatch size B sampled from the history.")] = 2500,
+    steps: Annotated[int, typer.Option(help="svgp: optimisation steps G per round.")] = 1,
+    learn_hyperparameters: Annotated[bool, typer.Option(
+        "--learn-hyperparameters/--fixed-hyperparameters", help="svgp: learn kernel hyperparameters with Adam.")] = True,
+    device: Annotated[str, typer.Option(help="svgp: torch device (cpu or cuda).")] = "cpu",
 ) -> None:
     """Run one bandit simulation (Algorithm 1) and write a run directory."""
     from .simulate import SimulationConfig, simulate
+
+    model_options = {}
+    if model == "svgp":
+        model_options = {"inducing": inducing, "batch_size": batch_size, "steps": steps,
+                         "learn_hyperparameters": learn_hyperparameters, "device": device}
 
     cfg = SimulationConfig(
         network=network, osm=str(osm) if osm else None, dem=str(dem) if dem else None, route=route,
         from_point=from_, to_point=to, policy=policy, model=model, horizon=horizon, seed=seed,
         kernel=kernel, lengthscale=lengthscale, kappa=kappa, nu=nu, omega=omega, xi=xi,
         beta_scale=beta_scale, joint_samples=joint_samples, vehicle=vehicle,
-        exact_optimum=exact_optimum, exact_optimum_time_limit=exact_optimum_time_limit)
+        exact_optimum=exact_optimum, exact_optimum_time_limit=exact_optimum_time_limit,
+        model_options=model_options)
     cfg.validate()
     if out is None:
         tag = (route or "A") if from_ is None else "custom"
@@ -235,6 +247,18 @@ def simulate_cmd(
         print(f"exact optimum {s['exact_optimal_energy_wh']:.1f} Wh ({o['method']}, {o['status']}, "
               f"{o['seconds']:.1f} s): rectification gap {s['rectification_gap_wh']:.1f} Wh")
     print(f"{s['mean_seconds_per_round'] * 1000:.1f} ms per round; wrote {out}")
+
+
+def _register_extra_commands() -> None:
+    """Commands that live in their own modules (compare, plot, export)."""
+    try:
+        from . import cli_experiment
+    except ImportError:  # pragma: no cover - module not there yet
+        return
+    cli_experiment.register(app)
+
+
+_register_extra_commands()
 
 
 # --------------------------------------------------------------------------------------
