@@ -1,0 +1,160 @@
+"""Tests of the embedded synthetic network (evroute.synthetic)."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from evroute.errors import EvrouteError
+from evroute.synthetic import SYNTHETIC_DEFAULT, synthetic_graph, synthetic_route_points
+
+
+@pytest.fixture(scope="module")
+def G():
+    return synthetic_graph(**SYNTHETIC_DEFAULT)
+
+
+def _dump(g):
+    return (
+        dict(g.graph),
+        list(g.nodes(data=True)),
+        list(g.edges(keys=True, data=True)),
+    )
+
+
+def _dist_m(a, b):
+    lat0 = math.radians(0.5 * (a[0] + b[0]))
+    dy = (a[0] - b[0]) * 111_195.0
+    dx = (a[1] - b[1]) * 111_195.0 * math.cos(lat0)
+    return math.hypot(dx, dy)
+
+
+def test_default():
+    assert SYNTHETIC_DEFAULT == {"seed": 0, "size": 400}
+
+
+def test_deterministic(G):
+    again = synthetic_graph(seed=0, size=400)
+    assert _dump(again) == _dump(G)
+    assert _dump(synthetic_graph(seed=1, size=400)) != _dump(G)
+    assert _dump(synthetic_graph(seed=0, size=300)) != _dump(G)
+
+
+def test_shape_like_osmnx(G):
+    assert isinstance(G, nx.MultiDiGraph)
+    assert G.graph["crs"] == "epsg:4326"
+    assert G.graph["name"]
+    assert 300 <= len(G) <= 500
+    assert 1000 <= G.number_of_edges() <= 1600
+    for n, d in G.nodes(data=True):
+        assert isinstance(n, int) and n > 0
+        assert isinstance(d["x"], float) and isinstance(d["y"], float)
+        assert isinstance(d["ele"], float)
+        assert 44.9 < d["y"] < 45.1 and 6.9 < d["x"] < 7.1
+    for u, v, k, d in G.edges(keys=True, data=True):
+        assert k == 0 and u != v
+        assert isinstance(d["osmid"], int)
+        assert d["highway"] in {"primary", "secondary", "tertiary", "residential"}
+        assert isinstance(d["oneway"], bool) and isinstance(d["reversed"], bool)
+        assert "maxspeed" not in d or d["maxspeed"].isdigit()
+        a, b = G.nodes[u], G.nodes[v]
+        assert d["length"] == pytest.approx(_dist_m((a["y"], a["x"]), (b["y"], b["x"])), rel=1e-3)
+        assert d["length"] > 1.0
+        if not d["oneway"]:
+            assert G.has_edge(v, u)
+    # the city is a few km across
+    xs = [d["x"] for _, d in G.nodes(data=True)]
+    ys = [d["y"] for _, d in G.nodes(data=True)]
+    width = _dist_m((45.0, min(xs)), (45.0, max(xs)))
+    height = _dist_m((min(ys), 7.0), (max(ys), 7.0))
+    assert 2_000 < width < 8_000 and 1_500 < height < 8_000
+
+
+def test_mix_of_roads(G):
+    edges = [d for *_, d in G.edges(data=True)]
+    classes = {d["highway"] for d in edges}
+    assert classes == {"primary", "secondary", "tertiary", "residential"}
+    missing = np.mean(["maxspeed" not in d for d in edges])
+    assert 0.2 <= missing <= 0.4
+    assert any(d["oneway"] for d in edges)
+    assert any(d["reversed"] for d in edges)
+    # ways span several segments; a way id is shared by its segments
+    way_sizes = {}
+    for d in edges:
+        way_sizes[d["osmid"]] = way_sizes.get(d["osmid"], 0) + 1
+    assert max(way_sizes.values()) >= 6
+    assert len(way_sizes) < len(edges) / 2
+    # a few dead ends (a node whose only neighbour is reached both ways)
+    und = G.to_undirected(as_view=True)
+    dead = [n for n in G if len(set(und.neighbors(n))) == 1]
+    assert len(dead) >= 3
+
+
+def test_elevation(G):
+    ele = np.array([d["ele"] for _, d in G.nodes(data=True)])
+    assert ele.min() >= 0 and ele.max() <= 250
+    assert ele.max() - ele.min() >= 150
+    grades = [
+        abs(G.nodes[v]["ele"] - G.nodes[u]["ele"]) / d["length"] for u, v, d in G.edges(data=True)
+    ]
+    assert max(grades) > 0.03  # real climbs
+    assert np.median(grades) < 0.15  # but smooth
+
+
+def test_connectivity(G):
+    lscc = max(nx.strongly_connected_components(G), key=len)
+    assert len(lscc) >= 0.8 * len(G)
+
+
+def test_osmnx_pipeline(G):
+    ox = pytest.importorskip("osmnx")
+    S = ox.simplify_graph(G.copy())
+    assert 0 < len(S) < len(G)
+    L = ox.truncate.largest_component(S, strongly=True)
+    assert len(L) >= 0.8 * len(S)
+    assert all("ele" in d for _, d in L.nodes(data=True))
+
+
+def test_route_points(G):
+    pts = synthetic_route_points(G)
+    assert set(pts) == {"A", "B"}
+    lats = [d["y"] for _, d in G.nodes(data=True)]
+    lons = [d["x"] for _, d in G.nodes(data=True)]
+    diam = _dist_m((min(lats), min(lons)), (max(lats), max(lons)))
+    coords = {(d["y"], d["x"]): n for n, d in G.nodes(data=True)}
+    lscc = max(nx.strongly_connected_components(G), key=len)
+    for start, end in pts.values():
+        for lat, lon in (start, end):
+            assert min(lats) <= lat <= max(lats) and min(lons) <= lon <= max(lons)
+            assert coords[(lat, lon)] in lscc
+        assert _dist_m(start, end) >= 0.5 * 0.8 * diam  # bbox diagonal overestimates
+        assert nx.has_path(G, coords[start], coords[end])
+    (a0, a1) = pts["A"]
+    assert a0[1] < a1[1]  # west to east
+    assert _dist_m((45.0, a0[1]), (45.0, a1[1])) >= 0.8 * _dist_m(
+        (45.0, min(lons)), (45.0, max(lons))
+    )
+    b0, b1 = (G.nodes[coords[p]]["ele"] for p in pts["B"])
+    assert b1 - b0 >= 50
+    assert synthetic_route_points(G) == pts
+
+
+@pytest.mark.parametrize("seed", [1, 2, 7])
+def test_other_seeds_and_sizes(seed):
+    for size in (60, 400):
+        g = synthetic_graph(seed=seed, size=size)
+        assert 0.6 * size <= len(g) <= 1.4 * size
+        lscc = max(nx.strongly_connected_components(g), key=len)
+        assert len(lscc) >= 0.8 * len(g)
+        pts = synthetic_route_points(g)
+        coords = {(d["y"], d["x"]): d["ele"] for _, d in g.nodes(data=True)}
+        assert coords[pts["B"][1]] - coords[pts["B"][0]] >= 50
+
+
+@pytest.mark.parametrize("kwargs", [{"size": 10}, {"size": 4.5}, {"seed": -1}, {"seed": True}])
+def test_bad_arguments(kwargs):
+    with pytest.raises(EvrouteError):
+        synthetic_graph(**kwargs)
