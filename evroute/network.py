@@ -243,7 +243,10 @@ def load_network(
         size = spec["size"] if size is None else int(size)
         if size < 16:
             raise EvrouteError(f"synthetic network size must be >= 16, got {size}")
-        params.update(kind="synthetic", seed=seed, size=size)
+        from . import synthetic
+
+        params.update(kind="synthetic", seed=seed, size=size,
+                      generator=hash_file(synthetic.__file__)[:16])
         source = None
     else:
         source = resolve_osm_path(name, osm)

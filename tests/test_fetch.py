@@ -333,3 +333,24 @@ def test_add_elevation_tags_bad_input(tmp_path):
     with pytest.raises(EvrouteError):
         add_elevation_tags(bad, tmp_path / "out.osm", {1: 1.0})
     assert _files(tmp_path) == ["bad.osm"]
+
+
+def test_cli_fetch_then_info(server, tmp_path, monkeypatch, capsys):
+    """`evroute networks fetch monaco` against the fake services, then load it from the cache."""
+    from evroute.cli import main
+
+    from .osmxml import write_osm
+
+    server.overpass_body = write_osm(tmp_path / "grid.osm", ele=False).read_bytes()
+    monkeypatch.setenv("EVROUTE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVROUTE_DATA_DIR", str(tmp_path / "no-data-here"))
+    args = ["networks", "fetch", "monaco", "--overpass-url", server.overpass_url,
+            "--elevation-url", server.lookup_url]
+    assert main(args) == 0
+    assert (tmp_path / "cache" / "osm" / "monaco.osm").is_file()
+    capsys.readouterr()
+    assert main(["networks", "info", "monaco", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["elevation_source"] == "osm" and info["edges"] == 16
+    assert info["elevation_min_m"] == pytest.approx(100 * 45.0, abs=0.01)
+    assert main(args) == 0 and "already cached" in capsys.readouterr().out
