@@ -1,0 +1,369 @@
+"""Index rules and rectification (paper 003, Algorithm 2 and Theorem 3.1; SPEC §6).
+
+Energy is a cost, so every optimistic index is a *lower* bound on the expected energy.
+A policy turns a posterior model into one index μ̃_e per edge:
+
+- ``ucb``    μ̃ = μ − √β_t σ,  β_t = scale · 2 ln(|A| t² / √(2π))           (Thm. 3.1)
+- ``bucb``   μ̃ = Q(η_t, N(μ, σ²)) = μ + σ Φ⁻¹(η_t),
+             η_t = (√(2π))^ω / (2 |A|^ω t^ξ)                                  (Thm. 3.1)
+- ``ts``     μ̃ = a posterior draw (independent per edge, as the paper; joint optional)
+- ``greedy`` μ̃ = μ (a reference)
+
+and rectifies it (Algorithm 2, line 3): U_e = E[max(0, z)], z ~ N(μ̃_e, ς²), with ς² the
+observation noise variance, so that the weights are non-negative and Dijkstra applies.
+(The paper's Algorithm 2 uses ς²; its surrounding text says σ²_{t−1,e}; SPEC §6 fixes ς².)
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+from scipy.special import erfcx, ndtr, ndtri_exp
+
+from .errors import EvrouteError
+
+__all__ = [
+    "beta_ucb",
+    "eta_bucb",
+    "log_eta_bucb",
+    "beta_bucb",
+    "bucb_quantile_z",
+    "rectified_mean",
+    "Policy",
+    "UCBPolicy",
+    "BayesUCBPolicy",
+    "ThompsonPolicy",
+    "GreedyPolicy",
+    "make_policy",
+    "parse_policy_name",
+    "RULES",
+    "MODEL_FAMILIES",
+    "POLICY_NAMES",
+]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_HALF_PI = math.sqrt(0.5 * math.pi)
+_TINY = np.finfo(np.float64).tiny
+
+
+# ---------------------------------------------------------------------------------------
+# confidence parameters
+
+
+def _check_t(t) -> float:
+    try:
+        tf = float(t)
+    except (TypeError, ValueError):
+        raise EvrouteError(f"round t must be a number >= 1, got {t!r}") from None
+    if not math.isfinite(tf) or tf < 1:
+        raise EvrouteError(f"round t must be >= 1, got {t!r}")
+    return tf
+
+
+def _check_arms(n_arms) -> int:
+    try:
+        n = int(n_arms)
+    except (TypeError, ValueError):
+        raise EvrouteError(f"n_arms must be a positive integer, got {n_arms!r}") from None
+    if n < 1 or n != n_arms:
+        raise EvrouteError(f"n_arms must be a positive integer, got {n_arms!r}")
+    return n
+
+
+def _check_param(name: str, value, *, positive: bool = False) -> float:
+    """A finite, non-negative (or positive) float; otherwise a one-line EvrouteError."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise EvrouteError(f"{name} must be a non-negative number, got {value!r}") from None
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        kind = "positive" if positive else "non-negative"
+        raise EvrouteError(f"{name} must be a finite {kind} number, got {value!r}")
+    return v
+
+
+def beta_ucb(t, n_arms, scale: float = 1.0) -> float:
+    """GP-UCB confidence parameter β_t = scale · 2 ln(|A| t² / √(2π)) (Theorem 3.1).
+
+    Parameters
+    ----------
+    t : int
+        Round, t ≥ 1.
+    n_arms : int
+        Number of base arms |A| (edges).
+    scale : float
+        Multiplier (the paper also runs 0.5).
+
+    Returns
+    -------
+    float
+        The formula's value; it is negative only when |A| t² < √(2π) (one or two arms at
+        t = 1), where :class:`UCBPolicy` uses 0.
+    """
+    tf, n = _check_t(t), _check_arms(n_arms)
+    scale = _check_param("beta_scale", scale)
+    return scale * 2.0 * (math.log(n) + 2.0 * math.log(tf) - _LOG_SQRT_2PI)
+
+
+def log_eta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
+    """ln η_t for GP-BUCB (exact in log space, never underflows)."""
+    tf, n = _check_t(t), _check_arms(n_arms)
+    omega = _check_param("omega", omega)
+    xi = _check_param("xi", xi)
+    return omega * _LOG_SQRT_2PI - math.log(2.0) - omega * math.log(n) - xi * math.log(tf)
+
+
+def eta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
+    """GP-BUCB quantile level η_t = (√(2π))^ω / (2 |A|^ω t^ξ) (Theorem 3.1).
+
+    May underflow to 0 for huge ω or t; the policy works with :func:`log_eta_bucb`.
+    """
+    return math.exp(log_eta_bucb(t, n_arms, omega, xi))
+
+
+def bucb_quantile_z(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
+    """Φ⁻¹(η_t): the standard-normal η_t-quantile (negative while η_t < 0.5).
+
+    η_t ≥ 1 (possible only for |A| ≤ 2) is clipped just below 1 so the result is finite.
+    """
+    log_eta = min(log_eta_bucb(t, n_arms, omega, xi), math.log1p(-(2.0**-52)))
+    return float(ndtri_exp(log_eta))
+
+
+def beta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0, scale: float = 1.0) -> float:
+    """GP-BUCB confidence parameter β_t = scale · 2 (erf⁻¹(1 − 2η_t))² (Theorem 3.1), signed.
+
+    Since 2 (erf⁻¹(1 − 2η))² = (Φ⁻¹(η))², it is computed as scale · (Φ⁻¹(η_t))² from
+    ln η_t (accurate even where 1 − 2η_t rounds to 1). The sign is that of 0.5 − η_t, so
+    that ``μ − sign(β) √|β| σ`` is always the index: with scale = 1 it is exactly the
+    η_t-quantile of N(μ, σ²), also when η_t ≥ 0.5 (then β ≤ 0 and the index lies at or
+    above the mean).
+    """
+    scale = _check_param("beta_scale", scale)
+    z = bucb_quantile_z(t, n_arms, omega, xi)
+    return -math.copysign(scale * z * z, z) if z != 0 else 0.0
+
+
+# ---------------------------------------------------------------------------------------
+# rectification
+
+
+def rectified_mean(mu_tilde, noise_std) -> np.ndarray:
+    """Mean of the rectified Gaussian: E[max(0, z)], z ~ N(μ̃, ς²) (Algorithm 2, line 3).
+
+    U = μ̃ Φ(μ̃/ς) + ς φ(μ̃/ς) = ς h(a), a = μ̃/ς, h(a) = a Φ(a) + φ(a).
+
+    For a < 0 it is evaluated as h(a) = φ(a) (1 + a √(π/2) erfcx(−a/√2)) (Φ(a)/φ(a) via
+    the scaled complementary error function, so neither Φ(a) nor the ratio underflows);
+    for a ≥ 0 directly. The result is strictly positive: where the exact value underflows
+    (a ≲ −37) the smallest normal float64 is returned. ς = 0 gives max(μ̃, 0) (floored the
+    same way).
+
+    Parameters
+    ----------
+    mu_tilde : array_like
+        Indices μ̃ (any shape).
+    noise_std : float or array_like
+        Noise standard deviation ς ≥ 0 (broadcast against ``mu_tilde``).
+
+    Returns
+    -------
+    numpy.ndarray (float64)
+    """
+    mu = np.asarray(mu_tilde, dtype=np.float64)
+    s = np.asarray(noise_std, dtype=np.float64)
+    if np.any(np.isnan(mu)):
+        raise EvrouteError("rectified_mean got NaN indices")
+    if np.any(~np.isfinite(s)) or np.any(s < 0):
+        raise EvrouteError("noise_std must be finite and non-negative")
+    mu, s = np.broadcast_arrays(mu, s)
+    out = np.empty(mu.shape)
+    zero = s == 0
+    pos = ~zero
+    if np.any(zero):
+        out[zero] = np.maximum(mu[zero], 0.0)
+    if np.any(pos):
+        m, sd = mu[pos], s[pos]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            a = m / sd
+            h = np.empty(a.shape)
+            hi = a >= 0
+            ah = a[hi]
+            h[hi] = ah * ndtr(ah) + _INV_SQRT_2PI * np.exp(-0.5 * ah * ah)
+            lo = ~hi
+            al = a[lo]
+            g = 1.0 + al * _SQRT_HALF_PI * erfcx(-al * math.sqrt(0.5))
+            h[lo] = _INV_SQRT_2PI * np.exp(-0.5 * al * al) * np.maximum(g, 0.0)
+            r = sd * h
+        r = np.where(np.isposinf(m), np.inf, r)
+        r = np.where(np.isneginf(m), 0.0, r)
+        out[pos] = r
+    return np.maximum(out, _TINY)
+
+
+# ---------------------------------------------------------------------------------------
+# policies
+
+
+class Policy(ABC):
+    """An index rule: per-edge indices μ̃ from a posterior model, then rectified weights."""
+
+    name: str = ""
+
+    @abstractmethod
+    def indices(self, model, t: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+        """Per-edge index μ̃ (before rectification) and β_t (NaN for TS and greedy).
+
+        Parameters
+        ----------
+        model : evroute.models.PosteriorModel
+        t : int
+            Round, t ≥ 1.
+        rng : numpy.random.Generator
+            Used by randomised rules (TS).
+        """
+
+    def weights(
+        self, model, t: int, rng: np.random.Generator, rectify: bool = True
+    ) -> tuple[np.ndarray, float]:
+        """Edge weights U = E[max(0, N(μ̃, ς²))] (``rectify=True``) or μ̃, and β_t."""
+        idx, beta = self.indices(model, t, rng)
+        if not rectify:
+            return idx, beta
+        return rectified_mean(idx, math.sqrt(model.noise_var)), beta
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The policy's parameters (for logs)."""
+        return {}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"
+
+
+class UCBPolicy(Policy):
+    """GP-UCB lower confidence bound μ − √β_t σ, β_t = scale · 2 ln(|A| t²/√(2π)).
+
+    Returns the β_t actually used, max(β_t, 0).
+    """
+
+    name = "ucb"
+
+    def __init__(self, beta_scale: float = 1.0):
+        self.beta_scale = _check_param("beta_scale", beta_scale)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"beta_scale": self.beta_scale}
+
+    def indices(self, model, t, rng):
+        beta = max(beta_ucb(t, model.n_arms, self.beta_scale), 0.0)
+        mu, sd = model.mean_std()
+        return mu - math.sqrt(beta) * sd, beta
+
+
+class BayesUCBPolicy(Policy):
+    """GP-BUCB: the η_t-quantile μ + σ Φ⁻¹(η_t) (with ``beta_scale`` ≠ 1: μ − √β_t σ).
+
+    Returns the signed β_t of :func:`beta_bucb`, so the index is μ − sign(β)√|β| σ.
+    """
+
+    name = "bucb"
+
+    def __init__(self, omega: float = 1.0, xi: float = 1.0, beta_scale: float = 1.0):
+        self.omega = _check_param("omega", omega)
+        self.xi = _check_param("xi", xi)
+        self.beta_scale = _check_param("beta_scale", beta_scale)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"omega": self.omega, "xi": self.xi, "beta_scale": self.beta_scale}
+
+    def indices(self, model, t, rng):
+        z = bucb_quantile_z(t, model.n_arms, self.omega, self.xi)
+        beta = beta_bucb(t, model.n_arms, self.omega, self.xi, self.beta_scale)
+        mu, sd = model.mean_std()
+        return mu + (math.sqrt(self.beta_scale) * z) * sd, beta
+
+
+class ThompsonPolicy(Policy):
+    """GP-TS: a posterior draw (independent per edge as the paper, or joint)."""
+
+    name = "ts"
+
+    def __init__(self, joint: bool = False):
+        if not isinstance(joint, bool | np.bool_):
+            raise EvrouteError(f"joint must be true or false, got {joint!r}")
+        self.joint = bool(joint)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"joint": self.joint}
+
+    def indices(self, model, t, rng):
+        _check_t(t)
+        return np.asarray(model.sample(rng, joint=self.joint), dtype=np.float64), math.nan
+
+
+class GreedyPolicy(Policy):
+    """The posterior mean (no exploration; a reference)."""
+
+    name = "greedy"
+
+    def __init__(self):
+        pass
+
+    def indices(self, model, t, rng):
+        _check_t(t)
+        mu, _ = model.mean_std()
+        return mu, math.nan
+
+
+_POLICIES: dict[str, type[Policy]] = {
+    "ucb": UCBPolicy,
+    "bucb": BayesUCBPolicy,
+    "ts": ThompsonPolicy,
+    "greedy": GreedyPolicy,
+}
+RULES: tuple[str, ...] = tuple(_POLICIES)
+MODEL_FAMILIES: tuple[str, ...] = ("gp", "bi")
+POLICY_NAMES: tuple[str, ...] = tuple(f"{m}-{r}" for m in MODEL_FAMILIES for r in RULES)
+
+
+def make_policy(rule: str, **options: Any) -> Policy:
+    """Create an index rule by name: ``ucb``, ``bucb``, ``ts`` or ``greedy``.
+
+    Options are the class's keyword arguments (``beta_scale``; ``omega``, ``xi``,
+    ``beta_scale``; ``joint``); unknown names or bad values raise :class:`EvrouteError`.
+    """
+    key = str(rule).strip().lower()
+    if key not in _POLICIES:
+        raise EvrouteError(f"unknown policy rule {rule!r}; choose one of: {', '.join(RULES)}")
+    cls = _POLICIES[key]
+    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise EvrouteError(
+            f"unknown option(s) for policy {key!r}: {', '.join(unknown)}"
+            f" (accepted: {', '.join(allowed) or 'none'})"
+        )
+    return cls(**options)
+
+
+def parse_policy_name(name: str) -> tuple[str, str]:
+    """Split a command-line policy name into (model family, rule): ``"gp-ts"`` → ("gp", "ts").
+
+    Valid names: gp-ucb, gp-bucb, gp-ts, gp-greedy, bi-ucb, bi-bucb, bi-ts, bi-greedy
+    (case-insensitive).
+    """
+    key = str(name).strip().lower()
+    if key not in POLICY_NAMES:
+        raise EvrouteError(f"unknown policy {name!r}; choose one of: {', '.join(POLICY_NAMES)}")
+    family, rule = key.split("-", 1)
+    return family, rule

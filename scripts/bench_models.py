@@ -1,0 +1,221 @@
+"""Benchmark the per-round cost of the posterior backends (update + mean_std).
+
+A random SPD prior covariance of Luxembourg's size (E = 5,600) is built from a Matérn-5/2
+kernel on random 3-d points plus a small banded, graph-like PSD term. Each of 500 rounds
+observes a path of 60 edges from a pool that grows so that ~1,500 distinct edges have been
+observed at the end. Two workloads:
+
+- ``uniform``: each path = the pool's newest edges + a uniform draw from the whole pool
+  (worst case for caching: every round touches ~60 edges spread over all observed ones);
+- ``routes``: paths are route alternatives that repeat (a few recent routes are re-driven;
+  now and then a new one branches off an old one with a detour over new edges), closer
+  to what a bandit policy does.
+
+Usage::
+
+    python scripts/bench_models.py [--edges 5600] [--rounds 500] [--path 60]
+        [--distinct 1500] [--workload uniform routes] [--variant default always never bi]
+        [--set refactor_every=0 ...] [--kernel-cache K.npy]
+
+Prints median / p95 / max / mean seconds per round and the final drift against a
+refactorisation from scratch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evroute.models import make_model  # noqa: E402
+
+
+def make_kernel(E: int, seed: int = 0) -> np.ndarray:
+    """Matérn-5/2 on random 3-d points (lengthscale 1) + banded graph-like term, unit diag."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 6.0, size=(E, 3))
+    sq = np.einsum("ij,ij->i", X, X)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (X @ X.T), 0.0)
+    d = np.sqrt(d2, out=d2)
+    r = np.sqrt(5.0) * d
+    K = (1.0 + r + r * r / 3.0) * np.exp(-r)
+    del d, r
+    # graph-like term: B Bᵀ with B banded (each edge tied to its next 3 ids)
+    band = 4
+    W = rng.uniform(0.2, 1.0, size=(E, band))
+    G = np.zeros((E, E))
+    for j in range(band):
+        idx = np.arange(E - j)
+        G[idx, idx + j] = W[: E - j, j]
+    GG = G @ G.T
+    del G
+    GG /= np.mean(np.diag(GG))
+    K = 0.8 * K + 0.2 * GG
+    K = 0.5 * (K + K.T)
+    return K
+
+
+def workload_uniform(rng, E, rounds, path, distinct):
+    perm = rng.permutation(E)
+    pool = path
+    growth = (distinct - path) / max(rounds - 1, 1)
+    for t in range(rounds):
+        new_pool = min(E, int(round(path + growth * t)))
+        fresh = perm[pool:new_pool]
+        pool = new_pool
+        rest = rng.choice(pool, size=path - fresh.size, replace=False)
+        yield np.concatenate([fresh, perm[rest]]) if fresh.size else perm[rest]
+
+
+def workload_routes(rng, E, rounds, path, distinct):
+    perm = rng.permutation(E)
+    pool = path
+    routes = [perm[:path].copy()]
+    target_new = (distinct - path) / max(rounds - 1, 1)  # new edges per round on average
+    for _ in range(rounds):
+        if rng.random() < 0.3 or len(routes) == 1:
+            base = routes[rng.integers(max(0, len(routes) - 5), len(routes))].copy()
+            seg = int(rng.integers(8, 25))
+            start = int(rng.integers(0, path - seg + 1))
+            n_new = min(seg, max(0, int(rng.poisson(target_new / 0.3))), E - pool)
+            fresh = perm[pool : pool + n_new]
+            pool += n_new
+            old = perm[rng.choice(pool, size=seg - n_new, replace=False)]
+            base[start : start + seg] = np.concatenate([fresh, old])
+            routes.append(base)
+            yield base
+        else:
+            # re-drive one of the few most recent routes, favouring the newest
+            k = min(len(routes), 5)
+            p = np.arange(1, k + 1, dtype=float)
+            yield routes[len(routes) - k + int(rng.choice(k, p=p / p.sum()))]
+
+
+VARIANTS = {
+    "default": dict(name="exact"),  # merge="auto"
+    "always": dict(name="exact", merge="always"),  # single level: merge after every round
+    "never": dict(name="exact", merge="never"),  # active block only (until max_active)
+    "bi": dict(name="bi"),
+}
+
+
+def run(K, workload, variant, rounds, path, distinct, seed, noise_var, extra=None):
+    E = K.shape[0]
+    rng = np.random.default_rng(seed)
+    prior_mean = rng.normal(size=E)
+    f = prior_mean + rng.normal(size=E)  # stand-in truth (not a GP draw; cost only)
+    opts = dict(VARIANTS[variant])
+    name = opts.pop("name")
+    if name == "exact" and extra:
+        opts.update(extra)
+    model = make_model(name, prior_mean, kernel=K, noise_var=noise_var, **opts)
+    gen = {"uniform": workload_uniform, "routes": workload_routes}[workload]
+    times, cpu = [], []
+    for edges in gen(rng, E, rounds, path, distinct):
+        y = f[edges] + np.sqrt(noise_var) * rng.standard_normal(edges.size)
+        t0, c0 = time.perf_counter(), time.process_time()
+        model.update(edges, y)
+        model.mean_std()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    times, cpu = np.array(times), np.array(cpu)
+    out = {
+        "median": float(np.median(times)),
+        "p95": float(np.quantile(times, 0.95)),
+        "max": float(times.max()),
+        "mean": float(times.mean()),
+        "last50_median": float(np.median(times[-50:])),
+        "cpu_median": float(np.median(cpu)),
+        "cpu_p95": float(np.quantile(cpu, 0.95)),
+        "cpu_mean": float(cpu.mean()),
+        "distinct": model.n_distinct,
+    }
+    if name == "exact":
+        mu, sd = (a.copy() for a in model.mean_std())
+        out.update(
+            merges=model.n_merges,
+            refactors=model.n_refactors,
+            check_failures=model.n_check_failures,
+            since_refactor=model._rounds_since_refactor,
+        )
+        t0 = time.perf_counter()
+        model.refactor()
+        out["refactor_s"] = time.perf_counter() - t0
+        mu2, sd2 = model.mean_std()
+        out["drift_mean"] = float(np.max(np.abs(mu - mu2)))
+        out["drift_std_rel"] = float(np.max(np.abs(sd - sd2) / sd2))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--edges", type=int, default=5600)
+    ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--path", type=int, default=60)
+    ap.add_argument("--distinct", type=int, default=1500)
+    ap.add_argument("--noise-var", type=float, default=0.16, help="ς²/σ₀² = 0.1²/0.25²")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--workload", nargs="+", default=["uniform", "routes"], choices=["uniform", "routes"]
+    )
+    ap.add_argument("--variant", nargs="+", default=["default", "always"], choices=sorted(VARIANTS))
+    ap.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="OPTION=VALUE",
+        help="extra ExactGPModel options, e.g. refactor_every=0 max_active=512",
+    )
+    ap.add_argument(
+        "--kernel-cache",
+        default=None,
+        help="a .npy file to load the kernel from (written if missing)",
+    )
+    a = ap.parse_args(argv)
+    extra = {}
+    for item in a.set:
+        k, v = item.split("=", 1)
+        try:
+            extra[k] = int(v)
+        except ValueError:
+            try:
+                extra[k] = float(v)
+            except ValueError:
+                extra[k] = v
+    t0 = time.perf_counter()
+    if a.kernel_cache and Path(a.kernel_cache).exists():
+        K = np.load(a.kernel_cache)
+    else:
+        K = make_kernel(a.edges, a.seed)
+        if a.kernel_cache:
+            np.save(a.kernel_cache, K)
+    print(f"kernel {a.edges}x{a.edges} built in {time.perf_counter() - t0:.1f}s", flush=True)
+    for wl in a.workload:
+        for var in a.variant:
+            r = run(K, wl, var, a.rounds, a.path, a.distinct, a.seed, a.noise_var, extra)
+            info = ""
+            if "merges" in r:
+                info = (
+                    f" merges={r['merges']} refactors={r['refactors']}"
+                    f" check_fail={r['check_failures']} refactor={r['refactor_s']:.2f}s"
+                    f" drift after {r['since_refactor']} rounds: mean {r['drift_mean']:.1e}"
+                    f" std(rel) {r['drift_std_rel']:.1e}"
+                )
+            print(
+                f"{wl:8s} {var:10s} distinct={r['distinct']} "
+                f"median={r['median'] * 1e3:.1f}ms p95={r['p95'] * 1e3:.1f}ms "
+                f"max={r['max'] * 1e3:.0f}ms mean={r['mean'] * 1e3:.1f}ms "
+                f"last50-median={r['last50_median'] * 1e3:.1f}ms | cpu: "
+                f"median={r['cpu_median'] * 1e3:.1f}ms p95={r['cpu_p95'] * 1e3:.1f}ms "
+                f"mean={r['cpu_mean'] * 1e3:.1f}ms{info}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
