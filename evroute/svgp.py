@@ -1,0 +1,791 @@
+"""Sparse variational GP posterior in GPyTorch, ``--model svgp`` (paper 003, Algorithm 3).
+
+The paper's scalable backend (003, "GP regression for energy-efficient navigation",
+Algorithm 3, App. B.1 and B.3): a sparse variational GP (Titsias 2009; Hensman et al.
+2013) over edge–context tuples a = (e, x_e), with q(u) = N(m, S) over the inducing values
+u = f(Z). Every round (:meth:`SVGPModel.update`, Algorithm 3):
+
+1. add the path's observations to the history;
+2. set the inducing points Z to the edge–context tuples of the M most visited edges
+   (ties broken by the smaller edge id; only visited edges, so M_t = min(M, distinct
+   edges observed));
+3. G times: draw a minibatch of B observations from the history (without replacement,
+   with the model's own seeded numpy generator; the whole history while it holds ≤ B
+   observations), compute the minibatch ELBO (``gpytorch.mlls.VariationalELBO``), take
+   one natural-gradient step on q(u) (``NaturalVariationalDistribution`` +
+   ``gpytorch.optim.NGD``, lr 0.1) and one Adam step (lr 0.01) on the kernel
+   hyperparameters and on the continuous (context) coordinates of Z;
+4. predict the posterior mean and standard deviation of f for every edge (computed on
+   the first :meth:`~SVGPModel.mean_std` call after an update, cached until the next).
+
+Defaults follow 003 App. B.3: M = 1000, B = 2500, G = 1, NGD lr 0.1, Adam lr 0.01.
+
+Kernel (SPEC §4; 003 App. B.1). Inputs are rows (e, x_e) with the edge id e in column 0 and
+the standardised context x_e ∈ R³ in the others. For ``kernel_kind="combined"``
+
+    k((e, x), (e', x')) = s · (k_G[e, e'] · k_f(x, x') + k_f'(x, x')),
+
+k_G the cached, normalised graph Matérn matrix (:func:`evroute.simulate.graph_kernel`,
+looked up by index in a precomputed tensor, never recomputed), k_f and k_f' GPyTorch
+``ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=3))`` with their own lengthscales
+(initialised to ``lengthscale``) and outputscales (initialised to 1). The constant
+s = σ₀² / mean_e(k_G[e, e] · k_f(x_e, x_e) + k_f'(x_e, x_e)) is computed once from the
+diagonal at initialisation and kept fixed, so that at initialisation the kernel equals the
+``exact`` backend's prior covariance ``network_kernel(net, kind, lengthscale, kappa, nu,
+prior_var)`` = σ₀² · normalise(k_G ∘ k_f + k_f'). ``"graph"``: s · σ_G² · k_G[e, e'] (σ_G²
+learnable, initialised to 1); ``"context"``: s · k_f(x, x'). The prior mean is E_det,
+looked up by edge id.
+
+Internally everything is in units of σ₀ (targets and prior mean divided by σ₀, kernel
+divided by σ₀²), float64, so GPyTorch's default jitter (1e-6) is relative to the prior
+variance; outputs are converted back to Wh.
+
+Design decisions
+----------------
+* **Carry-over when Z changes.** Whenever the set of inducing edges changes, q is
+  re-initialised from the current approximate posterior at the new inducing points:
+  q_new(u_new) = ∫ p(u_new | u_old) q_old(u_old) du_old, computed exactly in whitened
+  coordinates: with L_o, L_n the Cholesky factors of the (jittered) prior covariances at
+  the old and new Z and C the cross-covariance (jitter included where a point is kept),
+  R = L_n⁻¹ C L_o⁻ᵀ, the new whitened parameters are m' = R m and
+  S' = I + R (S − I) Rᵀ. Edges that stay in Z keep their (possibly optimised) context
+  coordinates, so their marginal carries over exactly; new edges enter with their own
+  context and their current posterior (the conditional under q_old). Adam's moments for
+  Z are restarted when Z changes; those of the kernel hyperparameters persist.
+* **Edge coordinate of Z is discrete.** Only the context columns of Z receive gradients
+  (the edge id enters through an integer lookup); column 0 is also restored after each
+  Adam step.
+* **Noise.** The likelihood noise stays the known ς² by default (``learn_noise=False``);
+  with ``learn_noise=True`` it is learnt with Adam and :attr:`SVGPModel.noise_var`
+  reports the learnt value (the policies rectify with it).
+* **Randomness.** The only random choice is the minibatch, drawn from a numpy Generator
+  seeded with ``seed``; q(u) is initialised deterministically (GPyTorch's random mean
+  initialisation is bypassed), so no global torch RNG state is read or written and two
+  models built with the same seed give identical output on the CPU.
+* **Lazy torch import.** This module imports neither torch/gpytorch nor
+  :mod:`evroute.models` at import time (the GPyTorch classes and :class:`SVGPModel` are
+  built on first use and exposed as module attributes), so ``models.py`` can register
+  :func:`make_svgp` directly without importing torch and without an import cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from numbers import Integral, Real
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from .errors import EvrouteError
+
+# Also available, built on first access (they need torch): SVGPModel, EdgeContextKernel,
+# EdgePriorMean, SVGPModule.
+__all__ = ["make_svgp", "KERNEL_KINDS", "NGD_LR", "ADAM_LR"]
+
+#: Accepted values of ``kernel_kind``.
+KERNEL_KINDS = ("combined", "graph", "context")
+#: Natural-gradient learning rate of q(u) (003 App. B.3).
+NGD_LR = 0.1
+#: Adam learning rate of the hyperparameters and inducing contexts (003 App. B.3).
+ADAM_LR = 0.01
+
+_LAZY = ("SVGPModel", "EdgeContextKernel", "EdgePriorMean", "SVGPModule")
+
+
+def __getattr__(name: str):  # PEP 562: the torch-backed classes are built on first use
+    if name in _LAZY:
+        return getattr(_impl(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# validation helpers (torch-free)
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 1:
+        raise EvrouteError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _positive_float(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise EvrouteError(f"{name} must be a positive number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0.0:
+        raise EvrouteError(f"{name} must be a positive finite number, got {value!r}")
+    return v
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise EvrouteError(f"{name} must be true or false, got {value!r}")
+    return bool(value)
+
+
+def _seed(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 0:
+        raise EvrouteError(f"seed must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _kind(value) -> str:
+    if value not in KERNEL_KINDS:
+        raise EvrouteError(f"unknown kernel kind {value!r}; choose one of: {', '.join(KERNEL_KINDS)}")
+    return str(value)
+
+
+def _torch_device(torch, device) -> Any:
+    if not isinstance(device, str) or not device.strip():
+        raise EvrouteError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    d = device.strip().lower()
+    if d == "cpu":
+        return torch.device("cpu")
+    if d == "cuda" or d.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise EvrouteError(f"device {device!r} requested but torch sees no CUDA device; use --device cpu")
+        try:
+            return torch.device(d)
+        except RuntimeError:
+            raise EvrouteError(f"bad CUDA device {device!r}") from None
+    raise EvrouteError(f"device must be 'cpu' or 'cuda', got {device!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# the torch-backed part, built once on first use
+
+
+@functools.cache
+def _impl() -> SimpleNamespace:
+    import gpytorch
+    import torch
+    from linear_operator.utils.cholesky import psd_safe_cholesky
+
+    from .models import PosteriorModel
+
+    def edge_ids(x):
+        return x[..., 0].round().long()
+
+    class EdgePriorMean(gpytorch.means.Mean):
+        """Prior mean looked up by edge id (column 0 of the input): m(e, x) = prior[e]."""
+
+        def __init__(self, prior):
+            super().__init__()
+            self.register_buffer("prior", prior)
+
+        def forward(self, x):
+            return self.prior[edge_ids(x)]
+
+    class EdgeContextKernel(gpytorch.kernels.Kernel):
+        """s · (k_G[e, e'] · k_f(x, x') + k_f'(x, x')) and its ablations (see the module doc).
+
+        Parameters
+        ----------
+        kind : {"combined", "graph", "context"}
+        k_graph : torch.Tensor (E, E) or None
+            Normalised graph Matérn matrix (used by index, never copied or recomputed).
+        n_context : int
+            Number of context columns after the edge id.
+        """
+
+        def __init__(self, kind: str, k_graph, n_context: int):
+            super().__init__()
+            self.kind = kind
+            self.n_context = int(n_context)
+            if kind in ("combined", "graph"):
+                self.register_buffer("k_graph", k_graph, persistent=False)
+            else:
+                self.k_graph = None
+            self.register_buffer("scale", torch.ones(()))
+            if kind in ("combined", "context"):
+                self.k_f = gpytorch.kernels.ScaleKernel(
+                    gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=self.n_context))
+            if kind == "combined":
+                self.k_fp = gpytorch.kernels.ScaleKernel(
+                    gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=self.n_context))
+            if kind == "graph":
+                self.register_parameter("raw_graph_outputscale", torch.nn.Parameter(torch.zeros(())))
+                self.register_constraint("raw_graph_outputscale", gpytorch.constraints.Positive())
+
+        @property
+        def graph_outputscale(self):
+            return self.raw_graph_outputscale_constraint.transform(self.raw_graph_outputscale)
+
+        @graph_outputscale.setter
+        def graph_outputscale(self, value):
+            value = torch.as_tensor(value, dtype=self.raw_graph_outputscale.dtype,
+                                    device=self.raw_graph_outputscale.device)
+            self.initialize(raw_graph_outputscale=self.raw_graph_outputscale_constraint.inverse_transform(value))
+
+        def initialise(self, lengthscale: float) -> None:
+            """Set lengthscales to ``lengthscale`` and outputscales to 1 (call after ``.to``)."""
+            for name in ("k_f", "k_fp"):
+                k = getattr(self, name, None)
+                if k is not None:
+                    k.base_kernel.lengthscale = torch.full_like(k.base_kernel.lengthscale, lengthscale)
+                    k.outputscale = torch.ones_like(k.outputscale)
+            if self.kind == "graph":
+                self.graph_outputscale = 1.0
+
+        def _graph(self, i1, i2, diag):
+            if diag:
+                return self.k_graph[i1, i2]
+            return self.k_graph[i1.unsqueeze(-1), i2.unsqueeze(-2)]
+
+        def unscaled(self, x1, x2, diag=False):
+            """k_G ∘ k_f + k_f' (or the ablation) without the fixed factor s."""
+            if self.kind == "graph":
+                return self.graph_outputscale * self._graph(edge_ids(x1), edge_ids(x2), diag)
+            c1, c2 = x1[..., 1:], x2[..., 1:]
+            kf = self.k_f.forward(c1, c2, diag=diag)
+            if self.kind == "context":
+                return kf
+            kg = self._graph(edge_ids(x1), edge_ids(x2), diag)
+            return kg * kf + self.k_fp.forward(c1, c2, diag=diag)
+
+        def forward(self, x1, x2, diag=False, **params):
+            return self.scale * self.unscaled(x1, x2, diag=diag)
+
+    class SVGPModule(gpytorch.models.ApproximateGP):
+        """ApproximateGP with a whitened ``VariationalStrategy`` and a
+        ``NaturalVariationalDistribution`` over the inducing values (for NGD)."""
+
+        def __init__(self, inducing_points, mean_module, covar_module, learn_inducing: bool):
+            q = gpytorch.variational.NaturalVariationalDistribution(inducing_points.size(-2))
+            strategy = gpytorch.variational.VariationalStrategy(
+                self, inducing_points, q, learn_inducing_locations=learn_inducing)
+            super().__init__(strategy)
+            self.mean_module = mean_module
+            self.covar_module = covar_module
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+    class SVGPModel(_SVGPMethods, PosteriorModel):
+        __doc__ = _SVGPMethods.__doc__
+
+    for cls in (EdgePriorMean, EdgeContextKernel, SVGPModule, SVGPModel):
+        # found by pickle and Sphinx as evroute.svgp.<name> (through the module __getattr__)
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__
+
+    return SimpleNamespace(torch=torch, gpytorch=gpytorch, psd_safe_cholesky=psd_safe_cholesky,
+                           EdgePriorMean=EdgePriorMean, EdgeContextKernel=EdgeContextKernel,
+                           SVGPModule=SVGPModule, SVGPModel=SVGPModel)
+
+
+# ---------------------------------------------------------------------------------------
+# the posterior model
+
+
+class _SVGPMethods:
+    """SVGP posterior over the expected energy of every edge (003 Algorithm 3, App. B).
+
+    Subclass of :class:`evroute.models.PosteriorModel` (built on first use; import it as
+    ``evroute.svgp.SVGPModel``). See the module docstring for the algorithm and design.
+
+    Parameters
+    ----------
+    prior_mean : array (E,)
+        Prior mean of f (E_det), Wh.
+    context : array (E, d)
+        Standardised context x_e of every edge (:func:`evroute.kernels.standardize_context`).
+    k_graph : array (E, E) or None
+        Normalised graph Matérn matrix (required for ``kernel_kind`` "combined"/"graph").
+        Used without a copy when it is a writable C-contiguous float64 array: do not
+        modify it afterwards.
+    noise_var : float
+        Observation noise variance ς² (Wh²).
+    prior_var : float
+        σ₀², the mean prior variance of f (Wh²).
+    kernel_kind : {"combined", "graph", "context"}
+    lengthscale : float
+        Initial lengthscale of every context dimension of k_f and k_f'.
+    seed : int
+        Seeds the minibatch generator.
+    inducing : int
+        M, the maximum number of inducing points (the M most visited edges).
+    batch_size : int
+        B, observations per minibatch.
+    steps : int
+        G, optimisation steps per update.
+    learn_hyperparameters : bool
+        Adam on the kernel hyperparameters (lengthscales and outputscales).
+    learn_inducing : bool, optional
+        Adam on the context coordinates of Z; default: ``learn_hyperparameters``.
+    learn_noise : bool
+        Adam on the likelihood noise too (default False: the known ς²).
+    device : {"cpu", "cuda"}
+    jitter : float
+        Diagonal jitter of the inducing covariance, relative to σ₀² (GPyTorch's float64
+        default is 1e-6).
+
+    Attributes
+    ----------
+    elbo_trace : list of float
+        Minibatch ELBO per datum (units of σ₀) before every optimisation step.
+    last_batch : numpy.ndarray or None
+        History positions of the last minibatch.
+    n_inducing_changes : int
+        How often Z changed (and q was carried over).
+    """
+
+    def __init__(self, prior_mean, context, k_graph, *, noise_var, prior_var,
+                 kernel_kind: str = "combined", lengthscale: float = 1.0, seed: int = 0,
+                 inducing: int = 1000, batch_size: int = 2500, steps: int = 1,
+                 learn_hyperparameters: bool = True, learn_inducing: bool | None = None,
+                 learn_noise: bool = False, device: str = "cpu", jitter: float = 1e-6):
+        from .models import _as_noise_var, _as_prior_mean
+
+        ns = _impl()
+        torch, gpytorch = ns.torch, ns.gpytorch
+        self._m = _as_prior_mean(prior_mean)
+        E = self.n_arms = int(self._m.size)
+        self._noise_var_known = _as_noise_var(noise_var)
+        self.prior_var = _positive_float("prior_var", prior_var)
+        self._sigma0 = math.sqrt(self.prior_var)
+        self.kernel_kind = _kind(kernel_kind)
+        self.lengthscale = _positive_float("lengthscale", lengthscale)
+        self.seed = _seed(seed)
+        self.inducing = _positive_int("inducing", inducing)
+        self.batch_size = _positive_int("batch_size", batch_size)
+        self.steps = _positive_int("steps", steps)
+        self.learn_hyperparameters = _flag("learn_hyperparameters", learn_hyperparameters)
+        li = self.learn_hyperparameters if learn_inducing is None else learn_inducing
+        self.learn_inducing = _flag("learn_inducing", li) and self.kernel_kind != "graph"
+        self.learn_noise = _flag("learn_noise", learn_noise)
+        self.jitter = _positive_float("jitter", jitter)
+        self._device = _torch_device(torch, device)
+        self._dtype = torch.float64
+
+        ctx = np.asarray(context, dtype=np.float64)
+        if ctx.ndim == 1:
+            ctx = ctx[:, None]
+        if ctx.ndim != 2 or ctx.shape[0] != E or ctx.shape[1] < 1:
+            raise EvrouteError(f"context must have shape ({E}, d), got {ctx.shape}")
+        if not np.all(np.isfinite(ctx)):
+            raise EvrouteError("context contains NaN or infinite values")
+        kg = None
+        if self.kernel_kind in ("combined", "graph"):
+            if k_graph is None:
+                raise EvrouteError(f"kernel kind {self.kernel_kind!r} needs the graph kernel matrix")
+            kg_np = np.asarray(k_graph)
+            if kg_np.shape != (E, E):
+                raise EvrouteError(f"graph kernel must have shape ({E}, {E}), got {kg_np.shape}")
+            if kg_np.dtype != np.float64 or not kg_np.flags.c_contiguous or not kg_np.flags.writeable:
+                kg_np = np.array(kg_np, dtype=np.float64, order="C")
+            kg = torch.from_numpy(kg_np).to(self._device)
+
+        t = functools.partial(torch.as_tensor, dtype=self._dtype, device=self._device)
+        self._X = torch.cat([t(np.arange(E, dtype=np.float64))[:, None], t(ctx)], dim=1)
+        self._mean_module = ns.EdgePriorMean(t(self._m / self._sigma0))
+        self._covar = ns.EdgeContextKernel(self.kernel_kind, kg, ctx.shape[1])
+        self._covar.to(dtype=self._dtype, device=self._device)
+        self._covar.initialise(self.lengthscale)
+        lik = gpytorch.likelihoods.GaussianLikelihood(noise_constraint=gpytorch.constraints.GreaterThan(1e-10))
+        lik.to(dtype=self._dtype, device=self._device)
+        lik.noise = t(self._noise_var_known / self.prior_var)
+        self._likelihood = lik
+        with torch.no_grad():
+            # s = σ₀² / mean diag (σ₀² = 1 in internal units); fixed from now on
+            diag = self._covar.unscaled(self._X, self._X, diag=True)
+            c = float(diag.mean())
+            if not (math.isfinite(c) and c > 0):
+                raise EvrouteError(f"the svgp kernel has a non-positive mean prior variance ({c!r})")
+            self._covar.scale.fill_(1.0 / c)
+            self._norm_const = c
+            self._prior_std = _readonly(self._sigma0 * np.sqrt(np.maximum(
+                (diag / c).cpu().numpy(), 0.0)))
+
+        for p in self._covar.parameters():
+            p.requires_grad_(self.learn_hyperparameters)
+        for p in lik.parameters():
+            p.requires_grad_(self.learn_noise)
+        hyper = [p for p in self._covar.parameters() if p.requires_grad]
+        hyper += [p for p in lik.parameters() if p.requires_grad]
+        self._hyper_opt = torch.optim.Adam(hyper, lr=ADAM_LR) if hyper else None
+
+        self._rng = np.random.default_rng([self.seed, 0x5347])
+        self._counts = np.zeros(E, np.int64)
+        self._hist_e = np.zeros(1024, np.int64)
+        self._hist_y = np.zeros(1024)  # observations in units of σ₀
+        self._n = 0
+        self._gp = None
+        self._Z_edges = np.zeros(0, np.int64)
+        self._ngd = None
+        self._z_opt = None
+        self._cache: tuple[np.ndarray, np.ndarray] | None = None
+        self.elbo_trace: list[float] = []
+        self.last_batch: np.ndarray | None = None
+        self.n_inducing_changes = 0
+
+    @property
+    def _ns(self) -> SimpleNamespace:
+        return _impl()
+
+    # -- PosteriorModel -------------------------------------------------------------------
+
+    @property
+    def counts(self) -> np.ndarray:
+        return _readonly(self._counts.copy())
+
+    @property
+    def n_distinct(self) -> int:
+        return int(np.count_nonzero(self._counts))
+
+    @property
+    def noise_var(self) -> float:
+        """ς²: the known noise variance, or the learnt one with ``learn_noise=True``."""
+        if not self.learn_noise:
+            return self._noise_var_known
+        return float(self._likelihood.noise.detach().cpu()) * self.prior_var
+
+    @property
+    def n_observations(self) -> int:
+        """Size of the history (every observation, not distinct edges)."""
+        return self._n
+
+    @property
+    def inducing_edges(self) -> np.ndarray:
+        """Edge ids of the current inducing points (sorted)."""
+        return _readonly(self._Z_edges.copy())
+
+    @property
+    def inducing_points(self) -> np.ndarray:
+        """Current inducing inputs (M_t, 1 + d): edge id, then context (standardised)."""
+        if self._gp is None:
+            return np.zeros((0, self._X.shape[1]))
+        return self._gp.variational_strategy.inducing_points.detach().cpu().numpy().copy()
+
+    def update(self, edges, observed) -> None:
+        """Algorithm 3: add the observations, reselect Z, G optimisation steps."""
+        from .models import _aggregate
+
+        uniq, dc, _ = _aggregate(edges, observed, self.n_arms)
+        if uniq.size == 0:
+            return
+        e = np.asarray(edges).astype(np.int64)
+        y = np.asarray(observed, dtype=np.float64) / self._sigma0
+        self._append(e, y)
+        self._counts[uniq] += dc.astype(np.int64)
+        self._cache = None
+        self._select_inducing()
+        self._optimise(self.steps)
+
+    def optimise(self, steps: int = 1) -> list[float]:
+        """Take ``steps`` more optimisation steps on the current history (no new data).
+
+        Returns the minibatch ELBO (per datum, units of σ₀) before each step.
+        """
+        steps = _positive_int("steps", steps)
+        if self._n == 0:
+            raise EvrouteError("svgp has no observations to optimise on yet")
+        self._cache = None
+        return self._optimise(steps)
+
+    def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._cache is None:
+            if self._gp is None:
+                self._cache = (_readonly(self._m.copy()), self._prior_std)
+            else:
+                self._cache = self._predict()
+        return self._cache
+
+    # -- diagnostics ----------------------------------------------------------------------
+
+    def elbo(self) -> float:
+        """ELBO per datum (units of σ₀) on the whole history (no gradient step)."""
+        if self._n == 0:
+            raise EvrouteError("svgp has no observations yet")
+        torch, gpytorch = self._ns.torch, self._ns.gpytorch
+        gp = self._gp
+        gp.train()
+        self._likelihood.train()
+        mll = gpytorch.mlls.VariationalELBO(self._likelihood, gp, num_data=self._n)
+        with torch.no_grad(), self._settings():
+            x = self._X[torch.as_tensor(self._hist_e[: self._n], device=self._device)]
+            y = torch.as_tensor(self._hist_y[: self._n], dtype=self._dtype, device=self._device)
+            return float(mll(gp(x), y))
+
+    def hyperparameters(self) -> dict:
+        """Current kernel hyperparameters (lengthscales in standardised context units,
+        outputscales before the fixed factor), the fixed factor s·σ₀² (Wh²) and ς² (Wh²)."""
+        out: dict[str, Any] = {"kernel_kind": self.kernel_kind,
+                               "scale_wh2": self.prior_var / self._norm_const,
+                               "noise_var": self.noise_var}
+        for name in ("k_f", "k_fp"):
+            k = getattr(self._covar, name, None)
+            if k is not None:
+                out[f"lengthscale_{name[2:]}"] = k.base_kernel.lengthscale.detach().cpu().numpy().ravel().tolist()
+                out[f"outputscale_{name[2:]}"] = float(k.outputscale.detach().cpu())
+        if self.kernel_kind == "graph":
+            out["outputscale_graph"] = float(self._covar.graph_outputscale.detach().cpu())
+        return out
+
+    def prior_covariance(self, rows=None, cols=None) -> np.ndarray:
+        """Current prior covariance k(a_i, a_j) (Wh²) between edges ``rows`` and ``cols``
+        (default: all), each edge with its own context (for checks)."""
+        torch = self._ns.torch
+        r = np.arange(self.n_arms) if rows is None else np.asarray(rows, dtype=np.int64)
+        c = np.arange(self.n_arms) if cols is None else np.asarray(cols, dtype=np.int64)
+        with torch.no_grad():
+            K = self._covar.forward(self._X[torch.as_tensor(r, device=self._device)],
+                                    self._X[torch.as_tensor(c, device=self._device)])
+        return K.cpu().numpy() * self.prior_var
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _settings(self):
+        gpytorch = self._ns.gpytorch
+        stack = contextlib.ExitStack()
+        stack.enter_context(gpytorch.settings.max_cholesky_size(10**9))
+        stack.enter_context(gpytorch.settings.fast_computations(
+            covar_root_decomposition=False, log_prob=False, solves=False))
+        return stack
+
+    def _append(self, e: np.ndarray, y: np.ndarray) -> None:
+        need = self._n + e.size
+        if need > self._hist_e.size:
+            cap = max(need, 2 * self._hist_e.size)
+            self._hist_e = np.concatenate([self._hist_e[: self._n], np.zeros(cap - self._n, np.int64)])
+            self._hist_y = np.concatenate([self._hist_y[: self._n], np.zeros(cap - self._n)])
+        self._hist_e[self._n:need] = e
+        self._hist_y[self._n:need] = y
+        self._n = need
+
+    def _top_edges(self) -> np.ndarray:
+        """The M most visited edges (ties: smaller id first), returned sorted by id."""
+        visited = np.flatnonzero(self._counts)
+        if visited.size > self.inducing:
+            order = np.lexsort((visited, -self._counts[visited]))
+            visited = np.sort(visited[order[: self.inducing]])
+        return visited
+
+    def _select_inducing(self) -> None:
+        torch = self._ns.torch
+        new = self._top_edges()
+        if self._gp is not None and np.array_equal(new, self._Z_edges):
+            return
+        Z = self._X[torch.as_tensor(new, device=self._device)].clone()
+        if self._gp is None:
+            nat_vec = torch.zeros(new.size, dtype=self._dtype, device=self._device)
+            nat_mat = -0.5 * torch.eye(new.size, dtype=self._dtype, device=self._device)
+        else:
+            old_pos = {int(e): i for i, e in enumerate(self._Z_edges)}
+            kept_new = np.array([i for i, e in enumerate(new) if int(e) in old_pos], dtype=np.int64)
+            kept_old = np.array([old_pos[int(new[i])] for i in kept_new], dtype=np.int64)
+            Z_old = self._gp.variational_strategy.inducing_points.detach()
+            if kept_new.size:
+                Z[torch.as_tensor(kept_new, device=self._device)] = Z_old[
+                    torch.as_tensor(kept_old, device=self._device)]
+            nat_vec, nat_mat = self._carry_over(Z_old, Z, kept_old, kept_new)
+            self.n_inducing_changes += 1
+        self._build(Z, nat_vec, nat_mat)
+        self._Z_edges = new
+
+    def _chol(self, K):
+        return self._ns.psd_safe_cholesky(K)
+
+    def _carry_over(self, Z_old, Z_new, kept_old, kept_new):
+        """Natural parameters of q_new(u_new) = ∫ p(u_new | u_old) q_old(u_old) du_old in
+        whitened coordinates: m' = R m, S' = I + R (S − I) Rᵀ, R = L_n⁻¹ C L_o⁻ᵀ."""
+        torch = self._ns.torch
+        q = self._gp.variational_strategy._variational_distribution
+        jit = self.jitter
+        with torch.no_grad(), self._settings():
+            eye_o = torch.eye(Z_old.shape[0], dtype=self._dtype, device=self._device)
+            eye_n = torch.eye(Z_new.shape[0], dtype=self._dtype, device=self._device)
+            L_o = self._chol(self._covar.forward(Z_old, Z_old) + jit * eye_o)
+            L_n = self._chol(self._covar.forward(Z_new, Z_new) + jit * eye_n)
+            C = self._covar.forward(Z_new, Z_old)
+            if kept_new.size:  # a kept point is the same random variable: include its jitter
+                C[torch.as_tensor(kept_new, device=self._device),
+                  torch.as_tensor(kept_old, device=self._device)] += jit
+            X = torch.linalg.solve_triangular(L_o, C.mT, upper=False)  # L_o⁻¹ Cᵀ
+            R = torch.linalg.solve_triangular(L_n, X.mT, upper=False)  # L_n⁻¹ C L_o⁻ᵀ
+            P_old = -2.0 * q.natural_mat.detach()
+            P_old = 0.5 * (P_old + P_old.mT)
+            L_p = self._chol(P_old)
+            S_old = torch.cholesky_inverse(L_p)
+            m_old = torch.cholesky_solve(q.natural_vec.detach().unsqueeze(-1), L_p).squeeze(-1)
+            m_new = R @ m_old
+            S_new = eye_n + R @ (S_old - eye_o) @ R.mT
+            S_new = 0.5 * (S_new + S_new.mT)
+            L_s = self._chol(S_new)
+            P_new = torch.cholesky_inverse(L_s)
+            P_new = 0.5 * (P_new + P_new.mT)
+            return P_new @ m_new, -0.5 * P_new
+
+    def _build(self, Z, nat_vec, nat_mat) -> None:
+        torch, gpytorch = self._ns.torch, self._ns.gpytorch
+        gp = self._ns.SVGPModule(Z, self._mean_module, self._covar, self.learn_inducing)
+        gp.to(dtype=self._dtype, device=self._device)
+        strategy = gp.variational_strategy
+        strategy.jitter_val = self.jitter
+        q = strategy._variational_distribution
+        with torch.no_grad():
+            q.natural_vec.copy_(nat_vec)
+            q.natural_mat.copy_(nat_mat)
+        strategy.variational_params_initialized.fill_(1)  # skips GPyTorch's random init
+        self._gp = gp
+        self._ngd = gpytorch.optim.NGD([q.natural_vec, q.natural_mat], num_data=max(self._n, 1), lr=NGD_LR)
+        self._z_opt = torch.optim.Adam([strategy.inducing_points], lr=ADAM_LR) if self.learn_inducing else None
+
+    def _optimise(self, steps: int) -> list[float]:
+        torch, gpytorch = self._ns.torch, self._ns.gpytorch
+        gp, lik = self._gp, self._likelihood
+        n = self._n
+        gp.train()
+        lik.train()
+        mll = gpytorch.mlls.VariationalELBO(lik, gp, num_data=n)
+        self._ngd.num_data = n
+        opts = [o for o in (self._ngd, self._hyper_opt, self._z_opt) if o is not None]
+        strategy = gp.variational_strategy
+        z_ids = strategy.inducing_points.detach()[:, 0].clone()
+        hist_e, hist_y = self._hist_e[:n], self._hist_y[:n]
+        elbos = []
+        with self._settings():
+            for _ in range(steps):
+                if n > self.batch_size:
+                    idx = self._rng.choice(n, size=self.batch_size, replace=False)
+                    e, y = hist_e[idx], hist_y[idx]
+                else:
+                    idx = np.arange(n)
+                    e, y = hist_e, hist_y
+                self.last_batch = idx
+                x = self._X[torch.as_tensor(e, device=self._device)]
+                yt = torch.as_tensor(y, dtype=self._dtype, device=self._device)
+                for o in opts:
+                    o.zero_grad(set_to_none=True)
+                elbo = mll(gp(x), yt)
+                (-elbo).backward()
+                for o in opts:
+                    o.step()
+                if self._z_opt is not None:
+                    with torch.no_grad():
+                        strategy.inducing_points[:, 0] = z_ids
+                value = float(elbo.detach())
+                elbos.append(value)
+        self.elbo_trace.extend(elbos)
+        return elbos
+
+    def _predict(self) -> tuple[np.ndarray, np.ndarray]:
+        torch = self._ns.torch
+        gp = self._gp
+        gp.eval()
+        self._likelihood.eval()
+        gp.variational_strategy._clear_cache()
+        E = self.n_arms
+        chunk = max(256, int(4_000_000 // max(1, self._Z_edges.size)))
+        mean = np.empty(E)
+        var = np.empty(E)
+        with torch.no_grad(), self._settings():
+            for s in range(0, E, chunk):
+                out = gp(self._X[s : s + chunk])
+                mean[s : s + chunk] = out.mean.cpu().numpy()
+                var[s : s + chunk] = out.lazy_covariance_matrix.diagonal().cpu().numpy()
+        gp.variational_strategy._clear_cache()
+        mean *= self._sigma0
+        std = self._sigma0 * np.sqrt(np.maximum(var, 0.0))
+        return _readonly(mean), _readonly(std)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+# ---------------------------------------------------------------------------------------
+# factory
+
+
+def make_svgp(prior_mean, kernel=None, prior_var=None, *, noise_var, network=None, seed=0,
+              kernel_kind="combined", lengthscale=1.0, kappa=1.0, nu=2.0, inducing=1000,
+              batch_size=2500, steps=1, learn_hyperparameters=True, learn_inducing=None,
+              learn_noise=False, device="cpu", jitter=1e-6):
+    """Create the ``svgp`` backend (registered in :mod:`evroute.models`).
+
+    Parameters
+    ----------
+    prior_mean : array (E,)
+        E_det, Wh.
+    kernel : array (E, E), optional
+        The ``exact`` backend's prior covariance (what the loop passes). Not used for
+        inference; when given it is checked against this backend's kernel at
+        initialisation (a mismatch in kind, lengthscale, κ, ν or σ₀² is an error), and its
+        mean diagonal gives σ₀² when ``prior_var`` is None.
+    prior_var : float, optional
+        σ₀² (Wh²).
+    noise_var : float
+        ς² (Wh²).
+    network : evroute.network.Network
+        The road network (contexts, and the cached graph Matérn matrix via
+        :func:`evroute.simulate.graph_kernel`).
+    seed : int
+        Minibatch generator seed.
+    kernel_kind, lengthscale, kappa, nu
+        As for :func:`evroute.simulate.network_kernel`.
+    inducing, batch_size, steps : int
+        M, B, G of Algorithm 3 (paper: 1000, 2500, 1).
+    learn_hyperparameters : bool
+        Adam on the kernel hyperparameters (and, unless ``learn_inducing`` says otherwise,
+        on the inducing contexts).
+    learn_inducing : bool, optional
+        Adam on the inducing contexts (default: ``learn_hyperparameters``).
+    learn_noise : bool
+        Learn ς² too (default: keep the known value).
+    device : {"cpu", "cuda"}
+    jitter : float
+        Diagonal jitter of K_ZZ relative to σ₀² (GPyTorch's float64 default, 1e-6).
+    """
+    if network is None:
+        raise EvrouteError("model 'svgp' needs the road network (network=...)")
+    kind = _kind(kernel_kind)
+    lengthscale = _positive_float("lengthscale", lengthscale)
+    kappa = _positive_float("kappa", kappa)
+    nu = _positive_float("nu", nu)
+    for name, value in (("inducing", inducing), ("batch_size", batch_size), ("steps", steps)):
+        _positive_int(name, value)
+    _flag("learn_hyperparameters", learn_hyperparameters)
+    _flag("learn_noise", learn_noise)
+    if learn_inducing is not None:
+        _flag("learn_inducing", learn_inducing)
+    _seed(seed)
+    if not isinstance(device, str):
+        raise EvrouteError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    from .kernels import standardize_context
+    from .simulate import graph_kernel
+
+    E = int(network.n_edges)
+    pm = np.asarray(prior_mean)
+    if pm.ndim == 1 and pm.size != E:
+        raise EvrouteError(f"prior_mean has {pm.size} entries but the network has {E} edges")
+    K = None
+    if kernel is not None:
+        K = np.asarray(kernel)
+        if K.shape != (E, E):
+            raise EvrouteError(f"kernel matrix must have shape ({E}, {E}), got {K.shape}")
+    if prior_var is None:
+        if K is None:
+            raise EvrouteError("model 'svgp' needs prior_var (or the kernel matrix to take it from)")
+        prior_var = float(np.mean(np.diagonal(K)))
+    prior_var = _positive_float("prior_var", prior_var)
+    context = standardize_context(network.context)
+    k_graph = graph_kernel(network, nu, kappa) if kind in ("combined", "graph") else None
+    cls = _impl().SVGPModel
+    model = cls(prior_mean, context, k_graph, noise_var=noise_var, prior_var=prior_var,
+                kernel_kind=kind, lengthscale=lengthscale, seed=seed, inducing=inducing,
+                batch_size=batch_size, steps=steps, learn_hyperparameters=learn_hyperparameters,
+                learn_inducing=learn_inducing, learn_noise=learn_noise, device=device, jitter=jitter)
+    if K is not None:
+        rows = np.unique(np.linspace(0, E - 1, min(E, 16)).astype(np.int64))
+        ours = model.prior_covariance(rows)
+        ref = np.asarray(K[rows], dtype=np.float64)
+        err = float(np.max(np.abs(ours - ref)))
+        if not err <= 1e-8 * max(float(np.max(np.abs(np.diagonal(K)))), 1e-300):
+            raise EvrouteError(
+                f"the kernel matrix passed to 'svgp' differs from its {kind!r} kernel "
+                f"(max |Δ| = {err:.3g}); check kernel kind, lengthscale, kappa, nu and prior_var")
+    return model

@@ -1,0 +1,145 @@
+"""Benchmark the ``svgp`` backend (paper 003, Algorithm 3) against ``exact`` in the loop.
+
+For each policy (default gp-ts and gp-bucb), backend (exact, svgp) and seed 0..N-1, one
+bandit run of T rounds on ``luxembourg:A`` (real data from ``$EVROUTE_DATA_DIR``, default
+``/work/shared/data``). Both backends see the same truth, noise and policy streams per
+seed, so the final cumulative regrets are paired by seed.
+
+Reported (markdown):
+
+- seconds per round (the loop's ``seconds``: posterior, policy, oracle and update), median
+  and mean over all rounds t = 1..T and seeds, and the speed ratio svgp / exact of the
+  medians;
+- final cumulative regret per backend (median, mean ± standard error over seeds) and the
+  paired difference svgp − exact (mean ± standard error over seeds).
+
+Usage::
+
+    python scripts/bench_svgp.py [--horizon 500] [--seeds 5] [--network luxembourg]
+        [--route A] [--policies gp-ts gp-bucb] [--inducing 1000] [--batch-size 2500]
+        [--steps 1] [--fixed-hyperparameters] [--threads N] [--json FILE]
+
+svgp uses the paper's defaults (M = 1000, B = 2500, G = 1, NGD lr 0.1, Adam lr 0.01)
+unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("EVROUTE_DATA_DIR", "/work/shared/data")
+
+from evroute.models import available_models, register_model  # noqa: E402
+from evroute.simulate import SimulationConfig, prepare_problem, run_bandit  # noqa: E402
+from evroute.svgp import make_svgp  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--network", default="luxembourg")
+    p.add_argument("--route", default="A")
+    p.add_argument("--horizon", type=int, default=500, help="T, rounds per run")
+    p.add_argument("--seeds", type=int, default=5, help="N, seeds 0..N-1")
+    p.add_argument("--policies", nargs="+", default=["gp-ts", "gp-bucb"])
+    p.add_argument("--inducing", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=2500)
+    p.add_argument("--steps", type=int, default=1)
+    p.add_argument("--fixed-hyperparameters", action="store_true")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--json", type=Path, default=None, help="write the raw results here")
+    return p.parse_args(argv)
+
+
+def run_one(args, policy: str, model: str, seed: int, net) -> dict:
+    opts = {}
+    if model == "svgp":
+        opts = {"inducing": args.inducing, "batch_size": args.batch_size, "steps": args.steps,
+                "learn_hyperparameters": not args.fixed_hyperparameters}
+    cfg = SimulationConfig(network=args.network, route=args.route, policy=policy, model=model,
+                           horizon=args.horizon, seed=seed, model_options=opts)
+    cfg.validate()
+    problem = prepare_problem(cfg, net=net)
+    tic = time.perf_counter()
+    res = run_bandit(cfg, problem)
+    wall = time.perf_counter() - tic
+    return {"policy": policy, "model": model, "seed": seed, "wall_seconds": wall,
+            "seconds": res.rounds.seconds.to_list(),
+            "final_regret_wh": float(res.summary["final_cumulative_regret_wh"]),
+            "distinct_edges": int(res.summary["distinct_edges_observed"])}
+
+
+def _se(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(np.std(x, ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan
+
+
+def table(results: list[dict], args) -> str:
+    lines = [
+        f"network {args.network}:{args.route}, T = {args.horizon}, seeds 0..{args.seeds - 1}; "
+        f"svgp M = {args.inducing}, B = {args.batch_size}, G = {args.steps}, "
+        f"hyperparameters {'fixed' if args.fixed_hyperparameters else 'learnt'}",
+        "",
+        "| policy | backend | median s/round | mean s/round | median final regret (Wh) | mean ± SE (Wh) |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    summary = []
+    for policy in args.policies:
+        per = {}
+        for model in ("exact", "svgp"):
+            rs = sorted((r for r in results if r["policy"] == policy and r["model"] == model),
+                        key=lambda r: r["seed"])
+            if not rs:
+                continue
+            secs = np.concatenate([r["seconds"] for r in rs])
+            reg = np.array([r["final_regret_wh"] for r in rs])
+            per[model] = (np.median(secs), reg, [r["seed"] for r in rs])
+            lines.append(f"| {policy} | {model} | {np.median(secs):.4f} | {np.mean(secs):.4f} | "
+                         f"{np.median(reg):.1f} | {np.mean(reg):.1f} ± {_se(reg):.1f} |")
+        if len(per) == 2:
+            (se, re_, seeds_e), (ss, rs_, seeds_s) = per["exact"], per["svgp"]
+            common = sorted(set(seeds_e) & set(seeds_s))
+            d = np.array([rs_[seeds_s.index(s)] - re_[seeds_e.index(s)] for s in common])
+            summary.append(f"| {policy} | {ss / se:.1f}× | {np.mean(d):+.1f} ± {_se(d):.1f} | {len(common)} |")
+    lines += ["", "| policy | speed ratio svgp/exact (median s/round) | final regret svgp − exact, "
+              "paired mean ± SE (Wh) | seeds |", "| --- | ---: | ---: | ---: |", *summary]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if "svgp" not in available_models():
+        register_model("svgp", make_svgp)
+    from evroute.network import load_network
+
+    net = load_network(args.network)
+    results = []
+    for policy in args.policies:
+        for seed in range(args.seeds):
+            for model in ("exact", "svgp"):
+                r = run_one(args, policy, model, seed, net)
+                results.append(r)
+                print(f"{policy:8s} {model:6s} seed {seed}: regret {r['final_regret_wh']:9.1f} Wh, "
+                      f"median {np.median(r['seconds']):.4f} s/round, wall {r['wall_seconds']:.0f} s",
+                      file=sys.stderr, flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                                     "results": results}))
+    print(table(results, args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
