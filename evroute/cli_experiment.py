@@ -1,0 +1,98 @@
+"""Commands ``evroute compare``, ``evroute plot`` and ``evroute export`` (registered by
+:func:`evroute.cli._register_extra_commands`). Thin: parse options, call the library."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .errors import EvrouteError
+
+
+def compare_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Output directory: runs/, grid.json, summary.csv, summary.md.")],
+    preset: Annotated[str | None, typer.Option(
+        help="paper-fig2, paper-fig3 or paper-lengthscale (003 Sec. 4.2, App. C); other options override it.")] = None,
+    network: Annotated[str | None, typer.Option(
+        "--network", help="Network of unqualified routes (default synthetic).")] = None,
+    routes: Annotated[str | None, typer.Option(
+        help="Routes: A,B (on --network) or monaco:A,luxembourg:B (default A).")] = None,
+    policies: Annotated[str | None, typer.Option(
+        help="Comma-separated policies, variants as gp-bucb[xi=0.5], gp-ucb[beta_scale=0.5] "
+             "(default gp-ucb,gp-bucb,gp-ts,bi-ucb,bi-bucb,bi-ts).")] = None,
+    seeds: Annotated[int | None, typer.Option(help="Number of seeds: 0..N-1 (default 5).")] = None,
+    horizon: Annotated[int | None, typer.Option(help="Rounds T per run (default 500).")] = None,
+    model: Annotated[str | None, typer.Option(help="GP backend of the gp-* policies (default exact).")] = None,
+    lengthscales: Annotated[str | None, typer.Option(
+        help="Comma-separated kernel lengthscales (default 1.0).")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        help="Parallel processes (default: number of CPUs; 1 runs in-process).")] = None,
+    executor: Annotated[str, typer.Option(help="local (process pool) or ray.")] = "local",
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Ray cluster address (default: start a local Ray instance).")] = None,
+    osm: Annotated[str | None, typer.Option(
+        "--osm", help="OSM file: PATH (one network) or NETWORK=PATH[,NETWORK=PATH].")] = None,
+    dem: Annotated[str | None, typer.Option(
+        "--dem", help="DEM raster: PATH (one network) or NETWORK=PATH[,...] (Luxembourg is flat without one).")] = None,
+    vehicle: Annotated[str | None, typer.Option("--vehicle", help="Vehicle preset name or JSON file.")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Recompute finished runs whose settings differ from this grid.")] = False,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress", help="Progress bar on stderr (default: on a terminal).")] = None,
+) -> None:
+    """Run a grid of bandit runs (route × policy × lengthscale × seed) and summarise it.
+
+    Re-running the same command resumes: finished runs are kept, interrupted ones recomputed.
+    """
+    from .experiment import make_grid, run_grid, summary_markdown
+
+    if seeds is not None and seeds < 1:
+        raise EvrouteError(f"--seeds must be a positive integer (the number of seeds), got {seeds}")
+    if jobs is not None and jobs < 1:
+        raise EvrouteError(f"--jobs must be a positive integer, got {jobs}")
+    grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
+                     horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle)
+    res = run_grid(grid, out, executor=executor, jobs=jobs, ray_address=ray_address, overwrite=overwrite,
+                   progress=progress)
+    print(summary_markdown(res.summary).rstrip())
+    print(f"\n{res.n_runs} runs ({res.n_kept} kept, {res.n_computed} computed) in {res.seconds:.1f} s; "
+          f"wrote {', '.join(str(f) for f in res.files)}")
+
+
+def plot_cmd(
+    directory: Annotated[Path, typer.Argument(help="A compare directory or a run directory.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for the figures (default DIR/plots).")] = None,
+    maps: Annotated[bool, typer.Option("--maps/--no-maps", help="Exploration maps (need the network).")] = True,
+) -> None:
+    """Figures: cumulative regret, β_t, regret vs lengthscale, exploration maps (PNG and SVG)."""
+    from .plots import plot_directory
+
+    files = plot_directory(directory, out, maps=maps)
+    for f in files:
+        print(f)
+
+
+def export_cmd(
+    directory: Annotated[Path, typer.Argument(help="A run directory, or a compare directory (see --run).")],
+    geojson: Annotated[Path | None, typer.Option("--geojson", help="GeoJSON file to write (RFC 7946).")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Interactive HTML map (folium) to write.")] = None,
+    last: Annotated[int | None, typer.Option("--last", help="Only the last K rounds' routes.")] = None,
+    run: Annotated[str | None, typer.Option(
+        "--run", help="In a compare directory: the run's name (default: the first run).")] = None,
+) -> None:
+    """Routes driven, the optimal route and per-edge visits / posterior as GeoJSON (and HTML)."""
+    from .export import export
+
+    if geojson is None and html is None:
+        raise EvrouteError("nothing to write: give --geojson FILE and/or --html FILE")
+    for f in export(directory, geojson=geojson, html=html, last=last, run=run):
+        print(f"wrote {f}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add compare, plot and export to the ``evroute`` app."""
+    app.command("compare")(compare_cmd)
+    app.command("plot")(plot_cmd)
+    app.command("export")(export_cmd)

@@ -1,0 +1,202 @@
+"""Export a run as GeoJSON (RFC 7946) and as an interactive HTML map (folium).
+
+Layers (property ``layer``):
+
+- ``edge``: every edge of the network with its visits and final posterior mean / std
+  (and its prior E_det and true expected energy f);
+- ``round``: the route driven in each round (or the last K), with ``t``, its true expected
+  energy ``energy_wh``, ``regret_wh``, observed energy and cumulative regret;
+- ``optimal``: the clairvoyant optimal route (``optimal_path`` of ``summary.json``).
+
+Coordinates are WGS84 (lon, lat), 6 decimals. Geometry comes from the run's network,
+loaded as in the run (``config.json``: network, osm, dem).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import EvrouteError
+from .io import atomic_write_text
+from .report import feature_collection, write_geojson
+
+COORD_DECIMALS = 6
+ATTRIBUTION = "© OpenStreetMap contributors"
+
+
+def resolve_run_dir(directory: str | os.PathLike, run: str | None = None) -> Path:
+    """The run directory to export: ``directory`` itself, or a run of a compare directory
+    (``run`` by name, default the first finished run of the grid)."""
+    from .experiment import load_grid
+    from .simulate import is_finished_run
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise EvrouteError(f"{d} is not a directory")
+    if is_finished_run(d) and (d / "config.json").is_file():
+        if run is not None:
+            raise EvrouteError(f"{d} is a run directory; --run is for compare directories")
+        return d
+    grid = load_grid(d)
+    if grid is None and not (d / "runs").is_dir():
+        raise EvrouteError(f"{d} is neither a run directory (no summary.json) nor a compare directory (no grid.json)")
+    if grid is not None:
+        names = [grid.cell_name(c) for c in grid.cells()]
+    else:
+        names = sorted(p.name for p in (d / "runs").iterdir() if not p.name.startswith("."))
+    finished = [n for n in names if is_finished_run(d / "runs" / n)]
+    if run is not None:
+        if not is_finished_run(d / "runs" / run):
+            shown = ", ".join(finished[:5]) + (", ..." if len(finished) > 5 else "")
+            raise EvrouteError(f"no finished run {run!r} in {d / 'runs'} (runs: {shown or 'none'})")
+        return d / "runs" / run
+    if not finished:
+        raise EvrouteError(f"{d} has no finished runs yet")
+    return d / "runs" / finished[0]
+
+
+def _line(coords: np.ndarray) -> list[list[float]]:
+    pts: list[list[float]] = []
+    for lon, lat in np.round(np.asarray(coords, dtype=float), COORD_DECIMALS):
+        p = [float(lon), float(lat)]
+        if not pts or pts[-1] != p:
+            pts.append(p)
+    if len(pts) == 1:
+        pts.append(list(pts[0]))
+    return pts
+
+
+def _path_line(net, edges) -> list[list[float]]:
+    return _line(np.concatenate([net.geometry[int(e)] for e in edges])) if len(edges) else []
+
+
+def _feature(coords, props: dict) -> dict:
+    return {"type": "Feature", "geometry": {"type": "LineString", "coordinates": coords}, "properties": props}
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
+    """The FeatureCollection of a run: edge, round and optimal layers (see the module doc)."""
+    run_dir = Path(run_dir)
+    try:
+        cfg = json.loads((run_dir / "config.json").read_text())
+        summary = json.loads((run_dir / "summary.json").read_text())
+        rounds = pd.read_parquet(run_dir / "rounds.parquet")
+        edges = pd.read_parquet(run_dir / "edges.parquet")
+    except FileNotFoundError as exc:
+        raise EvrouteError(f"{run_dir} is not a complete run directory (missing {Path(exc.filename).name})") from None
+    if last is not None:
+        if last < 1:
+            raise EvrouteError(f"--last must be a positive integer, got {last}")
+        rounds = rounds.tail(last)
+    if net is None:
+        from .network import load_network
+
+        net = load_network(cfg["network"], osm=cfg.get("osm"), dem=cfg.get("dem"))
+    if len(edges) != net.n_edges:
+        raise EvrouteError(f"{run_dir}: {len(edges)} edges in the run but {net.n_edges} in network {net.name}; "
+                           "the network changed since the run")
+    feats = []
+    for r in edges.itertuples(index=False):
+        feats.append(_feature(_line(net.geometry[int(r.edge)]), {
+            "layer": "edge", "edge": int(r.edge), "visits": int(r.visits),
+            "post_mean_wh": _num(r.post_mean_final), "post_std_wh": _num(r.post_std_final),
+            "energy_det_wh": _num(r.energy_det_wh), "energy_true_wh": _num(r.energy_true_wh),
+            "length_m": _num(r.length_m), "grade": _num(r.grade), "osm_way": int(r.osm_way)}))
+    for r in rounds.itertuples(index=False):
+        path = [int(e) for e in r.path]
+        feats.append(_feature(_path_line(net, path), {
+            "layer": "round", "t": int(r.t), "energy_wh": _num(r.expected_energy_wh),
+            "regret_wh": _num(r.regret_wh), "observed_energy_wh": _num(r.observed_energy_wh),
+            "cumulative_regret_wh": _num(r.cumulative_regret_wh), "beta": _num(r.beta),
+            "n_edges": len(path), "edges": path}))
+    optimal = [int(e) for e in summary.get("optimal_path", [])]
+    if optimal:
+        feats.append(_feature(_path_line(net, optimal), {
+            "layer": "optimal", "energy_wh": _num(summary["optimal_energy_wh"]), "n_edges": len(optimal),
+            "edges": optimal, "kind": "clairvoyant"}))
+    allc = np.concatenate([np.asarray(f["geometry"]["coordinates"]) for f in feats])
+    fc = feature_collection(
+        feats, network=net.name, route=summary.get("route"), policy=summary.get("policy"),
+        model=summary.get("model"), seed=summary.get("seed"), horizon=summary.get("horizon"),
+        run=run_dir.name, start_edge=summary.get("start_edge"), end_edge=summary.get("end_edge"),
+        rounds_exported=int(len(rounds)), units="Wh", attribution=ATTRIBUTION)
+    fc["bbox"] = [float(allc[:, 0].min()), float(allc[:, 1].min()), float(allc[:, 0].max()), float(allc[:, 1].max())]
+    return fc
+
+
+def write_html(path: str | os.PathLike, fc: dict) -> None:
+    """An interactive folium map of a run's layers. Nothing is fetched while writing; the
+    browser loads Leaflet and the OpenStreetMap tiles when the file is opened."""
+    import branca.colormap as bcm
+    import folium
+
+    w, s, e, n = fc["bbox"]
+    m = folium.Map(location=[(s + n) / 2, (w + e) / 2], tiles=None, control_scale=True, prefer_canvas=True)
+    folium.TileLayer("https://tile.openstreetmap.org/{z}/{x}/{y}.png", attr=ATTRIBUTION, name="OpenStreetMap",
+                     max_zoom=19).add_to(m)
+    feats = fc["features"]
+    edge_feats = [f for f in feats if f["properties"]["layer"] == "edge"]
+    round_feats = [f for f in feats if f["properties"]["layer"] == "round"]
+    opt_feats = [f for f in feats if f["properties"]["layer"] == "optimal"]
+    vmax = max([f["properties"]["visits"] for f in edge_feats] + [1])
+    cmap = bcm.LinearColormap(["#f0f921", "#f89540", "#cc4778", "#7e03a8", "#0d0887"], vmin=0,
+                              vmax=max(math.log10(vmax), 1e-9), caption="log10(visits)")
+
+    def edge_style(feature):
+        v = feature["properties"]["visits"]
+        if v <= 0:
+            return {"color": "#a0a0a0", "weight": 1, "opacity": 0.6}
+        return {"color": cmap(math.log10(v)), "weight": 3, "opacity": 0.9}
+
+    def slim(features, keep):
+        return {"type": "FeatureCollection", "features": [
+            {"type": "Feature", "geometry": f["geometry"],
+             "properties": {k: f["properties"].get(k) for k in keep}} for f in features]}
+
+    edge_keys = ["edge", "visits", "post_mean_wh", "post_std_wh", "energy_true_wh"]
+    folium.GeoJson(slim(edge_feats, edge_keys), name="edges (visits, posterior)", style_function=edge_style,
+                   tooltip=folium.GeoJsonTooltip(fields=edge_keys)).add_to(m)
+    if round_feats:
+        round_keys = ["t", "energy_wh", "regret_wh"]
+        folium.GeoJson(slim(round_feats, round_keys), name=f"routes driven ({len(round_feats)} rounds)",
+                       style_function=lambda f: {"color": "#2166ac", "weight": 2, "opacity": 0.25},
+                       tooltip=folium.GeoJsonTooltip(fields=round_keys), show=False).add_to(m)
+    if opt_feats:
+        folium.GeoJson(slim(opt_feats, ["energy_wh", "n_edges"]), name="optimal route (clairvoyant)",
+                       style_function=lambda f: {"color": "#00a651", "weight": 5, "opacity": 0.8, "dashArray": "6 4"},
+                       tooltip=folium.GeoJsonTooltip(fields=["energy_wh", "n_edges"])).add_to(m)
+    cmap.add_to(m)
+    folium.LayerControl(collapsed=False).add_to(m)
+    m.fit_bounds([[s, w], [n, e]])
+    p = fc.get("properties", {})
+    title = (f"evroute: {p.get('policy')} on {p.get('route')}, seed {p.get('seed')}, T = {p.get('horizon')}")
+    m.get_root().html.add_child(folium.Element(f"<title>{title}</title>"))
+    atomic_write_text(path, m.get_root().render())
+
+
+def export(directory: str | os.PathLike, geojson: str | os.PathLike | None = None,
+           html: str | os.PathLike | None = None, last: int | None = None, run: str | None = None) -> list[Path]:
+    """Write the GeoJSON and/or HTML map of a run (or of one run of a compare directory)."""
+    if last is not None and last < 1:
+        raise EvrouteError(f"--last must be a positive integer, got {last}")
+    run_dir = resolve_run_dir(directory, run)
+    fc = run_geojson(run_dir, last=last)
+    files = []
+    if geojson is not None:
+        write_geojson(geojson, fc)
+        files.append(Path(geojson))
+    if html is not None:
+        write_html(html, fc)
+        files.append(Path(html))
+    return files

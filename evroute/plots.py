@@ -1,0 +1,435 @@
+"""Figures of a comparison or of one run (matplotlib, Agg; PNG and SVG).
+
+- ``regret``: cumulative regret over t, mean ± 1 standard error over seeds, one panel per
+  route, one line per policy (paper 003 Fig. 2, and Fig. 3 left/middle for β_t variants);
+- ``beta``: β_t over t of the UCB / BUCB policies, one panel per network (Fig. 3 right);
+- ``regret_lengthscale`` and ``final_regret_vs_lengthscale`` when the grid has several
+  lengthscales (Fig. 4 and Fig. 5, error bars ± 1 s.e.);
+- ``explore-<network>-<route>``: exploration maps, one panel per policy (Fig. 6–9): the
+  network in light grey, the edges driven coloured by their visits summed over seeds (log
+  scale), the clairvoyant optimal route of seed 0, start and end.
+
+Figures have a fixed size (no tight bounding box), so a PNG is ``size × DPI`` pixels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import EvrouteError
+from .io import atomic_write_with
+
+DPI = 100
+PANEL_W, PANEL_H = 4.8, 3.6  # inches per panel of a curve figure
+MAP_W, MAP_H = 4.6, 4.2  # inches per panel of an exploration map
+LEGEND_H = 0.9  # inches below the panels for the legend
+COLORBAR_W = 1.0  # inches right of the maps for the colour bar
+ATTRIBUTION = "© OpenStreetMap contributors"
+
+
+def _mpl():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def grid_shape(n: int) -> tuple[int, int]:
+    """(rows, columns) of a figure with ``n`` panels."""
+    ncols = n if n <= 3 else math.ceil(math.sqrt(n))
+    return math.ceil(n / ncols), ncols
+
+
+def figure_size(n: int, kind: str = "curves", aspect: float = 1.0) -> tuple[float, float]:
+    """Figure size in inches for ``n`` panels.
+
+    ``kind`` is ``curves`` or ``map``; a map panel is ``MAP_W`` wide and as high as the
+    network's ``aspect`` (height / width on the ground, bounded to 0.4–1.6) asks.
+    """
+    rows, cols = grid_shape(n)
+    if kind == "map":
+        h = MAP_W * min(max(aspect, 0.4), 1.6) + 0.5  # + title
+        return round(MAP_W * cols + COLORBAR_W, 2), round(h * rows + LEGEND_H + 0.4, 2)
+    return PANEL_W * cols, PANEL_H * rows + LEGEND_H
+
+
+def network_aspect(net) -> float:
+    """Height / width of the network's bounding box on the ground (equirectangular)."""
+    s, w, n, e = net.bounds
+    width = (e - w) * math.cos(math.radians((s + n) / 2))
+    return float((n - s) / width) if width > 0 else 1.0
+
+
+# --------------------------------------------------------------------------------------
+# Loading runs
+# --------------------------------------------------------------------------------------
+
+
+def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
+    """Finished run directories of a compare directory (grid order) or a single run.
+
+    Returns the runs and the kind (``"run"`` or ``"compare"``).
+    """
+    from .experiment import load_grid
+    from .simulate import is_finished_run
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise EvrouteError(f"{d} is not a directory")
+    if is_finished_run(d) and (d / "config.json").is_file():
+        return [d], "run"
+    grid = load_grid(d)
+    if grid is not None:
+        runs = [d / "runs" / grid.cell_name(c) for c in grid.cells()]
+    elif (d / "runs").is_dir():
+        runs = sorted(p for p in (d / "runs").iterdir() if not p.name.startswith("."))
+    else:
+        raise EvrouteError(f"{d} is neither a run directory (no summary.json) nor a compare directory "
+                           "(no grid.json)")
+    runs = [r for r in runs if is_finished_run(r)]
+    if not runs:
+        raise EvrouteError(f"{d} has no finished runs yet")
+    return runs, "compare"
+
+
+def load_runs(run_dirs: list[Path]) -> pd.DataFrame:
+    """One row per run (see :func:`evroute.experiment.read_run`) plus its ``dir``."""
+    from .experiment import read_run
+
+    rows = []
+    for r in run_dirs:
+        row = read_run(r)
+        row["dir"] = r
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _curves(runs: pd.DataFrame, column: str) -> np.ndarray:
+    """Per-run curve of ``column`` from rounds.parquet, stacked (runs × T, NaN-padded)."""
+    arrays = [pd.read_parquet(Path(d) / "rounds.parquet", columns=["t", column])[column].to_numpy(float)
+              for d in runs.dir]
+    T = max(len(a) for a in arrays)
+    out = np.full((len(arrays), T), np.nan)
+    for i, a in enumerate(arrays):
+        out[i, :len(a)] = a
+    return out
+
+
+def mean_se(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error (ddof = 1, √n) over rows; s.e. is 0 for one row."""
+    n = np.sum(np.isfinite(curves), axis=0)
+    mean = np.nanmean(curves, axis=0)
+    if curves.shape[0] < 2:
+        return mean, np.zeros_like(mean)
+    sd = np.nanstd(curves, axis=0, ddof=1)
+    return mean, np.where(n > 1, sd / np.sqrt(np.maximum(n, 1)), 0.0)
+
+
+# --------------------------------------------------------------------------------------
+# Styles
+# --------------------------------------------------------------------------------------
+
+
+def _policy_styles(labels: list[str]) -> dict:
+    """Colour per index rule/variant, solid for GP and dashed for BI (same colour per rule)."""
+    plt = _mpl()
+    cmap = plt.get_cmap("tab10")
+    keys: list[str] = []
+    styles = {}
+    for label in labels:
+        key = label.split("-", 1)[1] if label.startswith(("gp-", "bi-")) else label
+        if key not in keys:
+            keys.append(key)
+        styles[label] = {"color": cmap(keys.index(key) % 10),
+                         "linestyle": "--" if label.startswith("bi-") else "-"}
+    return styles
+
+
+def _pretty(label: str) -> str:
+    name, _, rest = label.partition("[")
+    return name.upper() + (f" [{rest}" if rest else "")
+
+
+def _panels(plt, n: int, kind: str = "curves", sharex: bool = True, aspect: float = 1.0):
+    rows, cols = grid_shape(n)
+    fig = plt.figure(figsize=figure_size(n, kind, aspect), dpi=DPI, layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, sharex=sharex)
+    flat = list(axes.ravel())
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _save(fig, out_dir: Path, stem: str) -> list[Path]:
+    plt = _mpl()
+    files = []
+    for fmt in ("png", "svg"):
+        path = out_dir / f"{stem}.{fmt}"
+        atomic_write_with(path, lambda p, f=fmt: fig.savefig(p, format=f, dpi=DPI))
+        files.append(path)
+    plt.close(fig)
+    return files
+
+
+def _legend(fig, handles, labels, ncols: int | None = None) -> None:
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=ncols or min(len(labels), 6),
+                   frameon=False, fontsize="small")
+
+
+def _main_lengthscale(runs: pd.DataFrame) -> float:
+    ls = list(dict.fromkeys(runs.lengthscale))
+    return 1.0 if 1.0 in ls else ls[0]
+
+
+# --------------------------------------------------------------------------------------
+# Curve figures
+# --------------------------------------------------------------------------------------
+
+
+def plot_regret(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Cumulative regret, mean ± 1 s.e., one panel per route (003 Fig. 2)."""
+    plt = _mpl()
+    ls = _main_lengthscale(runs)
+    sel = runs[runs.lengthscale == ls]
+    routes = list(dict.fromkeys(sel.route))
+    policies = list(dict.fromkeys(sel.policy))
+    styles = _policy_styles(policies)
+    fig, axes = _panels(plt, len(routes))
+    handles = {}
+    for ax, route in zip(axes, routes, strict=True):
+        for pol in policies:
+            g = sel[(sel.route == route) & (sel.policy == pol)]
+            if g.empty:
+                continue
+            mean, se = mean_se(_curves(g, "cumulative_regret_wh"))
+            t = np.arange(1, len(mean) + 1)
+            (line,) = ax.plot(t, mean, lw=1.6, **styles[pol])
+            ax.fill_between(t, mean - se, mean + se, color=styles[pol]["color"], alpha=0.2, lw=0)
+            handles.setdefault(pol, line)
+        n = sel[sel.route == route].groupby("policy").size()
+        ax.set_title(f"{route}" + (f"  (n = {n.min()} seed{'s' if n.min() != 1 else ''})" if n.min() == n.max() else ""), fontsize="medium")
+        ax.set_xlabel("round t")
+        ax.set_ylabel("cumulative regret (Wh)")
+        ax.grid(alpha=0.3)
+    title = "Cumulative regret, mean ± 1 standard error"
+    if runs.lengthscale.nunique() > 1:
+        title += f" (lengthscale {ls:g})"
+    fig.suptitle(title)
+    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
+    return _save(fig, out_dir, "regret")
+
+
+def plot_beta(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """β_t over t of the UCB and BUCB policies, one panel per network (003 Fig. 3, right)."""
+    plt = _mpl()
+    sel = runs[runs.policy_name.str.endswith("ucb")]
+    if sel.empty:
+        return []
+    networks = list(dict.fromkeys(sel.network))
+    policies = list(dict.fromkeys(sel.policy))
+    styles = _policy_styles(policies)
+    fig, axes = _panels(plt, len(networks))
+    handles = {}
+    for ax, net in zip(axes, networks, strict=True):
+        for pol in policies:
+            g = sel[(sel.network == net) & (sel.policy == pol)]
+            if g.empty:
+                continue
+            beta = np.nanmean(_curves(g.iloc[:1], "beta"), axis=0)  # β_t is the same for every run
+            (line,) = ax.plot(np.arange(1, len(beta) + 1), beta, lw=1.6, **styles[pol])
+            handles.setdefault(pol, line)
+        ax.set_title(net, fontsize="medium")
+        ax.set_xlabel("round t")
+        ax.set_ylabel(r"$\beta_t$")
+        ax.grid(alpha=0.3)
+    fig.suptitle(r"Confidence parameter $\beta_t$")
+    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
+    return _save(fig, out_dir, "beta")
+
+
+def plot_lengthscale(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Cumulative regret per lengthscale (003 Fig. 4) and final regret vs lengthscale (Fig. 5)."""
+    from .experiment import standard_error
+
+    plt = _mpl()
+    lengthscales = sorted(set(runs.lengthscale))
+    if len(lengthscales) < 2:
+        return []
+    routes = list(dict.fromkeys(runs.route))
+    policies = list(dict.fromkeys(runs.policy))
+    files = []
+
+    # Fig. 4: rows = policies, columns = routes, one line per lengthscale
+    cmap = plt.get_cmap("viridis")
+    colors = {ls: cmap(i / max(1, len(lengthscales) - 1)) for i, ls in enumerate(lengthscales)}
+    rows, cols = len(policies), len(routes)
+    fig = plt.figure(figsize=(PANEL_W * 0.8 * cols, PANEL_H * 0.8 * rows + LEGEND_H), dpi=DPI, layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
+    handles = {}
+    for i, pol in enumerate(policies):
+        for j, route in enumerate(routes):
+            ax = axes[i, j]
+            for ls in lengthscales:
+                g = runs[(runs.route == route) & (runs.policy == pol) & (runs.lengthscale == ls)]
+                if g.empty:
+                    continue
+                mean, se = mean_se(_curves(g, "cumulative_regret_wh"))
+                t = np.arange(1, len(mean) + 1)
+                (line,) = ax.plot(t, mean, color=colors[ls], lw=1.3)
+                ax.fill_between(t, mean - se, mean + se, color=colors[ls], alpha=0.15, lw=0)
+                handles.setdefault(ls, line)
+            ax.set_title(f"{_pretty(pol)}, {route}", fontsize="small")
+            ax.grid(alpha=0.3)
+            if i == rows - 1:
+                ax.set_xlabel("round t")
+            if j == 0:
+                ax.set_ylabel("cum. regret (Wh)")
+    fig.suptitle("Cumulative regret for varying prior lengthscale ℓ (mean ± 1 s.e.)")
+    _legend(fig, [handles[k] for k in lengthscales if k in handles],
+            [f"ℓ = {k:g}" for k in lengthscales if k in handles])
+    files += _save(fig, out_dir, "regret_lengthscale")
+
+    # Fig. 5: final regret vs lengthscale, error bars ± 1 s.e.
+    styles = _policy_styles(policies)
+    fig, axes = _panels(plt, len(routes), sharex=False)
+    handles = {}
+    for ax, route in zip(axes, routes, strict=True):
+        for pol in policies:
+            g = runs[(runs.route == route) & (runs.policy == pol)]
+            if g.empty:
+                continue
+            stats = g.groupby("lengthscale").final_regret_wh.agg(["mean", standard_error]).sort_index()
+            se = np.nan_to_num(stats["standard_error"].to_numpy(), nan=0.0)
+            cont = ax.errorbar(stats.index.to_numpy(), stats["mean"].to_numpy(), yerr=se, capsize=3,
+                               marker="o", ms=4, lw=1.3, color=styles[pol]["color"],
+                               linestyle=styles[pol]["linestyle"])
+            handles.setdefault(pol, cont)
+        ax.set_title(route, fontsize="medium")
+        ax.set_xlabel("lengthscale ℓ")
+        ax.set_ylabel(f"cumulative regret at T = {int(runs.horizon.max())} (Wh)")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Final cumulative regret vs lengthscale (± 1 standard error)")
+    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
+    files += _save(fig, out_dir, "final_regret_vs_lengthscale")
+    return files
+
+
+# --------------------------------------------------------------------------------------
+# Exploration maps
+# --------------------------------------------------------------------------------------
+
+
+def _load_network_of(run_dir: Path):
+    from .network import load_network
+
+    cfg = json.loads((run_dir / "config.json").read_text())
+    return load_network(cfg["network"], osm=cfg.get("osm"), dem=cfg.get("dem"))
+
+
+def plot_exploration(runs: pd.DataFrame, out_dir: Path, nets: dict | None = None) -> list[Path]:
+    """One figure per route, one panel per policy: edges coloured by visits summed over seeds
+    (log scale), the clairvoyant optimal route of seed 0, start and end (003 Fig. 6–9)."""
+    plt = _mpl()
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import LogNorm
+    from matplotlib.lines import Line2D
+
+    nets = {} if nets is None else nets
+    ls = _main_lengthscale(runs)
+    sel = runs[runs.lengthscale == ls]
+    files = []
+    for route in dict.fromkeys(sel.route):
+        rr = sel[sel.route == route]
+        first = Path(rr.dir.iloc[0])
+        key = rr.network.iloc[0]
+        if key not in nets:
+            nets[key] = _load_network_of(first)
+        net = nets[key]
+        policies = list(dict.fromkeys(rr.policy))
+        visits = {}
+        for pol in policies:
+            g = rr[rr.policy == pol]
+            v = np.zeros(net.n_edges, dtype=np.int64)
+            for d in g.dir:
+                e = pd.read_parquet(Path(d) / "edges.parquet", columns=["edge", "visits"])
+                if len(e) != net.n_edges:
+                    raise EvrouteError(f"{d}: its edges do not match the network {net.name} "
+                                       f"({len(e)} vs {net.n_edges} edges)")
+                v[e.edge.to_numpy()] += e.visits.to_numpy()
+            visits[pol] = v
+        seed0 = rr.sort_values("seed").iloc[0]
+        summary = json.loads((Path(seed0.dir) / "summary.json").read_text())
+        optimal = [int(x) for x in summary.get("optimal_path", [])]
+        start, end = int(summary["start_edge"]), int(summary["end_edge"])
+        vmax = max(1, max(int(v.max()) for v in visits.values()))
+        norm = LogNorm(vmin=1, vmax=max(vmax, 2))
+        cmap = plt.get_cmap("plasma")
+        segs = [np.asarray(g, dtype=float) for g in net.geometry]
+        lat0 = float(np.mean(net.nodes.lat))
+        fig, axes = _panels(plt, len(policies), kind="map", sharex=False, aspect=network_aspect(net))
+        for ax, pol in zip(axes, policies, strict=True):
+            ax.add_collection(LineCollection(segs, colors="#d4d4d4", linewidths=0.5, zorder=1))
+            v = visits[pol]
+            idx = np.flatnonzero(v > 0)
+            idx = idx[np.argsort(v[idx], kind="stable")]  # most visited on top
+            if len(idx):
+                ax.add_collection(LineCollection([segs[i] for i in idx], colors=cmap(norm(v[idx])),
+                                                 linewidths=1.6, zorder=2))
+            if optimal:
+                xy = np.concatenate([segs[i] for i in optimal])
+                ax.plot(xy[:, 0], xy[:, 1], color="black", lw=1.1, ls=(0, (3, 2)), zorder=3)
+            ax.plot(*segs[start][0], marker="o", ms=7, color="#1a9850", mec="black", zorder=4)
+            ax.plot(*segs[end][-1], marker="s", ms=7, color="#d73027", mec="black", zorder=4)
+            ax.set_aspect(1.0 / math.cos(math.radians(lat0)))
+            ax.autoscale_view()
+            ax.set_xticks([])
+            ax.set_yticks([])
+            n_seeds = int((rr.policy == pol).sum())
+            ax.set_title(f"{_pretty(pol)} ({n_seeds} seed{'s' if n_seeds != 1 else ''})", fontsize="medium")
+        sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+        fig.colorbar(sm, ax=axes, label="visits (sum over seeds)", shrink=0.8)
+        handles = [Line2D([], [], color="black", lw=1.1, ls=(0, (3, 2))),
+                   Line2D([], [], marker="o", color="#1a9850", mec="black", ls="none"),
+                   Line2D([], [], marker="s", color="#d73027", mec="black", ls="none"),
+                   Line2D([], [], color="#d4d4d4", lw=1.5)]
+        labels = ["clairvoyant optimal route (seed 0)", "start", "end", "road network"]
+        _legend(fig, handles, labels, ncols=4)
+        fig.suptitle(f"Exploration of {route}")
+        synthetic = str(net.meta.get("source", "")).startswith("synthetic")
+        fig.text(0.995, 0.005, "synthetic network (evroute)" if synthetic else ATTRIBUTION,
+                 ha="right", va="bottom", fontsize=7, color="#555555")
+        stem = f"explore-{Path(route.partition(':')[0]).stem}-{route.partition(':')[2]}"
+        files += _save(fig, out_dir, stem)
+    return files
+
+
+# --------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------
+
+
+def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None = None,
+                   maps: bool = True) -> list[Path]:
+    """Every figure for a compare directory or a run directory; returns the files written."""
+    run_dirs, _ = find_runs(directory)
+    runs = load_runs(run_dirs)
+    out_dir = Path(out) if out is not None else Path(directory) / "plots"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EvrouteError(f"cannot create {out_dir}: {exc.strerror}") from None
+    files = plot_regret(runs, out_dir)
+    files += plot_beta(runs, out_dir)
+    files += plot_lengthscale(runs, out_dir)
+    if maps:
+        files += plot_exploration(runs, out_dir)
+    return files

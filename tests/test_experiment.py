@@ -1,0 +1,348 @@
+"""Grids of runs: policy specs, presets, resume after SIGKILL, summaries, executors, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evroute.cli import main
+from evroute.errors import EvrouteError
+from evroute.experiment import (
+    PRESETS,
+    TIMING_COLUMNS,
+    Grid,
+    PolicySpec,
+    clean_stale,
+    collect_runs,
+    make_grid,
+    parse_policy_spec,
+    read_run,
+    run_cell,
+    run_grid,
+    standard_error,
+    summarize,
+    summary_markdown,
+)
+from evroute.simulate import SimulationConfig, is_finished_run, simulate
+
+
+def cli(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def tables_equal(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(a.drop(columns=list(TIMING_COLUMNS)).reset_index(drop=True),
+                                  b.drop(columns=list(TIMING_COLUMNS)).reset_index(drop=True))
+
+
+def run_tables(run_dir: Path) -> dict:
+    return {"rounds": pd.read_parquet(run_dir / "rounds.parquet").drop(columns="seconds"),
+            "observations": pd.read_parquet(run_dir / "observations.parquet"),
+            "edges": pd.read_parquet(run_dir / "edges.parquet")}
+
+
+# --------------------------------------------------------------------------------------
+# policy specs, presets, names
+# --------------------------------------------------------------------------------------
+
+
+def test_policy_specs():
+    assert parse_policy_spec("gp-ts") == PolicySpec("gp-ts")
+    s = parse_policy_spec("GP-BUCB[xi=0.5]")
+    assert (s.name, s.omega, s.xi, s.label, s.tag) == ("gp-bucb", 1.0, 0.5, "gp-bucb[xi=0.5]", "-w1-x0.5")
+    s = parse_policy_spec(" gp-ucb[beta_scale=0.5] ")
+    assert (s.beta_scale, s.label, s.tag) == (0.5, "gp-ucb[beta_scale=0.5]", "-bs0.5")
+    assert parse_policy_spec("gp-bucb[omega=1,xi=1]").label == "gp-bucb"  # defaults collapse
+    assert parse_policy_spec("gp-ts[joint=true]").joint_samples is True
+    assert parse_policy_spec(parse_policy_spec("bi-bucb[omega=2,xi=0.5,beta_scale=0.3]").label) == \
+        PolicySpec("bi-bucb", 2.0, 0.5, 0.3)
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("gp-ts[xi=0.5]", "unknown option 'xi'"),
+    ("gp-ucb[omega=2]", "unknown option 'omega'"),
+    ("gp-bucb[foo=1]", "unknown option 'foo'"),
+    ("gp-bucb[xi=-1]", "positive"),
+    ("gp-bucb[xi=abc]", "number"),
+    ("gp-bucb[xi]", "key=value"),
+    ("gp-magic", "unknown policy"),
+    ("gp-bucb[xi=0.5", "cannot parse"),
+])
+def test_bad_policy_specs(text, msg):
+    with pytest.raises(EvrouteError, match=msg.replace("[", r"\[")):
+        parse_policy_spec(text)
+
+
+def test_presets_and_overrides():
+    g = make_grid(preset="paper-fig2")
+    assert g.routes == ["luxembourg:A", "luxembourg:B", "monaco:A", "monaco:B"]
+    assert [p.label for p in g.policies] == ["gp-ucb", "gp-bucb", "gp-ts", "bi-ucb", "bi-bucb", "bi-ts"]
+    assert (g.seeds, g.horizon, g.lengthscales) == ([0, 1, 2, 3, 4], 500, [1.0])
+    assert len(g.cells()) == 6 * 4 * 5
+    g = make_grid(preset="paper-fig3")
+    assert [p.label for p in g.policies] == ["gp-bucb", "gp-bucb[xi=0.5]", "gp-ucb", "gp-ucb[beta_scale=0.5]"]
+    g = make_grid(preset="paper-lengthscale")
+    assert g.lengthscales == list(PRESETS["paper-lengthscale"]["lengthscales"])
+    assert min(g.lengthscales) == 0.1 and max(g.lengthscales) == 2.0  # 003 Sec. 4.2
+    assert [p.label for p in g.policies] == ["gp-bucb", "gp-ts", "bi-bucb", "bi-ts"]
+    # options given with a preset override it
+    g = make_grid(preset="paper-fig2", network="synthetic", seeds=2, horizon=7, policies="gp-ts")
+    assert g.routes == ["synthetic:A", "synthetic:B"] and g.seeds == [0, 1] and g.horizon == 7
+    assert [p.label for p in g.policies] == ["gp-ts"]
+    g = make_grid(preset="paper-lengthscale", routes="monaco:B", lengthscales="0.5,2")
+    assert g.routes == ["monaco:B"] and g.lengthscales == [0.5, 2.0]
+
+
+def test_routes_and_names():
+    g = make_grid(routes="monaco:A,luxembourg:B", policies="gp-bucb[xi=0.5],gp-ucb[beta_scale=0.5],bi-ts",
+                  seeds=1, lengthscales="1,0.25")
+    assert g.networks == ["monaco", "luxembourg"]
+    names = [g.cell_name(c) for c in g.cells()]
+    assert "monaco-A-gp-bucb-w1-x0.5-s0" in names
+    assert "luxembourg-B-gp-ucb-ls0.25-bs0.5-s0" in names
+    assert "monaco-A-bi-ts-ls0.25-s0" in names
+    assert len(set(names)) == len(names) == 2 * 3 * 2
+    assert make_grid(network="synthetic", routes="A,B").routes == ["synthetic:A", "synthetic:B"]
+    cfg = g.config(g.cells()[0])
+    assert (cfg.network, cfg.route, cfg.policy, cfg.xi) == ("monaco", "monaco:A", "gp-bucb", 0.5)
+
+
+# --------------------------------------------------------------------------------------
+# summary statistics on made-up runs
+# --------------------------------------------------------------------------------------
+
+
+def fake_run(runs: Path, name: str, policy: str, route: str, seed: int, regret: float, seconds: float,
+             lengthscale: float = 1.0, xi: float = 1.0) -> None:
+    d = runs / name
+    d.mkdir(parents=True)
+    cfg = {"network": route.split(":")[0], "route": route, "policy": policy, "model": "exact", "horizon": 50,
+           "seed": seed, "lengthscale": lengthscale, "omega": 1.0, "xi": xi, "beta_scale": 1.0,
+           "joint_samples": False, "resolved": {"backend": "bi" if policy.startswith("bi") else "exact"}}
+    (d / "config.json").write_text(json.dumps(cfg))
+    (d / "summary.json").write_text(json.dumps({"final_cumulative_regret_wh": regret, "mean_seconds_per_round": seconds,
+                                                "horizon": 50, "seed": seed, "route": route}))
+
+
+def test_summary_statistics_by_hand(tmp_path):
+    runs = tmp_path / "runs"
+    known = {("monaco:A", "gp-ts"): [100.0, 130.0, 160.0, 90.0],
+             ("monaco:A", "bi-ts"): [400.0, 380.0],
+             ("monaco:B", "gp-ts"): [55.5]}
+    for (route, pol), values in known.items():
+        for s, v in enumerate(values):
+            fake_run(runs, f"{route.replace(':', '-')}-{pol}-s{s}", pol, route, s, v, seconds=0.01 * (s + 1))
+    fake_run(runs, "monaco-A-gp-bucb-w1-x0.5-s0", "gp-bucb", "monaco:A", 0, 10.0, 0.5, xi=0.5)
+    fake_run(runs, "monaco-A-gp-bucb-w1-x0.5-s1", "gp-bucb", "monaco:A", 1, 30.0, 0.5, xi=0.5)
+    (runs / "unfinished").mkdir()
+    (runs / "unfinished" / "config.json").write_text("{}")
+
+    table = summarize(collect_runs(tmp_path))
+    assert len(table) == 4
+    row = table[(table.route == "monaco:A") & (table.policy == "gp-ts")].iloc[0]
+    # hand computation: mean 120, sample sd sqrt(((-20)^2 + 10^2 + 40^2 + (-30)^2) / 3) = sqrt(1000)
+    assert row.n_seeds == 4
+    assert row.final_regret_mean_wh == pytest.approx(120.0)
+    assert row.final_regret_se_wh == pytest.approx(math.sqrt(1000.0) / 2.0)
+    assert row.seconds_per_round_mean == pytest.approx(0.025)
+    row = table[(table.policy == "bi-ts")].iloc[0]
+    assert (row.n_seeds, row.final_regret_mean_wh) == (2, pytest.approx(390.0))
+    assert row.final_regret_se_wh == pytest.approx(math.sqrt(200.0) / math.sqrt(2))
+    assert row.model == "bi"
+    row = table[table.policy == "gp-bucb[xi=0.5]"].iloc[0]
+    assert (row.final_regret_mean_wh, row.final_regret_se_wh) == (pytest.approx(20.0), pytest.approx(10.0))
+    row = table[table.route == "monaco:B"].iloc[0]
+    assert row.n_seeds == 1 and row.final_regret_mean_wh == 55.5 and math.isnan(row.final_regret_se_wh)
+    assert standard_error([1.0, 2.0, 3.0]) == pytest.approx(np.std([1, 2, 3], ddof=1) / math.sqrt(3))
+    md = summary_markdown(table)
+    assert "120.0 ± 15.8" in md and "| monaco:B | gp-ts | 1 | 55.5 |" in md
+
+
+# --------------------------------------------------------------------------------------
+# running grids
+# --------------------------------------------------------------------------------------
+
+TINY = ["--network", "synthetic", "--routes", "A", "--policies", "gp-ts,gp-bucb[xi=0.5],bi-ts,bi-ucb",
+        "--seeds", "2", "--horizon", "10"]
+
+
+def tiny_grid(**kw) -> Grid:
+    return make_grid(network="synthetic", routes="A", policies="gp-ts,gp-bucb[xi=0.5],bi-ts,bi-ucb",
+                     seeds=2, horizon=10, **kw)
+
+
+def test_run_cell_equals_simulate(tmp_path, synthetic):
+    """The in-process caches (network, problem, kernel) do not change a run."""
+    cfg = SimulationConfig(network="synthetic", route="synthetic:B", policy="gp-bucb", horizon=12, seed=1,
+                           lengthscale=0.5)
+    simulate(cfg, tmp_path / "a", net=synthetic)
+    run_cell(cfg, tmp_path / "b")
+    run_cell(cfg, tmp_path / "c")  # cached problem and kernel, unfinished dir replaced
+    for other in ("b", "c"):
+        ta, tb = run_tables(tmp_path / "a"), run_tables(tmp_path / other)
+        for k in ta:
+            pd.testing.assert_frame_equal(ta[k], tb[k])
+
+
+def _finished(runs: Path) -> dict:
+    out = {}
+    for d in runs.iterdir():
+        if is_finished_run(d):
+            st = (d / "summary.json").stat()
+            out[d.name] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def test_resume_after_sigkill(tmp_path):
+    out = tmp_path / "grid"
+    runs = out / "runs"
+    args = [sys.executable, "-m", "evroute", "compare", *TINY, "--jobs", "2", "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if runs.is_dir() and any(is_finished_run(d) for d in runs.iterdir()):
+                break
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)  # the driver only: its pool workers must die with it
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    time.sleep(0.5)
+    before = _finished(runs)
+    n_total = 8
+    assert 1 <= len(before) < n_total, "the kill came too late to leave unfinished runs"
+    time.sleep(1.0)
+    assert _finished(runs) == before, "a worker outlived the killed driver"
+    assert not (out / "summary.csv").exists()
+    # what a kill can leave behind, made explicit: a temp dir and an unfinished dir
+    pending = sorted(tiny_grid().cell_name(c) for c in tiny_grid().cells() if tiny_grid().cell_name(c) not in before)
+    stale = runs / f".{pending[0]}.partial-zz"
+    stale.mkdir()
+    (stale / "config.json").write_text("{half")
+    (runs / pending[-1]).mkdir(exist_ok=True)
+    (runs / pending[-1] / "rounds.parquet").write_bytes(b"garbage")
+
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    k = len(before)
+    assert f"{n_total} runs: {k} already finished, {n_total - k} to compute" in done.stderr
+    after = _finished(runs)
+    assert set(after) == {tiny_grid().cell_name(c) for c in tiny_grid().cells()}
+    assert {n: after[n] for n in before} == before  # finished runs untouched
+    assert sum(after[n] != before.get(n) for n in after) == n_total - k  # exactly the others recomputed
+    assert not [p.name for p in runs.iterdir() if p.name.startswith(".")]
+    assert f"({k} kept, {n_total - k} computed)" in done.stdout
+
+    # the same grid in one go (in-process, 1 job): identical tables
+    one = run_grid(tiny_grid(), tmp_path / "one", jobs=1, progress=False, log=lambda m: None)
+    tables_equal(pd.read_csv(out / "summary.csv"), pd.read_csv(tmp_path / "one" / "summary.csv"))
+    assert (out / "summary.md").read_text().count("\n") == (tmp_path / "one" / "summary.md").read_text().count("\n")
+    for name in after:
+        ta, tb = run_tables(runs / name), run_tables(tmp_path / "one" / "runs" / name)
+        for key in ta:
+            pd.testing.assert_frame_equal(ta[key], tb[key])
+    assert one.n_computed == n_total
+    grid = json.loads((out / "grid.json").read_text())
+    assert len(grid["cells"]) == n_total and grid["horizon"] == 10
+
+    # a third run recomputes nothing
+    again = run_grid(tiny_grid(), out, jobs=2, progress=False, log=lambda m: None)
+    assert (again.n_kept, again.n_computed) == (n_total, 0)
+    assert _finished(runs) == after
+
+
+def test_settings_mismatch_and_overwrite(tmp_path):
+    grid = make_grid(network="synthetic", routes="B", policies="bi-ts", seeds=1, horizon=5)
+    run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
+    other = make_grid(network="synthetic", routes="B", policies="bi-ts", seeds=2, horizon=6)
+    with pytest.raises(EvrouteError, match="other settings.*horizon 5"):
+        run_grid(other, tmp_path, jobs=1, progress=False, log=lambda m: None)
+    res = run_grid(other, tmp_path, jobs=1, progress=False, overwrite=True, log=lambda m: None)
+    assert (res.n_kept, res.n_computed) == (0, 2)
+    assert read_run(tmp_path / "runs" / "synthetic-B-bi-ts-s0")["horizon"] == 6
+
+
+def test_lock_and_stale_cleanup(tmp_path):
+    from evroute.experiment import _DirLock
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / ".x-s0.partial-abc").mkdir()
+    (tmp_path / "runs" / ".x-s0.old-12").mkdir()
+    (tmp_path / "runs" / "keep").mkdir()
+    assert len(clean_stale(tmp_path / "runs")) == 2
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["keep"]
+    with _DirLock(tmp_path):
+        with pytest.raises(EvrouteError, match="another evroute compare"):
+            run_grid(tiny_grid(), tmp_path, jobs=1, progress=False, log=lambda m: None)
+
+
+def test_local_and_ray_executors_identical(tmp_path):
+    ray = pytest.importorskip("ray")
+    grid = make_grid(network="synthetic", routes="A,B", policies="gp-ts,gp-ucb,bi-bucb", seeds=2, horizon=8)
+    local = run_grid(grid, tmp_path / "local", executor="local", jobs=2, progress=False, log=lambda m: None)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = run_grid(grid, tmp_path / "ray", executor="ray", progress=False, log=lambda m: None)
+    finally:
+        ray.shutdown()
+    assert local.n_computed == remote.n_computed == 12
+    tables_equal(local.summary, remote.summary)
+    tables_equal(pd.read_csv(tmp_path / "local" / "summary.csv"), pd.read_csv(tmp_path / "ray" / "summary.csv"))
+    for c in grid.cells():
+        name = grid.cell_name(c)
+        pd.testing.assert_frame_equal(run_tables(tmp_path / "local" / "runs" / name)["rounds"],
+                                      run_tables(tmp_path / "ray" / "runs" / name)["rounds"])
+
+
+def test_ray_missing_gives_install_hint(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError
+    code, _, err = cli(capsys, "compare", "--executor", "ray", "--out", str(tmp_path / "x"), "--seeds", "1")
+    assert code == 2 and 'pip install "evroute[ray]"' in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_compare_tiny(capsys, tmp_path):
+    code, out, err = cli(capsys, "compare", "--routes", "synthetic:B", "--policies", "bi-ts,bi-bucb[xi=0.5]",
+                         "--seeds", "2", "--horizon", "5", "--jobs", "1", "--no-progress", "--out", str(tmp_path))
+    assert code == 0, err
+    assert "bi-bucb[xi=0.5]" in out and "4 runs (0 kept, 4 computed)" in out
+    table = pd.read_csv(tmp_path / "summary.csv")
+    assert list(table.policy) == ["bi-ts", "bi-bucb[xi=0.5]"] and list(table.n_seeds) == [2, 2]
+    assert (tmp_path / "summary.md").read_text().startswith("## evroute compare")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "synthetic-B-bi-bucb-w1-x0.5-s0", "synthetic-B-bi-bucb-w1-x0.5-s1", "synthetic-B-bi-ts-s0", "synthetic-B-bi-ts-s1"]
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--preset", "paper-fig9"], "unknown preset"),
+    (["--policies", "gp-ts,gp-wizard"], "unknown policy"),
+    (["--policies", "gp-bucb[zeta=1]"], "unknown option 'zeta'"),
+    (["--routes", "Z"], "unknown route synthetic:Z"),
+    (["--routes", "atlantis:A"], "unknown network"),
+    (["--seeds", "0"], "--seeds must be a positive integer"),
+    (["--jobs", "0"], "--jobs must be a positive integer"),
+    (["--horizon", "0"], "--horizon must be a positive integer"),
+    (["--lengthscales", "0.5,-1"], "positive"),
+    (["--executor", "spark"], "unknown executor"),
+    (["--model", "magic"], "unknown model"),
+    (["--ray-address", "auto"], "--ray-address needs --executor ray"),
+    (["--dem", "/nonexistent.tif"], "file not found"),
+])
+def test_compare_bad_input_one_line_exit_2(capsys, tmp_path, args, msg):
+    code, _, err = cli(capsys, "compare", "--out", str(tmp_path / "out"), "--policies", "bi-ts", *args)
+    assert code == 2
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and msg in lines[0], err
+    assert not (tmp_path / "out" / "runs").exists() or not any((tmp_path / "out" / "runs").iterdir())

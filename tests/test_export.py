@@ -1,0 +1,124 @@
+"""GeoJSON (RFC 7946) and HTML export of a run or of one run of a compare directory."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evroute.cli import main
+from evroute.errors import EvrouteError
+from evroute.experiment import make_grid, run_grid
+from evroute.export import export, resolve_run_dir, run_geojson
+from evroute.simulate import SimulationConfig, simulate
+
+HORIZON = 7
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, synthetic):
+    out = tmp_path_factory.mktemp("export") / "run"
+    simulate(SimulationConfig(policy="gp-ts", route="B", horizon=HORIZON, seed=2), out, net=synthetic)
+    return out
+
+
+def check_linestring(feature, bounds):
+    s, w, n, e = bounds
+    assert feature["type"] == "Feature"
+    geom = feature["geometry"]
+    assert geom["type"] == "LineString"
+    coords = np.asarray(geom["coordinates"], dtype=float)
+    assert coords.ndim == 2 and coords.shape[1] == 2 and len(coords) >= 2
+    # RFC 7946: [longitude, latitude]; the synthetic city lies near 45 N 7 E, so the order is unambiguous
+    tol = 1e-6
+    assert np.all((coords[:, 0] >= w - tol) & (coords[:, 0] <= e + tol)), "longitude first"
+    assert np.all((coords[:, 1] >= s - tol) & (coords[:, 1] <= n + tol))
+    return coords
+
+
+def test_geojson_layers_and_rfc7946(run_dir, synthetic, tmp_path, capsys):
+    out = tmp_path / "run.geojson"
+    code = main(["export", str(run_dir), "--geojson", str(out)])
+    assert code == 0 and f"wrote {out}" in capsys.readouterr().out
+    fc = json.loads(out.read_text())
+    assert fc["type"] == "FeatureCollection"
+    assert "crs" not in fc  # RFC 7946: WGS84 only, no crs member
+    layers = pd.Series([f["properties"]["layer"] for f in fc["features"]]).value_counts().to_dict()
+    assert layers == {"edge": synthetic.n_edges, "round": HORIZON, "optimal": 1}
+    all_coords = np.concatenate([check_linestring(f, synthetic.bounds) for f in fc["features"]])
+    w, s, e, n = fc["bbox"]
+    assert (w, s, e, n) == (all_coords[:, 0].min(), all_coords[:, 1].min(), all_coords[:, 0].max(), all_coords[:, 1].max())
+    assert w < e and s < n
+
+    rounds = pd.read_parquet(run_dir / "rounds.parquet")
+    edges = pd.read_parquet(run_dir / "edges.parquet")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    feats = {k: [f for f in fc["features"] if f["properties"]["layer"] == k] for k in layers}
+    for f, r in zip(feats["round"], rounds.itertuples(), strict=True):
+        p = f["properties"]
+        assert p["t"] == r.t and p["edges"] == list(r.path)
+        assert p["energy_wh"] == pytest.approx(r.expected_energy_wh) and p["regret_wh"] == pytest.approx(r.regret_wh)
+        # the geometry follows the path: first vertex of the start edge, last of the end edge
+        assert f["geometry"]["coordinates"][0] == pytest.approx(list(synthetic.geometry[r.path[0]][0]), abs=1e-6)
+        assert f["geometry"]["coordinates"][-1] == pytest.approx(list(synthetic.geometry[r.path[-1]][-1]), abs=1e-6)
+    for f in feats["edge"]:
+        p = f["properties"]
+        row = edges.iloc[p["edge"]]
+        assert p["visits"] == row.visits
+        assert p["post_mean_wh"] == pytest.approx(row.post_mean_final)
+        assert p["post_std_wh"] == pytest.approx(row.post_std_final) and p["post_std_wh"] > 0
+    assert sum(f["properties"]["visits"] for f in feats["edge"]) == int(rounds.n_edges.sum())
+    opt = feats["optimal"][0]["properties"]
+    assert opt["edges"] == summary["optimal_path"] and opt["energy_wh"] == pytest.approx(summary["optimal_energy_wh"])
+    assert fc["properties"]["attribution"] == "© OpenStreetMap contributors"
+    assert fc["properties"]["policy"] == "gp-ts" and fc["properties"]["seed"] == 2
+
+
+def test_last_k_and_html_without_network(run_dir, synthetic, tmp_path, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("export must not open network connections")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    gj, html = tmp_path / "a.geojson", tmp_path / "a.html"
+    files = export(run_dir, geojson=gj, html=html, last=3)
+    assert files == [gj, html]
+    fc = json.loads(gj.read_text())
+    ts = [f["properties"]["t"] for f in fc["features"] if f["properties"]["layer"] == "round"]
+    assert ts == [HORIZON - 2, HORIZON - 1, HORIZON]
+    text = html.read_text()
+    assert "leaflet" in text.lower() and "OpenStreetMap contributors" in text
+    assert "optimal route" in text and "edges (visits, posterior)" in text
+
+
+def test_compare_directory_runs(tmp_path, synthetic, capsys):
+    grid = make_grid(network="synthetic", routes="A", policies="bi-ts,bi-ucb", seeds=1, horizon=4)
+    run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
+    assert resolve_run_dir(tmp_path).name == "synthetic-A-bi-ts-s0"  # the first run of the grid
+    assert resolve_run_dir(tmp_path, "synthetic-A-bi-ucb-s0").name == "synthetic-A-bi-ucb-s0"
+    out = tmp_path / "x.geojson"
+    assert main(["export", str(tmp_path), "--run", "synthetic-A-bi-ucb-s0", "--geojson", str(out)]) == 0
+    assert json.loads(out.read_text())["properties"]["policy"] == "bi-ucb"
+    with pytest.raises(EvrouteError, match="no finished run 'nope'"):
+        resolve_run_dir(tmp_path, "nope")
+    fc = run_geojson(tmp_path / "runs" / "synthetic-A-bi-ts-s0", net=synthetic)
+    assert len(fc["features"]) == synthetic.n_edges + 4 + 1
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--geojson", "{out}"], "neither a run directory"),
+    ([], "nothing to write"),
+    (["--geojson", "{out}", "--last", "0"], "--last must be a positive integer"),
+])
+def test_export_bad_input_one_line_exit_2(tmp_path, capsys, args, msg):
+    (tmp_path / "notarun").mkdir()
+    (tmp_path / "notarun" / "config.json").write_text("{}")  # unfinished: no summary.json
+    args = [a.format(out=tmp_path / "o.geojson") for a in args]
+    code = main(["export", str(tmp_path / "notarun"), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and msg in lines[0], err
+    assert not (tmp_path / "o.geojson").exists()

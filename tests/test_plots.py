@@ -1,0 +1,96 @@
+"""Figures of a tiny grid and of a single run: files, pixel sizes, not blank."""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from evroute import plots
+from evroute.cli import main
+from evroute.errors import EvrouteError
+from evroute.experiment import make_grid, run_grid
+from evroute.simulate import SimulationConfig, simulate
+
+
+@pytest.fixture(scope="module")
+def grid_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("grid")
+    grid = make_grid(network="synthetic", routes="A,B", policies="gp-ucb,gp-bucb[xi=0.5],bi-ts",
+                     seeds=2, horizon=6, lengthscales="0.5,1")
+    run_grid(grid, out, jobs=1, progress=False, log=lambda m: None)
+    return out
+
+
+def png_pixels(path):
+    import matplotlib.image as mpimg
+
+    return mpimg.imread(path)
+
+
+def assert_not_blank(img) -> None:
+    rgb = img[..., :3].reshape(-1, 3)
+    assert len(np.unique(np.round(rgb * 255).astype(np.uint8), axis=0)) > 20
+    assert float(rgb.std()) > 0.02
+
+
+def expected_px(size) -> tuple[int, int]:
+    w, h = size
+    return round(h * plots.DPI), round(w * plots.DPI)
+
+
+def test_grid_figures(grid_dir, capsys, synthetic):
+    code = main(["plot", str(grid_dir)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    names = {"regret", "beta", "regret_lengthscale", "final_regret_vs_lengthscale",
+             "explore-synthetic-A", "explore-synthetic-B"}
+    files = {p.strip() for p in out.splitlines() if p.strip()}
+    assert files == {str(grid_dir / "plots" / f"{n}.{ext}") for n in names for ext in ("png", "svg")}
+    for n in names:
+        img = png_pixels(grid_dir / "plots" / f"{n}.png")
+        assert_not_blank(img)
+        root = ET.parse(grid_dir / "plots" / f"{n}.svg").getroot()
+        assert root.tag.endswith("svg")
+    # pixel sizes: 2 routes → 2 panels side by side; β: 1 network → 1 panel
+    assert png_pixels(grid_dir / "plots" / "regret.png").shape[:2] == expected_px(plots.figure_size(2)) == (450, 960)
+    assert png_pixels(grid_dir / "plots" / "beta.png").shape[:2] == expected_px(plots.figure_size(1)) == (450, 480)
+    assert png_pixels(grid_dir / "plots" / "final_regret_vs_lengthscale.png").shape[:2] == (450, 960)
+    aspect = plots.network_aspect(synthetic)
+    assert png_pixels(grid_dir / "plots" / "explore-synthetic-A.png").shape[:2] == \
+        expected_px(plots.figure_size(3, "map", aspect))
+
+
+def test_curve_statistics():
+    curves = np.array([[1.0, 2.0, 4.0], [3.0, 4.0, 8.0]])
+    mean, se = plots.mean_se(curves)
+    assert np.allclose(mean, [2, 3, 6])
+    assert np.allclose(se, np.std(curves, axis=0, ddof=1) / math.sqrt(2))
+    mean, se = plots.mean_se(curves[:1])
+    assert np.allclose(se, 0)
+
+
+def test_single_run_and_options(tmp_path, synthetic, capsys):
+    run = tmp_path / "run"
+    simulate(SimulationConfig(policy="gp-bucb", horizon=5, seed=0), run, net=synthetic)
+    files = plots.plot_directory(run, tmp_path / "figs")
+    assert sorted(f.name for f in files) == sorted(
+        ["regret.png", "regret.svg", "beta.png", "beta.svg", "explore-synthetic-A.png", "explore-synthetic-A.svg"])
+    assert_not_blank(png_pixels(tmp_path / "figs" / "regret.png"))
+    assert png_pixels(tmp_path / "figs" / "regret.png").shape[:2] == expected_px(plots.figure_size(1))
+    code = main(["plot", str(run), "--out", str(tmp_path / "nomaps"), "--no-maps"])
+    assert code == 0
+    assert not list((tmp_path / "nomaps").glob("explore-*"))
+
+
+def test_plot_bad_input(tmp_path, capsys):
+    with pytest.raises(EvrouteError, match="neither a run directory"):
+        plots.plot_directory(tmp_path)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(EvrouteError, match="no finished runs"):
+        plots.plot_directory(tmp_path)
+    code = main(["plot", str(tmp_path / "missing")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error:") and len(err.strip().splitlines()) == 1
