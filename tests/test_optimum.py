@@ -1,0 +1,376 @@
+"""Tests for evroute.optimum: the exact best vertex-simple route (SPEC §3, "two optima").
+
+Small random multigraphs are checked against brute-force enumeration of every simple
+route; a ~2,000-edge planar-ish grid with negative cycles checks that the MILP finishes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from evroute import optimum
+from evroute.errors import EvrouteError
+from evroute.optimum import OptimumResult, exact_optimum, is_vertex_simple
+
+# 8 seeds per case keep the file at about a minute; EVROUTE_OPTIMUM_SEEDS=30 for a deeper check
+N_SEEDS = int(os.environ.get("EVROUTE_OPTIMUM_SEEDS", "8"))
+
+
+# --------------------------------------------------------------------------------------
+# instances
+# --------------------------------------------------------------------------------------
+
+
+def _line_graph(graph: nx.MultiDiGraph):
+    """Edge arrays and the U-turn-free line graph of ``graph`` (edges numbered in order)."""
+    edges = list(graph.edges(keys=True))
+    index = {e: i for i, e in enumerate(edges)}
+    conn_src, conn_dst = [], []
+    for e1, e2 in nx.line_graph(graph).edges():
+        if e1[0] == e2[1]:  # (a, b) -> (b, a): a U-turn
+            continue
+        conn_src.append(index[e1])
+        conn_dst.append(index[e2])
+    edge_u = np.array([e[0] for e in edges], dtype=np.int64)
+    edge_v = np.array([e[1] for e in edges], dtype=np.int64)
+    return (len(edges), np.array(conn_src, dtype=np.int64), np.array(conn_dst, dtype=np.int64),
+            edge_u, edge_v)
+
+
+def small_instance(seed: int):
+    """A random multigraph with 6–12 nodes, 15–30 edges and arbitrary int64 node ids whose
+    line graph has a cycle."""
+    rng = np.random.default_rng(seed)
+    while True:
+        n = int(rng.integers(6, 13))
+        m = int(rng.integers(15, 31))
+        ids = (rng.choice(10**12, size=n, replace=False) - 5 * 10**11).tolist()
+        graph = nx.MultiDiGraph()
+        graph.add_nodes_from(ids)
+        while graph.number_of_edges() < m:
+            a, b = rng.choice(n, size=2, replace=False)
+            graph.add_edge(ids[a], ids[b])
+        n_edges, cs, cd, eu, ev = _line_graph(graph)
+        lg = nx.DiGraph(zip(cs.tolist(), cd.tolist(), strict=True))
+        if not nx.is_directed_acyclic_graph(lg):
+            return n_edges, cs, cd, eu, ev, rng
+
+
+def _reachable_from(n_edges, conn_src, conn_dst, start):
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n_edges))
+    g.add_edges_from(zip(conn_src.tolist(), conn_dst.tolist(), strict=True))
+    return g, nx.descendants(g, start) | {start}
+
+
+def has_reachable_negative_cycle(n_edges, conn_src, conn_dst, weights, start) -> bool:
+    """Reference check (networkx) on L(G) with the entered edge's weight on each turn."""
+    g, reach = _reachable_from(n_edges, conn_src, conn_dst, start)
+    for a, b in g.edges():
+        g[a][b]["weight"] = float(weights[b])
+    return nx.negative_edge_cycle(g.subgraph(reach).copy(), weight="weight")
+
+
+def pick_route(rng, n_edges, conn_src, conn_dst):
+    """A start edge with a cycle of L(G) reachable from it, and an end edge reachable from
+    it, chosen at random."""
+    for _ in range(1000):
+        start = int(rng.integers(n_edges))
+        g, reach = _reachable_from(n_edges, conn_src, conn_dst, start)
+        reach.discard(start)
+        if reach and not nx.is_directed_acyclic_graph(g.subgraph(reach | {start})):
+            return start, int(rng.choice(sorted(reach)))
+    raise AssertionError("no route with a reachable cycle")  # pragma: no cover
+
+
+def weights_for(case: str, rng, n_edges, edge_u, edge_v, conn_src, conn_dst, start):
+    if case == "nonnegative":
+        return rng.uniform(0.0, 2.0, n_edges)
+    if case == "potential":
+        # reduced costs c_e >= 0 under the potential h: negative weights, no negative cycle
+        nodes = np.unique(np.concatenate([edge_u, edge_v]))
+        h = dict(zip(nodes.tolist(), rng.normal(0.0, 3.0, nodes.size).tolist(), strict=True))
+        c = rng.uniform(0.0, 1.0, n_edges)
+        return c + np.array([h[v] - h[u] for u, v in zip(edge_u, edge_v, strict=True)])
+    assert case == "negative-cycle"
+    # lower the weights until a negative cycle is reachable (one is: pick_route saw to it)
+    for shift in np.arange(0.0, 100.0, 0.3):
+        w = rng.normal(0.2 - shift, 1.0, n_edges)
+        if has_reachable_negative_cycle(n_edges, conn_src, conn_dst, w, start):
+            return w
+    raise AssertionError("no negative cycle")  # pragma: no cover
+
+
+# --------------------------------------------------------------------------------------
+# brute force and route checks
+# --------------------------------------------------------------------------------------
+
+
+def brute_force(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end, ends):
+    """Best simple route by enumerating all of them; ``(inf, None)`` if there is none."""
+    succ = [[] for _ in range(n_edges)]
+    for a, b in zip(conn_src.tolist(), conn_dst.tolist(), strict=True):
+        succ[a].append(b)
+    best = [math.inf, None]
+    # nodes that may not be entered again: interior nodes (and with "strict" the ends)
+    visited = {int(edge_v[start])} | ({int(edge_u[start])} if ends == "strict" else set())
+    path = [start]
+
+    def dfs(e, cost):
+        for f in succ[e]:
+            head = int(edge_v[f])
+            if f == end:
+                if ends == "strict" and head in visited:
+                    continue
+                if cost + weights[f] < best[0]:
+                    best[0], best[1] = cost + weights[f], [*path, f]
+                continue
+            if head in visited:
+                continue
+            visited.add(head)
+            path.append(f)
+            dfs(f, cost + weights[f])
+            path.pop()
+            visited.discard(head)
+
+    if ends == "strict" and edge_u[start] == edge_v[start]:
+        return best[0], best[1]
+    dfs(start, float(weights[start]))
+    return best[0], best[1]
+
+
+def assert_valid_route(res: OptimumResult, n_edges, conn_src, conn_dst, edge_u, edge_v,
+                       weights, start, end, ends):
+    legal = set(zip(conn_src.tolist(), conn_dst.tolist(), strict=True))
+    p = res.path
+    assert p[0] == start and p[-1] == end
+    assert all((a, b) in legal for a, b in zip(p[:-1], p[1:], strict=True))
+    assert is_vertex_simple(p, edge_u, edge_v, ends)
+    if ends == "strict":
+        nodes = [int(edge_u[p[0]])] + [int(edge_v[e]) for e in p]
+        assert len(set(nodes)) == len(nodes)
+    assert res.energy == pytest.approx(float(np.sum(weights[p])), abs=1e-9)
+
+
+def check_against_brute_force(seed, case, ends, method="auto", time_limit=60.0):
+    n_edges, conn_src, conn_dst, edge_u, edge_v, rng = small_instance(seed)
+    start, end = pick_route(rng, n_edges, conn_src, conn_dst)
+    w = weights_for(case, rng, n_edges, edge_u, edge_v, conn_src, conn_dst, start)
+    res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end,
+                        time_limit=time_limit, ends=ends, method=method)
+    best, best_path = brute_force(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end,
+                                  ends)
+    if best_path is None:
+        assert res.status == "infeasible" and res.path == [] and math.isnan(res.energy)
+    else:
+        assert res.status == "optimal", res
+        assert res.gap == 0.0
+        assert res.energy == pytest.approx(best, abs=1e-7), (res, best, best_path)
+        assert_valid_route(res, n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end,
+                           ends)
+    return res
+
+
+# --------------------------------------------------------------------------------------
+# small graphs against brute force
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ends", ["strict", "open"])
+@pytest.mark.parametrize("seed", range(N_SEEDS))
+def test_nonnegative_weights(seed, ends):
+    res = check_against_brute_force(seed, "nonnegative", ends)
+    if res.path and res.stats.get("walk_vertex_simple", False):
+        assert res.method == "bellman-ford"
+
+
+@pytest.mark.parametrize("ends", ["strict", "open"])
+@pytest.mark.parametrize("seed", range(N_SEEDS))
+def test_negative_weights_without_negative_cycles(seed, ends):
+    res = check_against_brute_force(seed, "potential", ends)
+    assert res.stats["negative_cycle"] is False
+
+
+@pytest.mark.parametrize("ends", ["strict", "open"])
+@pytest.mark.parametrize("seed", range(N_SEEDS))
+def test_negative_cycles_use_the_milp(seed, ends):
+    res = check_against_brute_force(seed, "negative-cycle", ends)
+    assert res.method == "milp"
+    assert res.stats["negative_cycle"] is True
+
+
+@pytest.mark.parametrize("case", ["nonnegative", "potential"])
+@pytest.mark.parametrize("seed", range(0, N_SEEDS, 3))
+def test_forced_milp_agrees_without_negative_cycles(seed, case):
+    res = check_against_brute_force(seed, case, "strict", method="milp")
+    assert res.method == "milp"
+
+
+@pytest.mark.parametrize("seed", range(0, N_SEEDS, 2))
+def test_lazy_cycle_cuts_alone(seed, monkeypatch):
+    """The integer loop on its own: no LP cuts, no flow formulation, cold LPs."""
+    monkeypatch.setattr(optimum._CutModel, "separate", lambda self, x: 0)
+    monkeypatch.setattr(optimum, "_highs_class", lambda: None)
+    orig_init = optimum._CutModel.__init__
+
+    def init(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        self.scf = False
+
+    monkeypatch.setattr(optimum._CutModel, "__init__", init)
+    for ends in ("strict", "open"):
+        check_against_brute_force(seed, "negative-cycle", ends)
+
+
+@pytest.mark.parametrize("seed", range(0, N_SEEDS, 3))
+def test_cold_lp_fallback(seed, monkeypatch):
+    """Without SciPy's private HiGHS class every LP goes through scipy.optimize.milp."""
+    monkeypatch.setattr(optimum, "_highs_class", lambda: None)
+    check_against_brute_force(seed, "negative-cycle", "strict")
+
+
+# --------------------------------------------------------------------------------------
+# edge cases and bad input
+# --------------------------------------------------------------------------------------
+
+
+def _tiny():
+    # 0: a->b, 1: b->c, 2: c->d, 3: d->a, 4: b->a, 5: a->x (dead end), 6: x->a;
+    # the U-turn 5 -> 6 at the dead end x is legal (SPEC §1)
+    edge_u = np.array([10, 20, 30, 40, 20, 10, 99], dtype=np.int64)
+    edge_v = np.array([20, 30, 40, 10, 10, 99, 10], dtype=np.int64)
+    conn_src = np.array([0, 1, 2, 3, 5, 6, 4, 3], dtype=np.int64)
+    conn_dst = np.array([1, 2, 3, 0, 6, 0, 5, 5], dtype=np.int64)
+    return 7, conn_src, conn_dst, edge_u, edge_v
+
+
+def test_unreachable_end_raises():
+    n, cs, cd, eu, ev = _tiny()
+    keep = cd != 0  # nothing enters edge 0 any more
+    with pytest.raises(EvrouteError, match="cannot be reached"):
+        exact_optimum(n, cs[keep], cd[keep], eu, ev, np.ones(n), 1, 0)
+
+
+def test_dead_end_start_needs_open_ends():
+    # start on the spur a->x: the only way on is back through a, the start's tail
+    n, cs, cd, eu, ev = _tiny()
+    w = np.ones(n)
+    strict = exact_optimum(n, cs, cd, eu, ev, w, 5, 2)
+    assert strict.status == "infeasible" and strict.path == [] and math.isnan(strict.energy)
+    open_ = exact_optimum(n, cs, cd, eu, ev, w, 5, 2, ends="open")
+    assert open_.status == "optimal" and open_.path == [5, 6, 0, 1, 2]
+    assert open_.energy == 5.0
+
+
+def test_start_equals_end():
+    n, cs, cd, eu, ev = _tiny()
+    res = exact_optimum(n, cs, cd, eu, ev, np.arange(n, dtype=float), 2, 2)
+    assert res.path == [2] and res.energy == 2.0 and res.status == "optimal"
+
+
+def test_negative_cycle_next_to_the_route():
+    # the cycle a->b->c->d->a is negative; the best simple route 0 -> 2 cannot use it twice
+    n, cs, cd, eu, ev = _tiny()
+    w = np.array([-1.0, -1.0, -1.0, -1.0, 0.0, 0.0, 0.0])
+    res = exact_optimum(n, cs, cd, eu, ev, w, 0, 2)
+    assert res.method == "milp" and res.path == [0, 1, 2] and res.energy == -3.0
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a: a.update(weights=np.full(7, np.nan)), "finite"),
+        (lambda a: a.update(conn_dst=a["conn_dst"][:-1]), "differ in length"),
+        (lambda a: a.update(conn_dst=np.append(a["conn_dst"][:-1], 9)), "0..6"),
+        (lambda a: a.update(conn_dst=np.append(a["conn_dst"][:-1], 2)), "does not join"),
+        (lambda a: a.update(edge_u=a["edge_u"][:-1]), "length n_edges"),
+        (lambda a: a.update(start=7), "start edge 7"),
+        (lambda a: a.update(time_limit=0.0), "time_limit"),
+        (lambda a: a.update(ends="loose"), "unknown ends"),
+        (lambda a: a.update(method="dijkstra"), "unknown method"),
+    ],
+)
+def test_bad_input_raises(change, message):
+    n, cs, cd, eu, ev = _tiny()
+    args = dict(n_edges=n, conn_src=cs, conn_dst=cd, edge_u=eu, edge_v=ev,
+                weights=np.ones(n), start=0, end=2)
+    change(args)
+    with pytest.raises(EvrouteError, match=message):
+        exact_optimum(**args)
+
+
+# --------------------------------------------------------------------------------------
+# a road-network-sized case
+# --------------------------------------------------------------------------------------
+
+
+def grid_network(seed: int, k: int = 24, sigma: float = 0.4):
+    """A planar-ish k×k street grid (~2,000 directed edges): jittered, a few streets
+    missing, some diagonals and one-way streets; weights = potential-based "energy"
+    (non-negative reduced costs) plus i.i.d. noise, which creates negative cycles."""
+    rng = np.random.default_rng(seed)
+    xy = np.stack(np.divmod(np.arange(k * k), k), axis=1) + rng.uniform(-0.3, 0.3, (k * k, 2))
+    streets = []
+    for i in range(k):
+        for j in range(k):
+            a = i * k + j
+            if j + 1 < k:
+                streets.append((a, a + 1))
+            if i + 1 < k:
+                streets.append((a, a + k))
+            if i + 1 < k and j + 1 < k and rng.random() < 0.1:
+                streets.append((a, a + k + 1) if rng.random() < 0.5 else (a + 1, a + k))
+    graph = nx.MultiDiGraph()
+    ids = rng.choice(10**12, size=k * k, replace=False)  # arbitrary node ids
+    for a, b in streets:
+        if rng.random() < 0.1:
+            continue
+        r = rng.random()
+        if r < 0.85 or r >= 0.925:
+            graph.add_edge(int(ids[a]), int(ids[b]))
+        if r < 0.925:
+            graph.add_edge(int(ids[b]), int(ids[a]))
+    n_edges, cs, cd, eu, ev = _line_graph(graph)
+    pos = {int(i): p for i, p in zip(ids, xy, strict=True)}
+    height = {i: 3 * np.sin(p[0] / 4) + 3 * np.cos(p[1] / 5) for i, p in pos.items()}
+    length = np.array([np.linalg.norm(pos[u] - pos[v]) for u, v in zip(eu, ev, strict=True)])
+    dh = np.array([height[v] - height[u] for u, v in zip(eu, ev, strict=True)])
+    w = 0.3 * length + np.where(dh > 0, dh / 0.98, dh * 0.96) + rng.normal(0, sigma, n_edges)
+    # from the first edge leaving the corner (0, 0) to the last one entering (k-1, k-1)
+    rank = {int(i): r for r, i in enumerate(ids)}
+    start = min(range(n_edges), key=lambda e: rank[int(eu[e])])
+    _, reach = _reachable_from(n_edges, cs, cd, start)
+    end = max(reach, key=lambda e: rank[int(ev[e])])
+    return n_edges, cs, cd, eu, ev, w, start, end
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("EVROUTE_SLOW_TESTS"), reason="minutes of MILP; set EVROUTE_SLOW_TESTS=1")
+def test_grid_network_with_negative_cycles_is_solved():
+    n_edges, cs, cd, eu, ev, w, start, end = grid_network(seed=0)
+    assert 1800 <= n_edges <= 2300
+    t0 = time.perf_counter()
+    res = exact_optimum(n_edges, cs, cd, eu, ev, w, start, end, time_limit=120.0)
+    seconds = time.perf_counter() - t0
+    print(f"\ngrid: {n_edges} edges, {cs.size} turns, status {res.status}, "
+          f"{seconds:.2f} s, {res.stats}")
+    assert res.method == "milp" and res.stats["negative_cycle"]
+    assert res.status == "optimal" and res.gap == 0.0
+    assert_valid_route(res, n_edges, cs, cd, eu, ev, w, start, end, "strict")
+
+
+def test_time_limit_returns_the_incumbent():
+    n_edges, cs, cd, eu, ev, w, start, end = grid_network(seed=1, sigma=0.6)
+    res = exact_optimum(n_edges, cs, cd, eu, ev, w, start, end, time_limit=1.0)
+    assert res.method == "milp"
+    assert res.status in ("time_limit", "optimal")
+    assert res.seconds < 30.0  # the limit is checked between solver calls
+    if res.status == "time_limit":
+        assert res.path and 0.0 < res.gap < math.inf
+    assert_valid_route(res, n_edges, cs, cd, eu, ev, w, start, end, "strict")
