@@ -857,8 +857,8 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
     ----------
     executor : "local" or "ray"
     jobs : int, optional
-        Parallel processes (local) or CPUs of a new local Ray instance; default
-        ``os.cpu_count()``; 1 runs in-process.
+        Parallel processes (local) or CPUs of a new local Ray instance; default: the
+        CPUs this process may use; 1 runs in-process.
     overwrite : bool
         Recompute finished runs whose configuration differs from the grid's (otherwise
         that is an error: nothing is thrown away silently).
@@ -974,9 +974,7 @@ def _consume(stream: Iterator[tuple[dict, dict]], total: int, done: int, progres
                       console=console) as bar:
             task = bar.add_task("", total=total, completed=done)
             for t, res in stream:
-                if t.get("kind") == "warm":
-                    if not res.get("ok"):
-                        failures.append(res)
+                if t.get("kind") == "warm":  # a failed preparation fails its runs too: reported there
                     continue
                 if not res.get("ok"):
                     failures.append(res)
@@ -985,10 +983,10 @@ def _consume(stream: Iterator[tuple[dict, dict]], total: int, done: int, progres
         return failures
     k = 0
     for t, res in stream:
-        if not res.get("ok"):
-            failures.append(res)
         if t.get("kind") == "warm":
             continue
+        if not res.get("ok"):
+            failures.append(res)
         k += 1
         if not quiet:
             log(f"[{done + k}/{total}] {describe(res)}")

@@ -346,3 +346,25 @@ def test_compare_bad_input_one_line_exit_2(capsys, tmp_path, args, msg):
     lines = [x for x in err.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and msg in lines[0], err
     assert not (tmp_path / "out" / "runs").exists() or not any((tmp_path / "out" / "runs").iterdir())
+
+
+def test_failed_run_is_reported_and_others_kept(tmp_path, monkeypatch):
+    import evroute.experiment as ex
+
+    real = ex.run_cell
+
+    def flaky(cfg, out):
+        if cfg.seed == 1 and cfg.policy == "bi-ts":
+            raise RuntimeError("boom")
+        return real(cfg, out)
+
+    monkeypatch.setattr(ex, "run_cell", flaky)
+    grid = make_grid(network="synthetic", routes="A", policies="bi-ts,bi-ucb", seeds=2, horizon=4)
+    with pytest.raises(EvrouteError, match=r"1 of 4 runs failed \(first: synthetic-A-bi-ts-s1: RuntimeError: boom\)"):
+        run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "synthetic-A-bi-ts-s0", "synthetic-A-bi-ucb-s0", "synthetic-A-bi-ucb-s1"]
+    assert not (tmp_path / "summary.csv").exists()
+    monkeypatch.setattr(ex, "run_cell", real)
+    res = run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
+    assert (res.n_kept, res.n_computed) == (3, 1) and (tmp_path / "summary.csv").exists()
