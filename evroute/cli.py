@@ -250,11 +250,9 @@ def simulate_cmd(
 
 
 def _register_extra_commands() -> None:
-    """Commands that live in their own modules (compare, plot, export)."""
-    try:
-        from . import cli_experiment
-    except ImportError:  # pragma: no cover - module not there yet
-        return
+    """Commands that live in their own module (compare, plot, export)."""
+    from . import cli_experiment
+
     cli_experiment.register(app)
 
 
