@@ -338,14 +338,17 @@ def grid_network(seed: int, k: int = 24, sigma: float = 0.4):
             graph.add_edge(int(ids[b]), int(ids[a]))
     n_edges, cs, cd, eu, ev = _line_graph(graph)
     pos = {int(i): p for i, p in zip(ids, xy, strict=True)}
-    height = {i: 3 * np.sin(p[0] / 4) + 3 * np.cos(p[1] / 5) for i, p in pos.items()}
+    height = {i: 3 * np.sin(p[0] / 4) + 3 * np.cos(p[1] / 5) + rng.normal(0, 0.5)
+              for i, p in pos.items()}
     length = np.array([np.linalg.norm(pos[u] - pos[v]) for u, v in zip(eu, ev, strict=True)])
     dh = np.array([height[v] - height[u] for u, v in zip(eu, ev, strict=True)])
     w = 0.3 * length + np.where(dh > 0, dh / 0.98, dh * 0.96) + rng.normal(0, sigma, n_edges)
     # from the first edge leaving the corner (0, 0) to the last one entering (k-1, k-1)
     rank = {int(i): r for r, i in enumerate(ids)}
-    start = min(range(n_edges), key=lambda e: rank[int(eu[e])])
-    _, reach = _reachable_from(n_edges, cs, cd, start)
+    for start in sorted(range(n_edges), key=lambda e: rank[int(eu[e])]):
+        _, reach = _reachable_from(n_edges, cs, cd, start)
+        if len(reach) > n_edges // 2:
+            break
     end = max(reach, key=lambda e: rank[int(ev[e])])
     return n_edges, cs, cd, eu, ev, w, start, end
 
