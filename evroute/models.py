@@ -171,15 +171,18 @@ class PosteriorModel(ABC):
         mu, sd = self.mean_std()
         return mu + sd * rng.standard_normal(self.n_arms)
 
+    #: Per-edge observation counts (int64, length E); every backend keeps it current.
+    _counts: np.ndarray
+
     @property
-    @abstractmethod
     def counts(self) -> np.ndarray:
-        """Per-edge number of observations (int64, length E, read-only)."""
+        """Per-edge number of observations (int64, length E, read-only copy)."""
+        return _readonly(self._counts.copy())
 
     @property
     def n_distinct(self) -> int:
         """Number of distinct edges observed so far."""
-        return int(np.count_nonzero(self.counts))
+        return int(np.count_nonzero(self._counts))
 
 
 ModelFactory = Callable[..., PosteriorModel]
@@ -327,10 +330,6 @@ class BIModel(PosteriorModel):
         same as an independent draw."""
         mu, sd = self.mean_std()
         return mu + sd * rng.standard_normal(self.n_arms)
-
-    @property
-    def counts(self) -> np.ndarray:
-        return _readonly(self._counts.copy())
 
 
 def _make_bi(prior_mean, kernel=None, prior_var=None, *, noise_var) -> BIModel:
@@ -484,14 +483,6 @@ class ExactGPModel(PosteriorModel):
         self._reset_levels(0)
 
     # -- public ---------------------------------------------------------------------------
-
-    @property
-    def counts(self) -> np.ndarray:
-        return _readonly(self._counts.copy())
-
-    @property
-    def n_distinct(self) -> int:
-        return int(np.count_nonzero(self._counts))
 
     @property
     def factor_sizes(self) -> tuple[int, int]:

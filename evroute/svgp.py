@@ -428,14 +428,6 @@ class _SVGPMethods:
     # -- PosteriorModel -------------------------------------------------------------------
 
     @property
-    def counts(self) -> np.ndarray:
-        return _readonly(self._counts.copy())
-
-    @property
-    def n_distinct(self) -> int:
-        return int(np.count_nonzero(self._counts))
-
-    @property
     def noise_var(self) -> float:
         """ς²: the known noise variance, or the learnt one with ``learn_noise=True``."""
         if not self.learn_noise:
