@@ -526,29 +526,11 @@ def cached_kernel(cfg: SimulationConfig, problem) -> np.ndarray:
 
 def build_agent(cfg: SimulationConfig, problem):
     """The policy and model of a run, as :func:`evroute.simulate.make_agent` builds them,
-    but with the prior kernel from the in-process cache."""
-    from .models import make_model
-    from .policies import make_policy, parse_policy_name
-    from .simulate import _model_options, make_agent
+    with the prior kernel from the in-process cache."""
+    from .simulate import make_agent
 
-    if cfg.backend == "bi":
-        return make_agent(cfg, problem)
-    _, rule = parse_policy_name(cfg.policy)
-    options = {"ucb": {"beta_scale": cfg.beta_scale},
-               "bucb": {"omega": cfg.omega, "xi": cfg.xi, "beta_scale": cfg.beta_scale},
-               "ts": {"joint": cfg.joint_samples}, "greedy": {}}[rule]
-    policy = make_policy(rule, **options)
-    kernel = cached_kernel(cfg, problem)
-    if cfg.backend != "exact":  # other backends may write into their kernel argument
-        kernel = np.array(kernel)
-    opts = _model_options(cfg, problem)
-    try:
-        model = make_model(cfg.backend, problem.prior_mean, kernel, noise_var=problem.noise_var, **opts)
-    except ValueError as exc:  # a backend that writes into its kernel gets its own copy
-        if "read-only" not in str(exc):
-            raise
-        model = make_model(cfg.backend, problem.prior_mean, np.array(kernel), noise_var=problem.noise_var, **opts)
-    return policy, model
+    kernel = None if cfg.backend == "bi" else cached_kernel(cfg, problem)
+    return make_agent(cfg, problem, kernel=kernel)
 
 
 def run_cell(cfg: SimulationConfig, out: str | os.PathLike) -> dict:
@@ -557,11 +539,11 @@ def run_cell(cfg: SimulationConfig, out: str | os.PathLike) -> dict:
     Same tables as ``simulate(cfg, out)``; the directory appears (renamed from a
     temporary sibling) only when complete. Returns the run's summary.
     """
-    from .simulate import _prepare_out_dir, run_bandit, write_run
+    from .simulate import prepare_out_dir, run_bandit, write_run
 
     cfg.validate()
     out = Path(out)
-    tmp = _prepare_out_dir(out, overwrite=True)
+    tmp = prepare_out_dir(out, overwrite=True)
     try:
         problem = cached_problem(cfg)
         agent = build_agent(cfg, problem)

@@ -1,6 +1,9 @@
 """Atomic file writes: write to a temporary file beside the target, then rename.
 
-A killed process never leaves a half-written file under the final name.
+A killed process never leaves a half-written file under the final name. Temporary files
+and folders are created private (mode 0600/0700) by :mod:`tempfile`; what is renamed into
+place gets the permissions an ordinary ``open``/``mkdir`` would have given it (0666/0777
+less the process umask), so results stay readable by others on a shared file system.
 """
 
 from __future__ import annotations
@@ -12,6 +15,22 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only portable way to read it: set, then restore
+    os.umask(mask)
+    return mask
+
+
+def public_mode(directory: bool = False) -> int:
+    """Mode an ordinary ``open`` (0666) or ``mkdir`` (0777) gives under the current umask."""
+    return (0o777 if directory else 0o666) & ~_umask()
+
+
+def make_public(path: str | os.PathLike, directory: bool = False) -> None:
+    """chmod a file or folder made by :mod:`tempfile` to :func:`public_mode`."""
+    os.chmod(path, public_mode(directory))
 
 
 @contextmanager
@@ -31,6 +50,7 @@ def atomic_path(path: str | os.PathLike):
         yield Path(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        make_public(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:

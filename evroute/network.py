@@ -263,9 +263,7 @@ def load_network(
         if net is not None:
             return net
     if params["kind"] == "synthetic":
-        from .synthetic import synthetic_graph
-
-        from .synthetic import synthetic_route_points
+        from .synthetic import synthetic_graph, synthetic_route_points
 
         graph = synthetic_graph(seed=seed, size=size)
         points = synthetic_route_points(graph)

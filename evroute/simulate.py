@@ -39,7 +39,7 @@ import pandas as pd
 from . import __version__
 from .cache import cached_arrays, hash_bytes
 from .errors import EvrouteError
-from .io import atomic_write_json, atomic_write_with
+from .io import atomic_write_json, atomic_write_with, make_public
 
 PRIOR_SCALE = 0.25  # σ₀ = 0.25 σ_det (003 Sec. 4.1)
 NOISE_SCALE = 0.1  # ς = 0.1 σ_det
@@ -201,8 +201,18 @@ def prepare_problem(cfg: SimulationConfig, net=None) -> Problem:
     return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth, cfg.seed)
 
 
-def make_agent(cfg: SimulationConfig, problem: Problem):
-    """The policy and the posterior model of a run."""
+def make_agent(cfg: SimulationConfig, problem: Problem, kernel: np.ndarray | None = None):
+    """The policy and the posterior model of a run.
+
+    Parameters
+    ----------
+    cfg : SimulationConfig
+    problem : Problem
+    kernel : array (E, E), optional
+        The prior covariance, if the caller already has it (e.g. from an in-process
+        cache); by default it is built with :func:`network_kernel`. Exact reads it without
+        a copy; a backend that writes into its kernel argument gets its own copy.
+    """
     from .models import make_model
     from .policies import make_policy, parse_policy_name
 
@@ -214,14 +224,24 @@ def make_agent(cfg: SimulationConfig, problem: Problem):
     backend = cfg.backend
     if backend == "bi":
         model = make_model("bi", problem.prior_mean, prior_var=problem.prior_var, noise_var=problem.noise_var)
-    else:
+        return policy, model
+    if kernel is None:
         kernel = network_kernel(problem.net, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu, problem.prior_var)
-        model = make_model(backend, problem.prior_mean, kernel, noise_var=problem.noise_var, **_model_options(cfg, problem))
+    elif backend != "exact":  # a shared kernel: other backends may write into theirs
+        kernel = np.array(kernel)
+    opts = model_options(cfg, problem)
+    try:
+        model = make_model(backend, problem.prior_mean, kernel, noise_var=problem.noise_var, **opts)
+    except ValueError as exc:  # a read-only (shared) kernel handed to a backend that writes
+        if "read-only" not in str(exc):
+            raise
+        model = make_model(backend, problem.prior_mean, np.array(kernel), noise_var=problem.noise_var, **opts)
     return policy, model
 
 
-def _model_options(cfg: SimulationConfig, problem: Problem) -> dict:
-    """Backend-specific options; backends that need the network get it here."""
+def model_options(cfg: SimulationConfig, problem: Problem) -> dict:
+    """Backend-specific options of ``cfg``; backends that take the network, seed or
+    kernel settings as keyword arguments get them here."""
     opts = dict(cfg.model_options)
     if cfg.backend not in ("exact", "bi"):
         import inspect
@@ -380,15 +400,18 @@ def is_finished_run(path: str | os.PathLike) -> bool:
     return (Path(path) / "summary.json").is_file()
 
 
-def _prepare_out_dir(out: Path, overwrite: bool) -> Path:
-    """Check the output directory and return a fresh temporary sibling to write into."""
+def prepare_out_dir(out: Path, overwrite: bool) -> Path:
+    """Check the output directory ``out`` and return a fresh temporary sibling to write
+    the run into (:func:`write_run` renames it to ``out`` when the run is complete)."""
     if out.exists() and not out.is_dir():
         raise EvrouteError(f"output path {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise EvrouteError(f"output directory {out} exists and is not empty (use --overwrite)")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        make_public(tmp, directory=True)  # mkdtemp makes it 0700; the run is renamed to out
+        return tmp
     except OSError as exc:
         raise EvrouteError(f"cannot write to {out.parent}: {exc.strerror}") from None
 
@@ -396,7 +419,7 @@ def _prepare_out_dir(out: Path, overwrite: bool) -> Path:
 def write_run(result: RunResult, cfg: SimulationConfig, problem: Problem, out: Path,
               overwrite: bool = False, csv: bool = False, tmp: Path | None = None) -> Path:
     """Write a run directory; files go to a temporary folder renamed to ``out`` at the end."""
-    tmp = tmp or _prepare_out_dir(out, overwrite)
+    tmp = tmp or prepare_out_dir(out, overwrite)
     config = {"evroute_version": __version__, **asdict(cfg),
               "resolved": {"network_cache_key": problem.net.cache_key, "route": problem.route.to_dict(),
                            "vehicle": problem.vehicle.to_dict(), "backend": cfg.backend,
@@ -437,7 +460,7 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
     """
     cfg.validate()
     out_path = Path(out) if out is not None else None
-    tmp = _prepare_out_dir(out_path, overwrite) if out_path is not None else None
+    tmp = prepare_out_dir(out_path, overwrite) if out_path is not None else None
     try:
         problem = prepare_problem(cfg, net=net)
         if show_progress is None:

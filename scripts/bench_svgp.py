@@ -18,6 +18,12 @@ Usage::
     python scripts/bench_svgp.py [--horizon 500] [--seeds 5] [--network luxembourg]
         [--route A] [--policies gp-ts gp-bucb] [--inducing 1000] [--batch-size 2500]
         [--steps 1] [--fixed-hyperparameters] [--threads N] [--json FILE]
+        [--seed-list 0,1,2]
+    python scripts/bench_svgp.py --combine a.json b.json   # one table from split runs
+
+A full run (2 policies x 2 backends x 5 seeds x 500 rounds) takes hours on a CPU at the
+paper's M = 1000: split it over processes with ``--seed-list``/``--policies`` and
+``--json``, then ``--combine`` the files.
 
 svgp uses the paper's defaults (M = 1000, B = 2500, G = 1, NGD lr 0.1, Adam lr 0.01)
 unless told otherwise.
@@ -56,6 +62,9 @@ def parse_args(argv=None):
     p.add_argument("--fixed-hyperparameters", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--json", type=Path, default=None, help="write the raw results here")
+    p.add_argument("--seed-list", default=None, help="comma-separated seeds (overrides --seeds)")
+    p.add_argument("--combine", type=Path, nargs="+", default=None,
+                   help="print one table from the --json files of earlier (split) runs")
     return p.parse_args(argv)
 
 
@@ -84,7 +93,7 @@ def _se(x) -> float:
 
 def table(results: list[dict], args) -> str:
     lines = [
-        f"network {args.network}:{args.route}, T = {args.horizon}, seeds 0..{args.seeds - 1}; "
+        f"network {args.network}:{args.route}, T = {args.horizon}, {len(_seeds(args))} seeds; "
         f"svgp M = {args.inducing}, B = {args.batch_size}, G = {args.steps}, "
         f"hyperparameters {'fixed' if args.fixed_hyperparameters else 'learnt'}",
         "",
@@ -114,8 +123,29 @@ def table(results: list[dict], args) -> str:
     return "\n".join(lines)
 
 
+def _seeds(args) -> list[int]:
+    if args.seed_list:
+        return [int(x) for x in args.seed_list.split(",") if x.strip()]
+    return list(range(args.seeds))
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.combine:
+        results, policies, seeds = [], [], set()
+        for f in args.combine:
+            data = json.loads(f.read_text())
+            for k in ("network", "route", "horizon", "inducing", "batch_size", "steps"):
+                setattr(args, k, type(getattr(args, k))(data["args"][k]))
+            args.fixed_hyperparameters = data["args"]["fixed_hyperparameters"] == "True"
+            results += data["results"]
+        for r in results:
+            seeds.add(r["seed"])
+            if r["policy"] not in policies:
+                policies.append(r["policy"])
+        args.policies, args.seeds = policies, len(seeds)
+        print(table(results, args))
+        return 0
     if args.threads:
         import torch
 
@@ -127,7 +157,7 @@ def main(argv=None) -> int:
     net = load_network(args.network)
     results = []
     for policy in args.policies:
-        for seed in range(args.seeds):
+        for seed in _seeds(args):
             for model in ("exact", "svgp"):
                 r = run_one(args, policy, model, seed, net)
                 results.append(r)

@@ -10,8 +10,8 @@ import pytest
 from evroute.errors import EvrouteError
 from evroute.network import (
     DEFAULT_SPEEDS_KMH,
-    lipschitz_envelope,
     line_graph,
+    lipschitz_envelope,
     load_network,
     network_fingerprint,
     parse_maxspeed,

@@ -193,3 +193,16 @@ def test_cli_simulate(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error:") and "--overwrite" in err
     assert main(["simulate", "--horizon", "0", "--out", str(tmp_path / "z")]) == 2
+
+
+def test_run_files_get_the_umask_permissions(tmp_path, synthetic):
+    """mkdtemp/mkstemp make 0700/0600; the finished run must be readable like any file."""
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "run"
+        simulate(SimulationConfig(horizon=2, seed=0, policy="bi-ts"), out, net=synthetic)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    for f in out.iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f.name
