@@ -24,7 +24,7 @@ import pandas as pd
 
 from .errors import EvrouteError
 from .io import atomic_write_text
-from .report import feature_collection, write_geojson
+from .report import feature_collection, path_coordinates, write_geojson
 
 COORD_DECIMALS = 6
 ATTRIBUTION = "© OpenStreetMap contributors"
@@ -61,19 +61,8 @@ def resolve_run_dir(directory: str | os.PathLike, run: str | None = None) -> Pat
     return d / "runs" / finished[0]
 
 
-def _line(coords: np.ndarray) -> list[list[float]]:
-    pts: list[list[float]] = []
-    for lon, lat in np.round(np.asarray(coords, dtype=float), COORD_DECIMALS):
-        p = [float(lon), float(lat)]
-        if not pts or pts[-1] != p:
-            pts.append(p)
-    if len(pts) == 1:
-        pts.append(list(pts[0]))
-    return pts
-
-
 def _path_line(net, edges) -> list[list[float]]:
-    return _line(np.concatenate([net.geometry[int(e)] for e in edges])) if len(edges) else []
+    return path_coordinates(net, edges, decimals=COORD_DECIMALS)
 
 
 def _feature(coords, props: dict) -> dict:
@@ -108,7 +97,7 @@ def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -
                            "the network changed since the run")
     feats = []
     for r in edges.itertuples(index=False):
-        feats.append(_feature(_line(net.geometry[int(r.edge)]), {
+        feats.append(_feature(_path_line(net, [r.edge]), {
             "layer": "edge", "edge": int(r.edge), "visits": int(r.visits),
             "post_mean_wh": _num(r.post_mean_final), "post_std_wh": _num(r.post_std_final),
             "energy_det_wh": _num(r.energy_det_wh), "energy_true_wh": _num(r.energy_true_wh),

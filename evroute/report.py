@@ -45,11 +45,18 @@ def describe_network(net, vehicle=None) -> dict:
     }
 
 
-def path_coordinates(net, edges) -> list[list[float]]:
-    """(lon, lat) vertices of a path of edges, consecutive duplicates removed."""
+def path_coordinates(net, edges, decimals: int | None = None) -> list[list[float]]:
+    """(lon, lat) vertices of a path of edges, consecutive duplicates removed.
+
+    With ``decimals``, coordinates are rounded first (duplicates are judged after
+    rounding). A one-point result is doubled so that it stays a valid LineString.
+    """
     coords: list[list[float]] = []
     for e in edges:
-        for lon, lat in net.geometry[int(e)]:
+        geom = net.geometry[int(e)]
+        if decimals is not None:
+            geom = np.round(np.asarray(geom, dtype=float), decimals)
+        for lon, lat in geom:
             pt = [float(lon), float(lat)]
             if not coords or coords[-1] != pt:
                 coords.append(pt)
