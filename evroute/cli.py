@@ -242,10 +242,13 @@ def simulate_cmd(
     print(f"{s['policy']} ({s['model']}) on {s['route']}, seed {s['seed']}, T = {s['horizon']}")
     print(f"final cumulative regret {s['final_cumulative_regret_wh']:.1f} Wh; last round regret "
           f"{s['last_route_regret_wh']:.1f} Wh; clairvoyant route {s['optimal_energy_wh']:.1f} Wh")
+    o = s["exact_optimum"]
     if s["exact_optimal_energy_wh"] is not None:
-        o = s["exact_optimum"]
-        print(f"exact optimum {s['exact_optimal_energy_wh']:.1f} Wh ({o['method']}, {o['status']}, "
+        ends = ", open ends" if o.get("ends") == "open" else ""
+        print(f"exact optimum {s['exact_optimal_energy_wh']:.1f} Wh ({o['method']}, {o['status']}{ends}, "
               f"{o['seconds']:.1f} s): rectification gap {s['rectification_gap_wh']:.1f} Wh")
+    elif o is not None:
+        print(f"exact optimum: no vertex-simple route found ({o['method']}, {o['status']}, {o['seconds']:.1f} s)")
     print(f"{s['mean_seconds_per_round'] * 1000:.1f} ms per round; wrote {out}")
 
 

@@ -43,7 +43,9 @@ What "vertex-simple" means (``ends``): with ``"strict"`` (default) no node of G 
 twice, the start edge's tail and the end edge's head included. With ``"open"`` only the
 nodes *between* consecutive edges of the route must be distinct: the route may pass the
 start edge's tail or the end edge's head once more, which is needed when the start (end)
-edge leads into (out of) a dead-end spur, e.g. a route snapped to a cul-de-sac.
+edge leads into (out of) a dead-end spur, e.g. a route snapped to a cul-de-sac, or when
+turn restrictions leave no way on but around a block back through the start's tail (as
+for monaco:B). ``"auto"`` tries ``"strict"`` and, only if no strict route exists, ``"open"``.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from evroute.errors import EvrouteError
 __all__ = ["ENDS", "OptimumResult", "exact_optimum", "is_vertex_simple", "path_energy"]
 
 ENDS = ("strict", "open")
+_ENDS_ARG = (*ENDS, "auto")
 # "incumbent meets lower bound": absolute tolerance (unit of the weights) and relative one
 _ABS_TOL = 1e-9
 _REL_TOL = 1e-9
@@ -101,6 +104,9 @@ class OptimumResult:
         Wall-clock time of the call.
     stats : dict
         Diagnostics (reduced sizes, LP and MILP rounds, cuts); not a stable interface.
+    ends : str
+        The meaning of vertex-simple the route satisfies, ``"strict"`` or ``"open"``
+        (with ``ends="auto"``: which one was needed).
     """
 
     path: list[int]
@@ -110,6 +116,7 @@ class OptimumResult:
     gap: float
     seconds: float
     stats: dict = field(default_factory=dict, repr=False, compare=False)
+    ends: str = "strict"
 
 
 def path_energy(path, weights) -> float:
@@ -806,7 +813,7 @@ def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, st
                 warm_lp=True):
     def result(path, energy, status, gap):
         stats["cuts"] = model.n_cuts if model is not None else 0
-        return OptimumResult(path, energy, "milp", status, gap, time.perf_counter() - t0, stats)
+        return OptimumResult(path, energy, "milp", status, gap, time.perf_counter() - t0, stats, ends)
 
     model = None
     red = _reduce(n_edges, src, dst, eu, ev, start, end, ends)
@@ -908,6 +915,7 @@ def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, st
         model.activate_violated(res.x)
 
     if not best_path:
+        stats["timed_out_without_route"] = True
         return result([], math.nan, "infeasible", math.inf)
     gap = 0.0 if status == "optimal" else _relative_gap(best, bound)
     return result(best_path, best, status, gap)
@@ -948,10 +956,12 @@ def exact_optimum(
         Start and end edge; both are part of the route and of its energy.
     time_limit : float
         Wall-clock budget in seconds for the whole call.
-    ends : {"strict", "open"}
+    ends : {"strict", "open", "auto"}
         ``"strict"``: no node visited twice, the start edge's tail and the end edge's head
         included. ``"open"``: only the nodes between consecutive route edges must be
         distinct (for start/end edges on dead-end spurs; see the module docstring).
+        ``"auto"``: ``"strict"`` if such a route exists, else ``"open"`` (within the same
+        time limit); :attr:`OptimumResult.ends` says which.
     method : {"auto", "milp"}
         ``"auto"``: Bellman–Ford first and the MILP only if needed; ``"milp"``: MILP only.
 
@@ -967,10 +977,20 @@ def exact_optimum(
     t0 = time.perf_counter()
     if method not in ("auto", "milp"):
         raise EvrouteError(f"unknown method {method!r}; use 'auto' or 'milp'")
-    if ends not in ENDS:
-        raise EvrouteError(f"unknown ends {ends!r}; use one of: {', '.join(ENDS)}")
+    if ends not in _ENDS_ARG:
+        raise EvrouteError(f"unknown ends {ends!r}; use one of: {', '.join(_ENDS_ARG)}")
     if not time_limit > 0:
         raise EvrouteError(f"time_limit must be positive, got {time_limit!r}")
+    if ends == "auto":
+        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end,
+                            time_limit, ends="strict", method=method)
+        left = float(time_limit) - (time.perf_counter() - t0)
+        if res.status != "infeasible" or res.stats.get("timed_out_without_route") or left <= 0:
+            return res
+        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end,
+                            left, ends="open", method=method)
+        res.seconds = time.perf_counter() - t0
+        return res
     n_edges, src, dst, eu, ev, w, start, end = _check_inputs(
         n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end
     )
@@ -979,7 +999,7 @@ def exact_optimum(
         ok = is_vertex_simple([start], eu, ev, ends)
         return OptimumResult([start] if ok else [], float(w[start]) if ok else math.nan,
                              "bellman-ford", "optimal" if ok else "infeasible",
-                             0.0 if ok else math.inf, time.perf_counter() - t0, stats)
+                             0.0 if ok else math.inf, time.perf_counter() - t0, stats, ends)
     if not _reachable(n_edges, src, dst, start)[end]:
         raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
     if method == "auto":
@@ -990,6 +1010,6 @@ def exact_optimum(
             stats["walk_vertex_simple"] = is_vertex_simple(path, eu, ev, ends)
             if stats["walk_vertex_simple"]:
                 return OptimumResult(path, path_energy(path, w), "bellman-ford", "optimal",
-                                     0.0, time.perf_counter() - t0, stats)
+                                     0.0, time.perf_counter() - t0, stats, ends)
     return _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends,
                        t0 + float(time_limit), t0, stats)

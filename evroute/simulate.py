@@ -15,7 +15,10 @@ so "the best route" is defined with care (SPEC §3):
   under f).
 - ``exact_optimal_energy_wh`` (``exact_optimum=True``): the best vertex-simple route under f
   (:mod:`evroute.optimum`), a diagnostic: its gap to the clairvoyant route is the price of
-  rectification.
+  rectification. Vertex-simple is taken strictly (no intersection twice) when such a route
+  exists, else with open ends (the route may pass its start edge's tail or end edge's head
+  once more; needed on monaco:B, where turn restrictions leave no strict route);
+  ``summary["exact_optimum"]["ends"]`` says which.
 
 The loop is ready for volatile arms: :meth:`Problem.available_edges` may return a mask per
 round (contexts and availability changing over time); edges not available get an infinite
@@ -367,7 +370,7 @@ def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
     from .optimum import exact_optimum
 
     params = {"network": problem.net.cache_key, "start": problem.route.start, "end": problem.route.end,
-              "seed": problem.seed, "truth": float(problem.truth.sum()), "what": "exact-optimum-v1"}
+              "seed": problem.seed, "truth": float(problem.truth.sum()), "what": "exact-optimum-v2"}
     entry = CacheEntry("optimum", make_key(params))
     if entry.is_valid(["optimum.json"]):
         cached = json.loads(entry.path("optimum.json").read_text())
@@ -375,10 +378,11 @@ def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
             return cached
     net = problem.net
     res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
-                        problem.truth, problem.route.start, problem.route.end, time_limit=time_limit)
+                        problem.truth, problem.route.start, problem.route.end, time_limit=time_limit,
+                        ends="auto")
     out = {"energy": float(res.energy) if res.path else None, "path": [int(x) for x in res.path],
            "method": res.method, "status": res.status, "gap": float(res.gap), "seconds": float(res.seconds),
-           "time_limit": float(time_limit)}
+           "time_limit": float(time_limit), "ends": res.ends}
     try:
         entry.prepare()
         atomic_write_text(entry.path("optimum.json"), json.dumps(out))

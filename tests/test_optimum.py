@@ -377,3 +377,16 @@ def test_time_limit_returns_the_incumbent():
     if res.status == "time_limit":
         assert res.path and 0.0 < res.gap < math.inf
     assert_valid_route(res, n_edges, cs, cd, eu, ev, w, start, end, "strict")
+
+
+def test_auto_ends_falls_back_to_open_only_when_needed():
+    n, cs, cd, eu, ev = _tiny()
+    w = np.ones(n)
+    auto = exact_optimum(n, cs, cd, eu, ev, w, 5, 2, ends="auto")
+    ref = exact_optimum(n, cs, cd, eu, ev, w, 5, 2, ends="open")
+    assert auto.ends == "open" and ref.ends == "open"
+    assert auto.path == ref.path == [5, 6, 0, 1, 2] and auto.status == "optimal"
+    # a strict route exists from edge 0: auto keeps the strict meaning
+    auto = exact_optimum(n, cs, cd, eu, ev, w, 0, 2, ends="auto")
+    assert auto.ends == "strict" and auto.path == [0, 1, 2]
+    assert is_vertex_simple(auto.path, eu, ev, "strict")
