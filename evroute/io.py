@@ -8,6 +8,7 @@ less the process umask), so results stay readable by others on a shared file sys
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -17,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 
+@functools.cache
 def _umask() -> int:
-    mask = os.umask(0o022)  # the only portable way to read it: set, then restore
+    # the only portable way to read it is to set it and restore it: do that once, not on
+    # every write (another thread could create a file in between)
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 

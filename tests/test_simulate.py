@@ -197,12 +197,13 @@ def test_cli_simulate(tmp_path, capsys):
 
 def test_run_files_get_the_umask_permissions(tmp_path, synthetic):
     """mkdtemp/mkstemp make 0700/0600; the finished run must be readable like any file."""
-    old = os.umask(0o022)
-    try:
-        out = tmp_path / "run"
-        simulate(SimulationConfig(horizon=2, seed=0, policy="bi-ts"), out, net=synthetic)
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    from evroute.io import public_mode
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert public_mode() == 0o666 & ~mask and public_mode(directory=True) == 0o777 & ~mask
+    out = tmp_path / "run"
+    simulate(SimulationConfig(horizon=2, seed=0, policy="bi-ts"), out, net=synthetic)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~mask
     for f in out.iterdir():
-        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f.name
+        assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~mask, f.name
