@@ -19,11 +19,21 @@ Usage::
 
 Prints median / p95 / max / mean seconds per round and the final drift against a
 refactorisation from scratch.
+
+A third workload replays a real run: ``--replay RUN_DIR [--rounds 50]`` feeds the
+observations of an ``evroute simulate`` run directory (its ``observations.parquet``, round by
+round) into each variant, with the run's own kernel, prior and noise, and also prints
+where the time goes (cumulative time of the exact backend's internal steps)::
+
+    EVROUTE_DATA_DIR=../shared/data evroute simulate --network luxembourg --route A \
+        --policy gp-ucb --horizon 50 --out ucb50
+    python scripts/bench_models.py --replay ucb50 --variant default always
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -104,20 +114,70 @@ VARIANTS = {
 }
 
 
-def run(K, workload, variant, rounds, path, distinct, seed, noise_var, extra=None):
+def load_replay(run_dir, rounds=None):
+    """Kernel, prior mean, noise variance and per-round (edges, observed) of a run directory."""
+    import json
+
+    import pandas as pd
+
+    from evroute.simulate import SimulationConfig, network_kernel, prepare_problem
+
+    run_dir = Path(run_dir)
+    saved = json.loads((run_dir / "config.json").read_text())
+    names = {f.name for f in dataclasses.fields(SimulationConfig)}
+    cfg = SimulationConfig(**{k: v for k, v in saved.items() if k in names})
+    problem = prepare_problem(cfg)
+    K = network_kernel(problem.net, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu, problem.prior_var)
+    obs = pd.read_parquet(run_dir / "observations.parquet", columns=["t", "edge", "observed_wh"])
+    data = [(g.edge.to_numpy(), g.observed_wh.to_numpy()) for _, g in obs.groupby("t", sort=True)]
+    return K, problem.prior_mean, problem.noise_var, data[:rounds] if rounds else data
+
+
+# the exact backend's internal steps timed by --replay (cumulative, nested calls included)
+STEPS = ("_add_to_active", "_fresh_columns", "_solve_A0", "_condition", "_merge", "_checks_pass")
+
+
+def _timed_steps(model):
+    """Wrap the model's internal steps (instance attributes) to accumulate their time."""
+    acc = dict.fromkeys(STEPS, 0.0)
+    for name in STEPS:
+        method = getattr(model, name, None)
+        if method is None:
+            continue
+
+        def timed(*a, _m=method, _n=name, **k):
+            t0 = time.perf_counter()
+            try:
+                return _m(*a, **k)
+            finally:
+                acc[_n] += time.perf_counter() - t0
+
+        setattr(model, name, timed)
+    return acc
+
+
+def run(K, workload, variant, rounds, path, distinct, seed, noise_var, extra=None, replay=None):
+    """Time ``rounds`` updates of one backend variant; ``replay`` = (prior_mean, data)."""
     E = K.shape[0]
     rng = np.random.default_rng(seed)
-    prior_mean = rng.normal(size=E)
-    f = prior_mean + rng.normal(size=E)  # stand-in truth (not a GP draw; cost only)
+    if replay is None:
+        prior_mean = rng.normal(size=E)
+        f = prior_mean + rng.normal(size=E)  # stand-in truth (not a GP draw; cost only)
+        gen = {"uniform": workload_uniform, "routes": workload_routes}[workload]
+        rounds_data = (
+            (edges, f[edges] + np.sqrt(noise_var) * rng.standard_normal(edges.size))
+            for edges in gen(rng, E, rounds, path, distinct)
+        )
+    else:
+        prior_mean, rounds_data = replay
     opts = dict(VARIANTS[variant])
     name = opts.pop("name")
     if name == "exact" and extra:
         opts.update(extra)
     model = make_model(name, prior_mean, kernel=K, noise_var=noise_var, **opts)
-    gen = {"uniform": workload_uniform, "routes": workload_routes}[workload]
+    steps = _timed_steps(model) if replay is not None and name == "exact" else None
     times, cpu = [], []
-    for edges in gen(rng, E, rounds, path, distinct):
-        y = f[edges] + np.sqrt(noise_var) * rng.standard_normal(edges.size)
+    for edges, y in rounds_data:
         t0, c0 = time.perf_counter(), time.process_time()
         model.update(edges, y)
         model.mean_std()
@@ -135,6 +195,8 @@ def run(K, workload, variant, rounds, path, distinct, seed, noise_var, extra=Non
         "cpu_mean": float(cpu.mean()),
         "distinct": model.n_distinct,
     }
+    if steps is not None:
+        out["steps_ms_per_round"] = {k: v * 1e3 / times.size for k, v in steps.items()}
     if name == "exact":
         mu, sd = (a.copy() for a in model.mean_std())
         out.update(
@@ -155,7 +217,7 @@ def run(K, workload, variant, rounds, path, distinct, seed, noise_var, extra=Non
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--edges", type=int, default=5600)
-    ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--rounds", type=int, default=None, help="rounds (default 500; with --replay, all)")
     ap.add_argument("--path", type=int, default=60)
     ap.add_argument("--distinct", type=int, default=1500)
     ap.add_argument("--noise-var", type=float, default=0.16, help="ς²/σ₀² = 0.1²/0.25²")
@@ -176,6 +238,13 @@ def main(argv=None):
         default=None,
         help="a .npy file to load the kernel from (written if missing)",
     )
+    ap.add_argument(
+        "--replay",
+        default=None,
+        metavar="RUN_DIR",
+        help="replay the observations of a simulate run (its kernel, prior and noise); "
+        "--rounds then limits the rounds replayed (default: all)",
+    )
     a = ap.parse_args(argv)
     extra = {}
     for item in a.set:
@@ -188,6 +257,14 @@ def main(argv=None):
             except ValueError:
                 extra[k] = v
     t0 = time.perf_counter()
+    if a.replay:
+        K, prior_mean, noise_var, data = load_replay(a.replay, a.rounds)
+        print(f"replaying {len(data)} rounds of {a.replay} (E = {K.shape[0]}), "
+              f"loaded in {time.perf_counter() - t0:.1f}s", flush=True)
+        for var in a.variant:
+            r = run(K, "replay", var, len(data), 0, 0, a.seed, noise_var, extra, replay=(prior_mean, data))
+            _print_result("replay", var, r)
+        return
     if a.kernel_cache and Path(a.kernel_cache).exists():
         K = np.load(a.kernel_cache)
     else:
@@ -197,24 +274,31 @@ def main(argv=None):
     print(f"kernel {a.edges}x{a.edges} built in {time.perf_counter() - t0:.1f}s", flush=True)
     for wl in a.workload:
         for var in a.variant:
-            r = run(K, wl, var, a.rounds, a.path, a.distinct, a.seed, a.noise_var, extra)
-            info = ""
-            if "merges" in r:
-                info = (
-                    f" merges={r['merges']} refactors={r['refactors']}"
-                    f" check_fail={r['check_failures']} refactor={r['refactor_s']:.2f}s"
-                    f" drift after {r['since_refactor']} rounds: mean {r['drift_mean']:.1e}"
-                    f" std(rel) {r['drift_std_rel']:.1e}"
-                )
-            print(
-                f"{wl:8s} {var:10s} distinct={r['distinct']} "
-                f"median={r['median'] * 1e3:.1f}ms p95={r['p95'] * 1e3:.1f}ms "
-                f"max={r['max'] * 1e3:.0f}ms mean={r['mean'] * 1e3:.1f}ms "
-                f"last50-median={r['last50_median'] * 1e3:.1f}ms | cpu: "
-                f"median={r['cpu_median'] * 1e3:.1f}ms p95={r['cpu_p95'] * 1e3:.1f}ms "
-                f"mean={r['cpu_mean'] * 1e3:.1f}ms{info}",
-                flush=True,
-            )
+            r = run(K, wl, var, a.rounds or 500, a.path, a.distinct, a.seed, a.noise_var, extra)
+            _print_result(wl, var, r)
+
+
+def _print_result(wl, var, r):
+    info = ""
+    if "merges" in r:
+        info = (
+            f" merges={r['merges']} refactors={r['refactors']}"
+            f" check_fail={r['check_failures']} refactor={r['refactor_s']:.2f}s"
+            f" drift after {r['since_refactor']} rounds: mean {r['drift_mean']:.1e}"
+            f" std(rel) {r['drift_std_rel']:.1e}"
+        )
+    print(
+        f"{wl:8s} {var:10s} distinct={r['distinct']} "
+        f"median={r['median'] * 1e3:.1f}ms p95={r['p95'] * 1e3:.1f}ms "
+        f"max={r['max'] * 1e3:.0f}ms mean={r['mean'] * 1e3:.1f}ms "
+        f"last50-median={r['last50_median'] * 1e3:.1f}ms | cpu: "
+        f"median={r['cpu_median'] * 1e3:.1f}ms p95={r['cpu_p95'] * 1e3:.1f}ms "
+        f"mean={r['cpu_mean'] * 1e3:.1f}ms{info}",
+        flush=True,
+    )
+    if "steps_ms_per_round" in r:
+        steps = ", ".join(f"{k.lstrip('_')} {v:.1f}" for k, v in r["steps_ms_per_round"].items())
+        print(f"{'':19s} ms/round in (nested, cumulative): {steps}", flush=True)
 
 
 if __name__ == "__main__":

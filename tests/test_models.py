@@ -140,6 +140,34 @@ def test_exact_detects_drift_and_refactorises():
     assert_matches(model, K, m, all_e, all_y)
 
 
+@pytest.mark.parametrize("perturb", [0.0, 1e-8, 1e-7, 1e-6, 1e-5], ids=["exact", "1e-8", "1e-7", "1e-6", "1e-5"])
+def test_exact_base_solve_is_accurate_however_good_the_preconditioner(perturb):
+    """The refinement's stopping rule (error left ≈ rel·ρ/(1−ρ)) against a direct solve.
+
+    With an exact preconditioner one step suffices; a perturbed one (a drifted Σ⁰, larger
+    contraction ρ) must take more steps, not return early; a bad one falls back.
+    """
+    rng, K, m = random_problem(160, seed=4)
+    model = ExactGPModel(m, K, NOISE, merge="always")
+    for t in range(30):
+        e = rng.choice(min(160, 20 + 5 * t), size=25)
+        model.update(e, rng.normal(size=e.size))
+    n0 = model.factor_sizes[0]
+    assert n0 > 100
+    S = model._base_edges[:n0]
+    A0 = K[np.ix_(S, S)] + np.diag(NOISE / model.counts[S])
+    rhs = rng.normal(size=(n0, 7))
+    ref = np.linalg.solve(A0, rhs)
+    sig = model._sig0.copy()
+    noise = rng.normal(size=sig.shape)
+    model._sig0 = sig + perturb * np.max(np.abs(sig)) * 0.5 * (noise + noise.T)
+    v = model._solve_A0(rhs)
+    assert np.max(np.abs(v - ref)) <= 1e-11 * np.max(np.abs(ref))
+    # up to 1e-6 the refinement converges (more steps); at 1e-5 it diverges and falls back
+    # to a direct solve, scheduling a refactorisation
+    assert model._need_refactor == (perturb >= 1e-5)
+
+
 def test_exact_diagonal_kernel_equals_bi():
     rng = np.random.default_rng(3)
     E = 25
