@@ -211,6 +211,7 @@ def simulate_cmd(
     exact_optimum_time_limit: Annotated[float, typer.Option(help="Seconds for the exact optimum.")] = 300.0,
     csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.")] = False,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")] = None,
+    blas_threads: Annotated[int, typer.Option(help="BLAS threads (1: the same numbers whatever the core count, as compare uses; 0: the library default).")] = 1,
     inducing: Annotated[int, typer.Option(help="svgp: number of inducing points M (the M most visited edges).")] = 1000,
     batch_size: Annotated[int, typer.Option(help="svgp: minibatch size B sampled from the history.")] = 2500,
     steps: Annotated[int, typer.Option(help="svgp: optimisation steps G per round.")] = 1,
@@ -234,10 +235,12 @@ def simulate_cmd(
         exact_optimum=exact_optimum, exact_optimum_time_limit=exact_optimum_time_limit,
         model_options=model_options)
     cfg.validate()
+    if blas_threads < 0:
+        raise EvrouteError(f"--blas-threads must be >= 0, got {blas_threads}")
     if out is None:
         tag = (route or "A") if from_ is None else "custom"
         out = Path("runs") / f"{Path(network).stem}-{tag.replace(':', '-')}-{policy}-s{seed}"
-    result = simulate(cfg, out=out, overwrite=overwrite, csv=csv, show_progress=progress)
+    result = simulate(cfg, out=out, overwrite=overwrite, csv=csv, show_progress=progress, blas_threads=blas_threads)
     s = result.summary
     print(f"{s['policy']} ({s['model']}) on {s['route']}, seed {s['seed']}, T = {s['horizon']}")
     print(f"final cumulative regret {s['final_cumulative_regret_wh']:.1f} Wh; last round regret "

@@ -46,7 +46,7 @@ import pandas as pd
 
 from .errors import EvrouteError
 from .io import atomic_write_json, atomic_write_text, atomic_write_with
-from .simulate import SimulationConfig, is_finished_run
+from .simulate import SimulationConfig, is_finished_run, limit_blas
 
 GRID_FORMAT = 1
 DEFAULT_POLICIES = ("gp-ucb", "gp-bucb", "gp-ts", "bi-ucb", "bi-bucb", "bi-ts")
@@ -556,19 +556,6 @@ def run_cell(cfg: SimulationConfig, out: str | os.PathLike) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _limit_blas(threads: int | None):
-    """A context limiting BLAS threads (no-op without threadpoolctl or when ``threads`` is None)."""
-    import contextlib
-
-    if not threads:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scipy/sklearn stacks
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=int(threads), user_api="blas")
-
-
 def execute_task(task: dict) -> dict:
     """Run one task (picklable in, picklable out; errors are returned, not raised).
 
@@ -577,7 +564,7 @@ def execute_task(task: dict) -> dict:
     tic = time.perf_counter()
     try:
         cfg = SimulationConfig(**task["config"])
-        with _limit_blas(task.get("blas_threads")):
+        with limit_blas(task.get("blas_threads")):
             if task.get("kind") == "warm":
                 cached_problem(cfg)
                 return {"name": task["name"], "ok": True, "seconds": time.perf_counter() - tic}
@@ -619,12 +606,9 @@ def _worker_init(blas_threads: int | None) -> None:
         except OSError:  # pragma: no cover
             pass
     if blas_threads:
-        try:
-            from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits
 
-            threadpool_limits(limits=int(blas_threads), user_api="blas")
-        except ImportError:  # pragma: no cover
-            pass
+        threadpool_limits(limits=int(blas_threads), user_api="blas")
 
 
 def _local_executor(tasks: list[dict], jobs: int) -> Iterator[tuple[dict, dict]]:

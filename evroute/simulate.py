@@ -450,8 +450,26 @@ def write_run(result: RunResult, cfg: SimulationConfig, problem: Problem, out: P
     return out
 
 
+def limit_blas(threads: int | None):
+    """A context limiting the BLAS libraries to ``threads`` threads (None or 0: no limit).
+
+    Runs use one thread by default: the posterior's floating-point results then do not
+    depend on the machine's core count (OpenBLAS splits its work by thread count, which
+    changes the last bits), and at these sizes a second thread was slower, not faster, on
+    2-vCPU machines (see README, Performance).
+    """
+    import contextlib
+
+    if not threads:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=int(threads), user_api="blas")
+
+
 def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwrite: bool = False,
-             csv: bool = False, show_progress: bool | None = None, net=None) -> RunResult:
+             csv: bool = False, show_progress: bool | None = None, net=None,
+             blas_threads: int | None = 1) -> RunResult:
     """Validate, prepare, run and (when ``out`` is given) write one run.
 
     Parameters
@@ -461,24 +479,31 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
         Run directory to write; must not exist or be empty unless ``overwrite``.
     show_progress : bool, optional
         Progress bar on stderr (default: when stderr is a terminal).
+    blas_threads : int, optional
+        BLAS threads during the run (default 1, as ``evroute compare`` uses, so that the
+        numbers do not depend on the machine's core count; None or 0: the libraries'
+        default).
     """
     cfg.validate()
+    if blas_threads is not None and (not isinstance(blas_threads, int) or blas_threads < 0):
+        raise EvrouteError(f"blas_threads must be an integer >= 0, got {blas_threads!r}")
     out_path = Path(out) if out is not None else None
     tmp = prepare_out_dir(out_path, overwrite) if out_path is not None else None
     try:
-        problem = prepare_problem(cfg, net=net)
-        if show_progress is None:
-            show_progress = sys.stderr.isatty()
-        if show_progress:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        with limit_blas(blas_threads):
+            problem = prepare_problem(cfg, net=net)
+            if show_progress is None:
+                show_progress = sys.stderr.isatty()
+            if show_progress:
+                from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-            with Progress(TextColumn(f"{cfg.policy} {problem.route.name} seed {cfg.seed}"), BarColumn(),
-                          TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
-                          transient=True) as bar:
-                task = bar.add_task("rounds", total=cfg.horizon)
-                result = run_bandit(cfg, problem, progress=lambda t: bar.update(task, completed=t))
-        else:
-            result = run_bandit(cfg, problem)
+                with Progress(TextColumn(f"{cfg.policy} {problem.route.name} seed {cfg.seed}"), BarColumn(),
+                              TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
+                              transient=True) as bar:
+                    task = bar.add_task("rounds", total=cfg.horizon)
+                    result = run_bandit(cfg, problem, progress=lambda t: bar.update(task, completed=t))
+            else:
+                result = run_bandit(cfg, problem)
         if out_path is not None:
             write_run(result, cfg, problem, out_path, overwrite=overwrite, csv=csv, tmp=tmp)
             tmp = None

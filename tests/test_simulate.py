@@ -207,3 +207,48 @@ def test_run_files_get_the_umask_permissions(tmp_path, synthetic):
     assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~mask
     for f in out.iterdir():
         assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~mask, f.name
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 0])
+def test_simulate_runs_with_the_requested_blas_threads(monkeypatch, tmp_path, synthetic, threads):
+    """One BLAS thread by default (the numbers then do not depend on the core count);
+    0 leaves the libraries alone; the limit is lifted when the run ends."""
+    from threadpoolctl import threadpool_limits
+
+    import evroute.simulate as sim
+
+    seen = []
+    real = sim.run_bandit
+
+    def spy(cfg, problem, **kw):
+        seen.append(_blas_threads())
+        return real(cfg, problem, **kw)
+
+    monkeypatch.setattr(sim, "run_bandit", spy)
+    with threadpool_limits(limits=3, user_api="blas"):
+        outer = _blas_threads()
+        if not outer:
+            pytest.skip("no BLAS library visible to threadpoolctl")
+        if threads == 1:
+            simulate(SimulationConfig(horizon=2), tmp_path / "run", net=synthetic)  # the default
+        else:
+            simulate(SimulationConfig(horizon=2), tmp_path / "run", net=synthetic, blas_threads=threads)
+        assert seen[0] == ([threads] * len(outer) if threads else outer)
+        assert _blas_threads() == outer
+
+
+def test_bad_blas_threads(tmp_path, synthetic, capsys):
+    from evroute.cli import main
+
+    with pytest.raises(EvrouteError, match="blas_threads"):
+        simulate(SimulationConfig(horizon=2), tmp_path / "x", net=synthetic, blas_threads=-1)
+    assert not (tmp_path / "x").exists()
+    assert main(["simulate", "--horizon", "2", "--blas-threads", "-1", "--out", str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --blas-threads") and err.count("\n") == 1 and not (tmp_path / "y").exists()
