@@ -199,7 +199,8 @@ def simulate_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<network>-<route>-<policy>-s<seed>).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
     kernel: Annotated[str, typer.Option(help="combined, graph or context.")] = "combined",
-    lengthscale: Annotated[float, typer.Option(help="All context lengthscales.")] = 1.0,
+    lengthscale: Annotated[float, typer.Option(help="All context lengthscales of the agent's prior kernel.")] = 1.0,
+    truth_lengthscale: Annotated[float, typer.Option(help="Context lengthscale of the kernel the true f is sampled from (the paper's: 1).")] = 1.0,
     kappa: Annotated[float, typer.Option(help="Graph Matérn κ.")] = 1.0,
     nu: Annotated[float, typer.Option(help="Graph Matérn ν.")] = 2.0,
     omega: Annotated[float, typer.Option(help="GP-BUCB ω.")] = 1.0,
@@ -230,7 +231,7 @@ def simulate_cmd(
     cfg = SimulationConfig(
         network=network, osm=str(osm) if osm else None, dem=str(dem) if dem else None, route=route,
         from_point=from_, to_point=to, policy=policy, model=model, horizon=horizon, seed=seed,
-        kernel=kernel, lengthscale=lengthscale, kappa=kappa, nu=nu, omega=omega, xi=xi,
+        kernel=kernel, lengthscale=lengthscale, truth_lengthscale=truth_lengthscale, kappa=kappa, nu=nu, omega=omega, xi=xi,
         beta_scale=beta_scale, joint_samples=joint_samples, vehicle=vehicle,
         exact_optimum=exact_optimum, exact_optimum_time_limit=exact_optimum_time_limit,
         model_options=model_options)

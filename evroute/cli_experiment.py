@@ -26,7 +26,10 @@ def compare_cmd(
     horizon: Annotated[int | None, typer.Option(help="Rounds T per run (default 500).")] = None,
     model: Annotated[str | None, typer.Option(help="GP backend of the gp-* policies (default exact).")] = None,
     lengthscales: Annotated[str | None, typer.Option(
-        help="Comma-separated kernel lengthscales (default 1.0).")] = None,
+        help="Comma-separated lengthscales of the agents' prior kernel (default 1.0).")] = None,
+    truth_lengthscale: Annotated[str | None, typer.Option(
+        help="Lengthscale of the kernel the true f is sampled from: a number (default 1, the paper's) "
+             "or 'same' (each run's --lengthscales value: the sweep then changes the environment too).")] = None,
     jobs: Annotated[int | None, typer.Option(
         help="Parallel processes (default: number of CPUs; 1 runs in-process).")] = None,
     executor: Annotated[str, typer.Option(help="local (process pool) or ray.")] = "local",
@@ -53,7 +56,8 @@ def compare_cmd(
     if jobs is not None and jobs < 1:
         raise EvrouteError(f"--jobs must be a positive integer, got {jobs}")
     grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
-                     horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle)
+                     horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle,
+                     truth_lengthscale=truth_lengthscale)
     res = run_grid(grid, out, executor=executor, jobs=jobs, ray_address=ray_address, overwrite=overwrite,
                    progress=progress)
     print(summary_markdown(res.summary).rstrip())

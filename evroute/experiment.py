@@ -27,6 +27,7 @@ builds them once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -250,6 +251,9 @@ class Grid:
     kernel: str = "combined"
     model_options: dict = field(default_factory=dict)
     preset: str | None = None
+    #: lengthscale of the kernel the true f is sampled from: a number (the paper's is 1) or
+    #: ``"same"``, each cell's own lengthscale (a sweep then changes the environment too)
+    truth_lengthscale: float | str = 1.0
 
     @property
     def networks(self) -> list[str]:
@@ -260,11 +264,17 @@ class Grid:
         return [Cell(r.partition(":")[0], r, p, float(ls), int(s))
                 for r in self.routes for ls in self.lengthscales for p in self.policies for s in self.seeds]
 
+    def truth_for(self, cell: Cell) -> float:
+        """The truth lengthscale of a cell."""
+        return float(cell.lengthscale) if self.truth_lengthscale == "same" else float(self.truth_lengthscale)
+
     def cell_name(self, cell: Cell) -> str:
-        """``<network>-<route>-<policy>[-ls<l>][-w<ω>-x<ξ>][-bs<scale>][-m<model>]-s<seed>``."""
+        """``<network>-<route>-<policy>[-ls<l>][-tl<l>][-w<ω>-x<ξ>][-bs<scale>][-m<model>]-s<seed>``."""
         name = f"{_safe(Path(cell.network).stem)}-{_safe(cell.route_letter)}-{cell.policy.name}"
         if cell.lengthscale != 1.0:
             name += f"-ls{_fmt(cell.lengthscale)}"
+        if self.truth_for(cell) != 1.0:
+            name += f"-tl{_fmt(self.truth_for(cell))}"
         name += cell.policy.tag
         if cell.policy.family == "gp" and self.model != "exact":
             name += f"-m{_safe(self.model)}"
@@ -278,7 +288,7 @@ class Grid:
             route=cell.route, policy=p.name, model=self.model, horizon=int(self.horizon), seed=int(cell.seed),
             kernel=self.kernel, lengthscale=float(cell.lengthscale), omega=float(p.omega), xi=float(p.xi),
             beta_scale=float(p.beta_scale), joint_samples=bool(p.joint_samples), vehicle=self.vehicle,
-            model_options=dict(self.model_options))
+            model_options=dict(self.model_options), truth_lengthscale=self.truth_for(cell))
 
     def validate(self) -> None:
         """Check everything that can be checked without loading a network (one-line errors)."""
@@ -299,6 +309,10 @@ class Grid:
         for ls in self.lengthscales:
             if not (isinstance(ls, (int, float)) and math.isfinite(ls) and ls > 0):
                 raise EvrouteError(f"lengthscales must be positive numbers, got {ls!r}")
+        tl = self.truth_lengthscale
+        if tl != "same" and not (isinstance(tl, (int, float)) and not isinstance(tl, bool)
+                                 and math.isfinite(tl) and tl > 0):
+            raise EvrouteError(f"truth lengthscale must be 'same' or a positive number, got {tl!r}")
         for net in set(self.osm) | set(self.dem):
             if net not in self.networks:
                 raise EvrouteError(f"--osm/--dem given for network {net!r}, which is not in the grid")
@@ -317,12 +331,14 @@ class Grid:
         for c in self.cells():
             cells.append({"name": self.cell_name(c), "network": c.network, "route": c.route,
                           "policy": c.policy.label, "policy_name": c.policy.name, "lengthscale": c.lengthscale,
+                          "truth_lengthscale": self.truth_for(c),
                           "omega": c.policy.omega, "xi": c.policy.xi, "beta_scale": c.policy.beta_scale,
                           "joint_samples": c.policy.joint_samples, "seed": c.seed})
         return {"format": GRID_FORMAT, "preset": self.preset, "networks": self.networks,
                 "routes": list(self.routes), "policies": [p.label for p in self.policies],
                 "seeds": list(self.seeds), "horizon": self.horizon, "model": self.model,
                 "lengthscales": [float(x) for x in self.lengthscales], "kernel": self.kernel,
+                "truth_lengthscale": self.truth_lengthscale,
                 "vehicle": self.vehicle, "osm": dict(self.osm), "dem": dict(self.dem),
                 "model_options": dict(self.model_options), "cells": cells}
 
@@ -332,7 +348,8 @@ class Grid:
                    seeds=[int(s) for s in d["seeds"]], horizon=int(d["horizon"]), model=d["model"],
                    lengthscales=[float(x) for x in d["lengthscales"]], osm=dict(d.get("osm") or {}),
                    dem=dict(d.get("dem") or {}), vehicle=d.get("vehicle"), kernel=d.get("kernel", "combined"),
-                   model_options=dict(d.get("model_options") or {}), preset=d.get("preset"))
+                   model_options=dict(d.get("model_options") or {}), preset=d.get("preset"),
+                   truth_lengthscale=d.get("truth_lengthscale", 1.0))
 
 
 def _safe(text: str) -> str:
@@ -393,6 +410,19 @@ def parse_lengthscales(text: str) -> list[float]:
     return out
 
 
+def parse_truth_lengthscale(text: str | float) -> float | str:
+    """``same`` or a positive number (the ``--truth-lengthscale`` of compare)."""
+    if str(text).strip().lower() == "same":
+        return "same"
+    try:
+        v = float(text)
+    except ValueError:
+        raise EvrouteError(f"--truth-lengthscale must be 'same' or a positive number, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise EvrouteError(f"--truth-lengthscale must be 'same' or a positive number, got {text!r}")
+    return v
+
+
 def parse_file_map(text: str | None, networks: list[str], what: str) -> dict:
     """``--dem PATH`` (one network in the grid) or ``--dem luxembourg=PATH,monaco=PATH2``."""
     if not text:
@@ -411,7 +441,8 @@ def parse_file_map(text: str | None, networks: list[str], what: str) -> dict:
 def make_grid(*, preset: str | None = None, network: str | None = None, routes: str | None = None,
               policies: str | None = None, seeds: int | None = None, horizon: int | None = None,
               model: str | None = None, lengthscales: str | None = None, osm: str | None = None,
-              dem: str | None = None, vehicle: str | None = None) -> Grid:
+              dem: str | None = None, vehicle: str | None = None,
+              truth_lengthscale: str | None = None) -> Grid:
     """Build a grid from command-line values; options given override the preset's.
 
     With a preset and ``network`` but no ``routes``, the preset's route letters are taken
@@ -443,10 +474,13 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
     if not isinstance(hz, int) or hz < 1:
         raise EvrouteError(f"--horizon must be a positive integer, got {hz!r}")
     ls = parse_lengthscales(lengthscales) if lengthscales is not None else list(base.get("lengthscales", (1.0,)))
+    truth = parse_truth_lengthscale(truth_lengthscale if truth_lengthscale is not None
+                                    else base.get("truth_lengthscale", 1.0))
     nets = list(dict.fromkeys(r.partition(":")[0] for r in route_list))
     grid = Grid(routes=route_list, policies=policy_specs, seeds=list(range(n_seeds)), horizon=hz,
                 model=model or "exact", lengthscales=ls, osm=parse_file_map(osm, nets, "osm"),
-                dem=parse_file_map(dem, nets, "dem"), vehicle=vehicle, preset=preset)
+                dem=parse_file_map(dem, nets, "dem"), vehicle=vehicle, preset=preset,
+                truth_lengthscale=truth)
     grid.validate()
     if vehicle is not None:
         from .energy import load_vehicle
@@ -497,7 +531,8 @@ def cached_problem(cfg: SimulationConfig):
     """
     from .simulate import prepare_problem
 
-    key = (cfg.network, cfg.osm, cfg.dem, cfg.vehicle, cfg.route, cfg.from_point, cfg.to_point, cfg.seed)
+    key = (cfg.network, cfg.osm, cfg.dem, cfg.vehicle, cfg.route, cfg.from_point, cfg.to_point, cfg.seed,
+           float(cfg.truth_lengthscale))
 
     def build():
         net = cached_network(cfg.network, cfg.osm, cfg.dem)
@@ -688,6 +723,10 @@ def _ray_executor(tasks: list[dict], jobs: int | None, address: str | None) -> I
 # --------------------------------------------------------------------------------------
 
 
+_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SimulationConfig)
+                    if f.default is not dataclasses.MISSING}
+
+
 def _config_dict(cfg: SimulationConfig) -> dict:
     return json.loads(json.dumps(asdict(cfg)))
 
@@ -701,8 +740,10 @@ def config_matches(run_dir: Path, cfg: SimulationConfig) -> tuple[bool, str]:
         return False, f"unreadable ({exc.__class__.__name__})"
     want = _config_dict(cfg)
     for k, v in want.items():
-        if saved.get(k, None) != v:
-            return False, f"{k} {saved.get(k)!r} ≠ {v!r}"
+        # a key missing from an older config.json had the default value then
+        have = saved.get(k, _CONFIG_DEFAULTS.get(k))
+        if have != v:
+            return False, f"{k} {have!r} ≠ {v!r}"
     return True, ""
 
 
@@ -963,8 +1004,8 @@ def _consume(stream: Iterator[tuple[dict, dict]], total: int, done: int, progres
 # Reading runs and summarising
 # --------------------------------------------------------------------------------------
 
-RUN_COLUMNS = ("name", "network", "route", "policy", "policy_name", "model", "lengthscale", "omega", "xi",
-               "beta_scale", "seed", "horizon", "final_regret_wh", "seconds_per_round")
+RUN_COLUMNS = ("name", "network", "route", "policy", "policy_name", "model", "lengthscale", "truth_lengthscale",
+               "omega", "xi", "beta_scale", "seed", "horizon", "final_regret_wh", "seconds_per_round")
 
 
 def read_run(run_dir: str | os.PathLike) -> dict:
@@ -985,7 +1026,8 @@ def read_run(run_dir: str | os.PathLike) -> dict:
     backend = cfg.get("resolved", {}).get("backend") or summary.get("model") or cfg.get("model")
     return {"name": run_dir.name, "network": network, "route": route or summary.get("route"),
             "policy": spec.label, "policy_name": spec.name, "model": backend,
-            "lengthscale": float(cfg.get("lengthscale", 1.0)), "omega": float(cfg.get("omega", 1.0)),
+            "lengthscale": float(cfg.get("lengthscale", 1.0)),
+            "truth_lengthscale": float(cfg.get("truth_lengthscale", 1.0)), "omega": float(cfg.get("omega", 1.0)),
             "xi": float(cfg.get("xi", 1.0)), "beta_scale": float(cfg.get("beta_scale", 1.0)),
             "seed": int(cfg.get("seed", summary.get("seed", 0))), "horizon": int(cfg.get("horizon", summary["horizon"])),
             "final_regret_wh": float(summary["final_cumulative_regret_wh"]),
@@ -1004,7 +1046,7 @@ def collect_runs(out: str | os.PathLike, grid: Grid | None = None) -> pd.DataFra
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
 
 
-GROUP_COLUMNS = ["network", "route", "policy", "model", "lengthscale", "horizon"]
+GROUP_COLUMNS = ["network", "route", "policy", "model", "lengthscale", "truth_lengthscale", "horizon"]
 SUMMARY_COLUMNS = GROUP_COLUMNS + ["n_seeds", "final_regret_mean_wh", "final_regret_se_wh",
                                    "seconds_per_round_mean"]
 
@@ -1046,6 +1088,12 @@ def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str |
     seeds = sorted(set(table.n_seeds))
     lines.append(f"Final cumulative regret at T = {', '.join(map(str, hz))} (Wh), mean ± standard error "
                  f"over {', '.join(map(str, seeds))} seed(s); model: {', '.join(sorted(set(table.model)))}.")
+    truth = table.truth_lengthscale if "truth_lengthscale" in table else pd.Series([1.0])
+    if (truth != 1.0).any():
+        if "lengthscale" in table and (truth == table.lengthscale).all():
+            lines.append("The true f is sampled with each run's lengthscale (ℓ_truth = ℓ).")
+        else:
+            lines.append("Truth lengthscales: " + ", ".join(_fmt(x) for x in dict.fromkeys(truth)) + ".")
     lines.append("")
     lengthscales = list(dict.fromkeys(table.lengthscale))
     if len(lengthscales) > 1:

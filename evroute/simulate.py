@@ -76,6 +76,9 @@ class SimulationConfig:
     exact_optimum: bool = False
     exact_optimum_time_limit: float = 300.0
     model_options: dict = field(default_factory=dict)
+    #: context lengthscale of the kernel the ground truth f is sampled from (the paper's
+    #: kernel lengthscales are 1); ``lengthscale`` is the agent's prior only
+    truth_lengthscale: float = 1.0
 
     def validate(self) -> None:
         """Raise EvrouteError (one line) on a bad value."""
@@ -87,7 +90,7 @@ class SimulationConfig:
             raise EvrouteError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.kernel not in KERNEL_KINDS:
             raise EvrouteError(f"unknown kernel {self.kernel!r}; choose one of: {', '.join(KERNEL_KINDS)}")
-        for name in ("lengthscale", "kappa", "nu", "omega", "xi", "beta_scale"):
+        for name in ("lengthscale", "truth_lengthscale", "kappa", "nu", "omega", "xi", "beta_scale"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise EvrouteError(f"{name} must be a positive finite number, got {value!r}")
@@ -135,18 +138,24 @@ def network_kernel(net, kind: str = "combined", lengthscale: float = 1.0, kappa:
     return combined_kernel(k_g, x, lengthscales=lengthscale, kind=kind, prior_var=prior_var)
 
 
-def _truth(net, prior_mean: np.ndarray, prior_var: float, seed: int) -> np.ndarray:
-    """f = E_det + L z: one sample of GP(E_det, k) with the paper's kernel (cached per seed)."""
+def _truth(net, prior_mean: np.ndarray, prior_var: float, seed: int, lengthscale: float = 1.0) -> np.ndarray:
+    """f = E_det + L z: one sample of GP(E_det, k) with the paper's kernel (cached per seed).
+
+    ``lengthscale`` is the context lengthscale of that kernel (the paper's is 1). The same
+    z for every lengthscale: the seed fixes the draw, the lengthscale its smoothness.
+    """
     from .kernels import jittered_cholesky
 
     def build():
-        k = network_kernel(net, "combined", 1.0, 1.0, 2.0, prior_var)
+        k = network_kernel(net, "combined", lengthscale, 1.0, 2.0, prior_var)
         chol = jittered_cholesky(k)
         z = np.random.default_rng([seed, 1]).standard_normal(net.n_edges)
         return {"value": prior_mean + chol @ z}
 
     params = {"network": net.cache_key, "seed": int(seed), "prior_var": float(prior_var),
               "prior_mean": hash_bytes(np.ascontiguousarray(prior_mean).tobytes())[:20], "what": "truth-v1"}
+    if float(lengthscale) != 1.0:  # (ℓ = 1 keeps the key of the entries cached before this option)
+        params["lengthscale"] = float(lengthscale)
     return cached_arrays("truth", params, build)["value"]
 
 
@@ -200,7 +209,7 @@ def prepare_problem(cfg: SimulationConfig, net=None) -> Problem:
         raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
     prior_var = (PRIOR_SCALE * sigma_det) ** 2
     noise_var = (NOISE_SCALE * sigma_det) ** 2
-    truth = _truth(net, e_det, prior_var, cfg.seed)
+    truth = _truth(net, e_det, prior_var, cfg.seed, cfg.truth_lengthscale)
     return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth, cfg.seed)
 
 
@@ -344,7 +353,8 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "median_seconds_per_round": float(rounds.seconds.median()),
         "horizon": cfg.horizon, "policy": cfg.policy, "model": cfg.backend, "network": problem.net.name,
         "route": problem.route.name, "start_edge": problem.route.start, "end_edge": problem.route.end,
-        "seed": cfg.seed, "lengthscale": cfg.lengthscale, "kernel": cfg.kernel,
+        "seed": cfg.seed, "lengthscale": cfg.lengthscale, "truth_lengthscale": cfg.truth_lengthscale,
+        "kernel": cfg.kernel,
         "noise_std_wh": problem.noise_std, "prior_std_wh": math.sqrt(problem.prior_var),
         "sigma_det_wh": problem.sigma_det,
         "optimal_energy_wh": optimal, "optimal_path": [int(x) for x in clairvoyant],

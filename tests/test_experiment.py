@@ -339,6 +339,8 @@ def test_cli_compare_tiny(capsys, tmp_path):
     (["--model", "magic"], "unknown model"),
     (["--ray-address", "auto"], "--ray-address needs --executor ray"),
     (["--dem", "/nonexistent.tif"], "file not found"),
+    (["--truth-lengthscale", "wide"], "--truth-lengthscale must be 'same' or a positive number"),
+    (["--truth-lengthscale", "-1"], "--truth-lengthscale must be 'same' or a positive number"),
 ])
 def test_compare_bad_input_one_line_exit_2(capsys, tmp_path, args, msg):
     code, _, err = cli(capsys, "compare", "--out", str(tmp_path / "out"), "--policies", "bi-ts", *args)
@@ -368,3 +370,48 @@ def test_failed_run_is_reported_and_others_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(ex, "run_cell", real)
     res = run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
     assert (res.n_kept, res.n_computed) == (3, 1) and (tmp_path / "summary.csv").exists()
+
+
+# --------------------------------------------------------------------------------------
+# the truth's lengthscale
+# --------------------------------------------------------------------------------------
+
+
+def test_truth_lengthscale_same_changes_the_environment_with_the_sweep(tmp_path):
+    grid = make_grid(network="synthetic", routes="B", policies="bi-ts", seeds=2, horizon=6,
+                     lengthscales="0.5,1,2", truth_lengthscale="same")
+    cells = grid.cells()
+    assert [grid.config(c).truth_lengthscale for c in cells] == [0.5, 0.5, 1.0, 1.0, 2.0, 2.0]
+    assert [grid.cell_name(c) for c in cells[::2]] == [
+        "synthetic-B-bi-ts-ls0.5-tl0.5-s0", "synthetic-B-bi-ts-s0", "synthetic-B-bi-ts-ls2-tl2-s0"]
+    res = run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
+    table = res.summary
+    assert list(table.truth_lengthscale) == [0.5, 1.0, 2.0]
+    # BI has no kernel: its regret moves with ℓ only because the environment does
+    assert table.final_regret_mean_wh.nunique() == 3
+    assert "ℓ_truth = ℓ" in (tmp_path / "summary.md").read_text()
+    # grid.json round trip, and a resume keeps everything
+    again = run_grid(Grid.from_dict(json.loads((tmp_path / "grid.json").read_text())), tmp_path,
+                     jobs=1, progress=False, log=lambda m: None)
+    assert (again.n_kept, again.n_computed) == (6, 0)
+    # the default (truth ℓ = 1 for every cell): the prior-only sweep, BI rows all equal
+    prior_only = make_grid(network="synthetic", routes="B", policies="bi-ts", seeds=2, horizon=6,
+                           lengthscales="0.5,2")
+    res = run_grid(prior_only, tmp_path / "prior", jobs=1, progress=False, log=lambda m: None)
+    assert list(res.summary.truth_lengthscale) == [1.0, 1.0]
+    assert res.summary.final_regret_mean_wh.nunique() == 1
+
+
+def test_runs_from_before_the_truth_option_still_match(tmp_path):
+    """A config.json without truth_lengthscale was sampled with ℓ = 1: resume keeps it."""
+    grid = make_grid(network="synthetic", routes="B", policies="bi-ts", seeds=1, horizon=4)
+    run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
+    cfg_path = tmp_path / "runs" / "synthetic-B-bi-ts-s0" / "config.json"
+    saved = json.loads(cfg_path.read_text())
+    del saved["truth_lengthscale"]
+    cfg_path.write_text(json.dumps(saved))
+    res = run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
+    assert (res.n_kept, res.n_computed) == (1, 0)
+    assert read_run(cfg_path.parent)["truth_lengthscale"] == 1.0
+    other = make_grid(network="synthetic", routes="B", policies="bi-ts", seeds=1, horizon=4, truth_lengthscale="2")
+    assert grid.cell_name(grid.cells()[0]) != other.cell_name(other.cells()[0])

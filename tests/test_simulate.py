@@ -252,3 +252,26 @@ def test_bad_blas_threads(tmp_path, synthetic, capsys):
     assert main(["simulate", "--horizon", "2", "--blas-threads", "-1", "--out", str(tmp_path / "y")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --blas-threads") and err.count("\n") == 1 and not (tmp_path / "y").exists()
+
+
+def test_truth_lengthscale_sets_the_sampling_kernel_only(synthetic):
+    """f = E_det + L_ℓ z with the seed's z: ℓ = 1 is the paper's (and the default) truth,
+    another ℓ the same draw through the Cholesky factor of the ℓ-kernel."""
+    from evroute.simulate import network_kernel
+
+    base = prepare_problem(SimulationConfig(seed=4), net=synthetic)
+    same = prepare_problem(SimulationConfig(seed=4, truth_lengthscale=1.0, lengthscale=2.0), net=synthetic)
+    assert np.array_equal(base.truth, same.truth)  # the agent's lengthscale leaves f alone
+    wide = prepare_problem(SimulationConfig(seed=4, truth_lengthscale=2.0), net=synthetic)
+    K = network_kernel(synthetic, "combined", 2.0, 1.0, 2.0, wide.prior_var)
+    L = np.linalg.cholesky(K + 1e-10 * np.mean(np.diag(K)) * np.eye(K.shape[0]))
+    z = np.random.default_rng([4, 1]).standard_normal(synthetic.n_edges)
+    ref = wide.prior_mean + L @ z
+    assert np.max(np.abs(wide.truth - ref)) < 1e-4 * np.sqrt(wide.prior_var)
+    assert np.max(np.abs(wide.truth - base.truth)) > 0.1 * np.sqrt(base.prior_var)
+
+
+def test_bad_truth_lengthscale(tmp_path):
+    with pytest.raises(EvrouteError, match="truth_lengthscale"):
+        simulate(SimulationConfig(truth_lengthscale=0.0), tmp_path / "x")
+    assert not (tmp_path / "x").exists()
