@@ -256,6 +256,14 @@ def plot_beta(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, "beta")
 
 
+def _truth_note(runs: pd.DataFrame) -> str:
+    """A second title line when each run's truth was sampled with its own lengthscale."""
+    if "truth_lengthscale" not in runs:
+        return ""
+    tl = runs.truth_lengthscale
+    return "\ntrue f sampled with the same ℓ" if (tl == runs.lengthscale).all() and (tl != 1.0).any() else ""
+
+
 def plot_lengthscale(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Cumulative regret per lengthscale (003 Fig. 4) and final regret vs lengthscale (Fig. 5)."""
     from .experiment import standard_error
@@ -293,7 +301,7 @@ def plot_lengthscale(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
                 ax.set_xlabel("round t")
             if j == 0:
                 ax.set_ylabel("cum. regret (Wh)")
-    fig.suptitle("Cumulative regret for varying prior lengthscale ℓ (mean ± 1 s.e.)")
+    fig.suptitle(f"Cumulative regret for varying prior lengthscale ℓ (mean ± 1 s.e.){_truth_note(runs)}")
     _legend(fig, [handles[k] for k in lengthscales if k in handles],
             [f"ℓ = {k:g}" for k in lengthscales if k in handles])
     files += _save(fig, out_dir, "regret_lengthscale")
@@ -317,7 +325,7 @@ def plot_lengthscale(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_xlabel("lengthscale ℓ")
         ax.set_ylabel(f"cumulative regret at T = {int(runs.horizon.max())} (Wh)")
         ax.grid(alpha=0.3)
-    fig.suptitle("Final cumulative regret vs lengthscale (± 1 standard error)")
+    fig.suptitle(f"Final cumulative regret vs lengthscale (± 1 s.e.){_truth_note(runs)}")
     _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
     files += _save(fig, out_dir, "final_regret_vs_lengthscale")
     return files
