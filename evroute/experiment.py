@@ -527,7 +527,7 @@ def cached_network(name: str, osm: str | None = None, dem: str | None = None):
 def cached_problem(cfg: SimulationConfig):
     """The prepared problem of a run (network, route, prior, truth), once per process.
 
-    It depends on the network, the route, the vehicle and the seed only.
+    It depends on the network, the route, the vehicle, the seed and the truth lengthscale only.
     """
     from .simulate import prepare_problem
 
@@ -833,13 +833,16 @@ def _task_order(grid: Grid, cells: list[Cell], sizes: dict | None = None) -> lis
 
 
 def _warm_tasks(grid: Grid, cells: list[Cell]) -> list[dict]:
-    """One task per (network, seed): computes and caches the truth before the runs need it."""
+    """One task per (network, seed, truth lengthscale): computes and caches the truth
+    before the runs need it."""
     seen, tasks = set(), []
     for c in cells:
-        key = (c.network, c.seed)
+        tl = grid.truth_for(c)
+        key = (c.network, c.seed, tl)
         if key not in seen:
             seen.add(key)
-            tasks.append({"kind": "warm", "name": f"prepare {c.network} seed {c.seed}",
+            what = f" truth ℓ {_fmt(tl)}" if tl != 1.0 else ""
+            tasks.append({"kind": "warm", "name": f"prepare {c.network} seed {c.seed}{what}",
                           "config": asdict(grid.config(c)), "blas_threads": 1})
     return tasks
 

@@ -384,6 +384,11 @@ def test_truth_lengthscale_same_changes_the_environment_with_the_sweep(tmp_path)
     assert [grid.config(c).truth_lengthscale for c in cells] == [0.5, 0.5, 1.0, 1.0, 2.0, 2.0]
     assert [grid.cell_name(c) for c in cells[::2]] == [
         "synthetic-B-bi-ts-ls0.5-tl0.5-s0", "synthetic-B-bi-ts-s0", "synthetic-B-bi-ts-ls2-tl2-s0"]
+    from evroute.experiment import _warm_tasks
+
+    warm = _warm_tasks(grid, cells)  # one truth to prepare per (network, seed, ℓ_truth)
+    assert sorted((t["config"]["seed"], t["config"]["truth_lengthscale"]) for t in warm) == [
+        (0, 0.5), (0, 1.0), (0, 2.0), (1, 0.5), (1, 1.0), (1, 2.0)]
     res = run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
     table = res.summary
     assert list(table.truth_lengthscale) == [0.5, 1.0, 2.0]
