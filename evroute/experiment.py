@@ -202,14 +202,19 @@ def parse_policy_spec(text: str) -> PolicySpec:
                 raise EvrouteError(f"policy {text!r}: joint must be true or false, got {value!r}")
             kw[key] = value.lower() in ("true", "1", "yes")
         else:
-            try:
-                v = float(value)
-            except ValueError:
-                raise EvrouteError(f"policy {text!r}: {key} must be a number, got {value!r}") from None
-            if not (math.isfinite(v) and v > 0):
-                raise EvrouteError(f"policy {text!r}: {key} must be a positive number, got {value!r}")
-            kw[key] = v
+            kw[key] = _positive(value, f"policy {text!r}: {key} must be a positive number, got {value!r}")
     return PolicySpec(name, **kw)
+
+
+def _positive(value, error: str) -> float:
+    """``float(value)`` if that is a finite number > 0, else :class:`EvrouteError` ``error``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise EvrouteError(error) from None
+    if not (math.isfinite(v) and v > 0):
+        raise EvrouteError(error)
+    return v
 
 
 # --------------------------------------------------------------------------------------
@@ -397,12 +402,7 @@ def parse_lengthscales(text: str) -> list[float]:
     """``0.1,0.5,1`` → [0.1, 0.5, 1.0] (positive numbers, duplicates removed)."""
     out: list[float] = []
     for item in split_list(text):
-        try:
-            v = float(item)
-        except ValueError:
-            raise EvrouteError(f"--lengthscales must be numbers separated by commas, got {item!r}") from None
-        if not (math.isfinite(v) and v > 0):
-            raise EvrouteError(f"lengthscales must be positive numbers, got {item!r}")
+        v = _positive(item, f"--lengthscales must be positive numbers separated by commas, got {item!r}")
         if v not in out:
             out.append(v)
     if not out:
@@ -414,13 +414,7 @@ def parse_truth_lengthscale(text: str | float) -> float | str:
     """``same`` or a positive number (the ``--truth-lengthscale`` of compare)."""
     if str(text).strip().lower() == "same":
         return "same"
-    try:
-        v = float(text)
-    except ValueError:
-        raise EvrouteError(f"--truth-lengthscale must be 'same' or a positive number, got {text!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise EvrouteError(f"--truth-lengthscale must be 'same' or a positive number, got {text!r}")
-    return v
+    return _positive(text, f"--truth-lengthscale must be 'same' or a positive number, got {text!r}")
 
 
 def parse_file_map(text: str | None, networks: list[str], what: str) -> dict:
