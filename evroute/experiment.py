@@ -634,10 +634,7 @@ def _worker_init(blas_threads: int | None) -> None:
                 os._exit(1)
         except OSError:  # pragma: no cover
             pass
-    if blas_threads:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=int(blas_threads), user_api="blas")
+    limit_blas(blas_threads)  # not as a context: the limit stays for the worker's life
 
 
 def _local_executor(tasks: list[dict], jobs: int) -> Iterator[tuple[dict, dict]]:

@@ -120,9 +120,9 @@ def main() -> None:
                              "default: gp-ts, gp-ucb, gp-bucb, bi-ts on luxembourg:A and monaco:B")
     args = parser.parse_args()
     if args.blas_threads is not None:
-        from threadpoolctl import threadpool_limits
+        from evroute.simulate import limit_blas
 
-        threadpool_limits(limits=args.blas_threads, user_api="blas")
+        limit_blas(args.blas_threads)  # for the whole process (not used as a context)
     os.environ.setdefault("EVROUTE_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     if args.section in ("networks", "all"):
         bench_networks(args.repeats)
