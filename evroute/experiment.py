@@ -881,8 +881,7 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
     grid.validate()
     _check_network_files(grid)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise EvrouteError(f"--out {out} exists and is not a directory")
+    check_compare_dir(out)
     try:
         (out / "runs").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -930,6 +929,46 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
         files = write_summaries(out, table, grid)
     return CompareResult(out, len(cells), len(status.finished), len(pending_cells),
                          time.perf_counter() - t_start, table, files)
+
+
+def check_compare_dir(out: Path) -> None:
+    """Refuse ``--out`` unless it is new, empty or an evroute compare directory.
+
+    A compare directory has a ``grid.json`` of evroute's (resuming is the point), or holds
+    nothing but ``runs/`` and ``.lock`` (a compare interrupted before writing it). A
+    ``simulate`` run directory and a user's non-empty folder are refused: compare never
+    writes into what it did not make.
+    """
+    from .simulate import is_run_directory
+
+    if out.exists() and not out.is_dir():
+        raise EvrouteError(f"--out {out} exists and is not a directory")
+    if not out.is_dir():
+        return
+    try:
+        contents = sorted(p.name for p in out.iterdir())
+    except OSError as exc:
+        raise EvrouteError(f"cannot read --out {out}: {exc.strerror}") from None
+    if not contents:
+        return
+    if is_run_directory(out):
+        raise EvrouteError(f"--out {out} is a simulate run directory; give compare a directory of its own")
+    if "grid.json" in contents:
+        load_grid(out)  # a one-line error when it is not evroute's grid description
+        return
+    if set(contents) <= {"runs", ".lock"} and (not (out / "runs").is_dir() or _only_runs(out / "runs")):
+        return
+    raise EvrouteError(f"--out {out} exists, is not empty and is not an evroute compare directory "
+                       f"(it holds {', '.join(contents[:3])}{', ...' if len(contents) > 3 else ''}); "
+                       "give a new or empty directory")
+
+
+def _only_runs(runs_dir: Path) -> bool:
+    """Whether every entry of ``runs_dir`` is an evroute run or a killed run's temporary folder."""
+    from .simulate import is_run_directory
+
+    return all(is_run_directory(p) or (p.name.startswith(".") and ".partial-" in p.name)
+               for p in runs_dir.iterdir())
 
 
 def _check_network_files(grid: Grid) -> None:

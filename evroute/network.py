@@ -38,7 +38,7 @@ from .io import atomic_write_with
 from .registry import load_registry
 
 #: Bump when the processing changes: it is part of every cache key.
-PIPELINE_VERSION = 5
+PIPELINE_VERSION = 6
 
 #: Drivable ``highway`` values (the standard OSM classes a car may use). Non-standard
 #: values such as MoST's ``secondary_tunnel`` are not drivable classes and are dropped,
@@ -354,6 +354,68 @@ def _first(value):
     return value
 
 
+_SEGMENTS = "evroute_segments"
+
+
+def _concat(lists) -> list:
+    """Concatenate per-segment lists in path order (an osmnx edge_attr_aggs function)."""
+    return [x for part in lists for x in part]
+
+
+def _unique_in_order(values):
+    """The distinct values in path order; one value stays a scalar (as osmnx does)."""
+    out = []
+    for v in values:
+        for x in (v if isinstance(v, list) else [v]):
+            if x not in out:
+                out.append(x)
+    return out[0] if len(out) == 1 else out
+
+
+def _is_reversed(value) -> bool:
+    """A merged edge is ``reversed`` only if every segment is driven against its way."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return bool(values) and all(bool(v) for v in values)
+
+
+def _by_length(pairs) -> object:
+    """The value covering the most length; ties go to the smallest value (sorted order)."""
+    total: dict = {}
+    for value, length in pairs:
+        total[value] = total.get(value, 0.0) + length
+    if not total:
+        return None
+    best = max(total.values())
+    return min(v for v, w in total.items() if w >= best - 1e-9 * max(best, 1.0))
+
+
+def merge_segment_tags(segments) -> dict:
+    """Road class, speed limit and lanes of an edge made of several OSM segments.
+
+    Parameters
+    ----------
+    segments : list of (highway, maxspeed, lanes, length_m)
+        The raw tags of each segment, in path order.
+
+    Returns
+    -------
+    dict
+        ``highway`` (str), ``maxspeed`` (m/s, NaN if no segment has a readable tag) and
+        ``lanes`` (str, ``""`` if none): each is the value covering the most length
+        among the segments that have one, ties broken by sorted order (the smallest
+        class name, the lowest speed, the smallest lanes string). The rule depends on
+        the tags and lengths only, never on set or hash order.
+    """
+    hw = _by_length((str(h), ln) for h, _, _, ln in segments if h is not None)
+    speeds = [(parse_maxspeed(m), ln) for _, m, _, ln in segments]
+    ms = _by_length((v, ln) for v, ln in speeds if math.isfinite(v))
+    lanes = _by_length((str(_first(la)), ln) for _, _, la, ln in segments
+                       if la is not None and _first(la) is not None)
+    return {"highway": "None" if hw is None else hw,
+            "maxspeed": math.nan if ms is None else float(ms),
+            "lanes": "" if lanes is None else lanes}
+
+
 def parse_maxspeed(value) -> float:
     """A ``maxspeed`` tag in m/s (``50``, ``50 mph``, ``30;50`` → the first), NaN if unreadable."""
     value = _first(value)
@@ -477,9 +539,17 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     n_drivable_nodes = graph.number_of_nodes()
     n_drivable_edges = graph.number_of_edges()
     km_drivable = sum(d.get("length", 0.0) for *_, d in graph.edges(data=True)) / 1000
+    # Tag values of the segments a simplified edge is made of are merged by a fixed rule
+    # (merge_segment_tags), never through a set: osmnx keeps the unique values of other
+    # attributes as list(set(...)), whose order follows Python's string-hash seed.
+    for *_, d in graph.edges(keys=True, data=True):
+        d[_SEGMENTS] = [(_first(d.get("highway")), d.get("maxspeed"), d.get("lanes"),
+                         float(d.get("length", 0.0)))]
+    aggs = {"length": sum, _SEGMENTS: _concat, "osmid": _unique_in_order,
+            "reversed": _unique_in_order, "oneway": _unique_in_order}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        graph = ox.simplify_graph(graph)
+        graph = ox.simplify_graph(graph, edge_attr_aggs=aggs)
         graph = ox.truncate.largest_component(graph, strongly=True)
     if graph.number_of_edges() < 2:
         raise EvrouteError(f"network {name!r} is empty after keeping the largest strongly connected component")
@@ -499,8 +569,9 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
 
     h = h_raw if elevation_source == "none" else lipschitz_envelope(len(node_ids), ui, vi, length, h_raw, max_grade)
     grade = (h[vi] - h[ui]) / length
-    highway = [str(_first(r[3].get("highway"))) for r in rows]
-    maxspeed = np.array([parse_maxspeed(r[3].get("maxspeed")) for r in rows])
+    merged = [merge_segment_tags(r[3][_SEGMENTS]) for r in rows]
+    highway = [m["highway"] for m in merged]
+    maxspeed = np.array([m["maxspeed"] for m in merged])
     imputed = np.array([DEFAULT_SPEEDS_KMH.get(hw, 40.0) / 3.6 for hw in highway])
     speed = np.where(np.isfinite(maxspeed), maxspeed, imputed)
     ways = []
@@ -508,8 +579,8 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
         osmid = r[3].get("osmid")
         ids = osmid if isinstance(osmid, (list, tuple)) else [osmid]
         ways.append(tuple(int(x) for x in ids if x is not None))
-    rev = np.array([bool(_first(r[3].get("reversed", False))) for r in rows])
-    lanes = [str(_first(r[3].get("lanes"))) if r[3].get("lanes") is not None else "" for r in rows]
+    rev = np.array([_is_reversed(r[3].get("reversed", False)) for r in rows])
+    lanes = [m["lanes"] for m in merged]
     geometry = []
     for r, a, b in zip(rows, ui, vi, strict=True):
         geom = r[3].get("geometry")

@@ -1,17 +1,29 @@
-"""The project's small text registries: networks, routes and vehicles (``data/*.json``)."""
+"""The project's small text registries: networks, routes and vehicles.
+
+Their source is ``data/*.json`` at the repository root; ``pyproject.toml`` maps that
+folder into the package as ``evroute.data``, so a wheel carries them and an editable
+install finds them in place. They are read with :mod:`importlib.resources`.
+"""
 
 from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
+from importlib import resources
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+from .errors import EvrouteError
+
+REGISTRIES = ("networks", "routes", "vehicles")
 
 
 @cache
 def load_registry(name: str) -> dict:
-    """Return the parsed ``data/<name>.json`` registry (cached)."""
-    path = DATA_DIR / f"{name}.json"
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    """Return the parsed ``<name>.json`` registry of package ``evroute.data`` (cached)."""
+    if name not in REGISTRIES:
+        raise EvrouteError(f"unknown registry {name!r}; registries: {', '.join(REGISTRIES)}")
+    try:
+        text = resources.files("evroute.data").joinpath(f"{name}.json").read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise EvrouteError(f"the {name} registry is missing from this installation of evroute "
+                           f"({exc}); reinstall evroute") from None
+    return json.loads(text)

@@ -414,16 +414,103 @@ def is_finished_run(path: str | os.PathLike) -> bool:
     return (Path(path) / "summary.json").is_file()
 
 
-def prepare_out_dir(out: Path, overwrite: bool) -> Path:
-    """Check the output directory ``out`` and return a fresh temporary sibling to write
-    the run into (:func:`write_run` renames it to ``out`` when the run is complete)."""
+#: Every name evroute writes into a run directory (the tables' CSV copies included).
+RUN_DIR_NAMES = frozenset(RUN_FILES) | {"rounds.csv", "observations.csv", "edges.csv"}
+
+
+def is_run_directory(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an evroute run directory: its ``config.json`` is evroute's own
+    (a JSON object with ``evroute_version`` and ``resolved``)."""
+    import json
+
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(cfg, dict) and "evroute_version" in cfg and "resolved" in cfg
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def stale_siblings(out: Path) -> list[Path]:
+    """Temporary folders of ``out`` left by killed runs: ``.NAME.partial-PID-*`` and
+    ``.NAME.old-PID`` whose process is gone (``.NAME.partial-XXXX`` of older versions,
+    without a pid, count as stale too)."""
+    import re
+
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(partial|old)-(?:(\d+)(?:-.*)?|[a-z0-9_]{{8}})$")
+    stale = []
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return stale
+    for p in sorted(entries):
+        m = pattern.match(p.name)
+        if m is None or p.is_symlink() or not p.is_dir():
+            continue
+        if m.group(2) is not None and _pid_alive(int(m.group(2))):
+            continue  # another run with this --out is still going
+        stale.append(p)
+    return stale
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    """Refuse an output directory that evroute may not write (one-line EvrouteError).
+
+    ``out`` must not exist, be empty, or (with ``overwrite``) be an evroute run
+    directory holding nothing but evroute's files: evroute never deletes what it did not
+    write. The current directory and its ancestors are refused (a run replaces its
+    directory by renaming a finished one into place).
+    """
     if out.exists() and not out.is_dir():
         raise EvrouteError(f"output path {out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise EvrouteError(f"output directory {out} exists and is not empty (use --overwrite)")
+    try:
+        resolved, cwd = out.resolve(), Path.cwd().resolve()
+    except OSError as exc:
+        raise EvrouteError(f"cannot resolve the output path {out}: {exc.strerror}") from None
+    if resolved == cwd or resolved in cwd.parents:
+        raise EvrouteError(f"--out {out} is the current directory or one of its parents; a run needs a "
+                           "directory of its own (e.g. --out runs/NAME)")
+    if not out.is_dir():
+        return
+    try:
+        contents = sorted(p.name for p in out.iterdir())
+    except OSError as exc:
+        raise EvrouteError(f"cannot read the output directory {out}: {exc.strerror}") from None
+    if not contents:
+        return
+    if not overwrite:
+        raise EvrouteError(f"output directory {out} exists and is not empty (use --overwrite to replace "
+                           "an evroute run directory)")
+    if not is_run_directory(out):
+        raise EvrouteError(f"{out} is not an evroute run directory (no evroute config.json), and evroute "
+                           "replaces only its own run directories; nothing was deleted")
+    foreign = [n for n in contents if n not in RUN_DIR_NAMES]
+    if foreign:
+        raise EvrouteError(f"{out} holds files evroute did not write ({', '.join(foreign[:3])}"
+                           f"{', ...' if len(foreign) > 3 else ''}); move them away first, nothing was deleted")
+
+
+def prepare_out_dir(out: Path, overwrite: bool) -> Path:
+    """Check the output directory ``out`` (:func:`check_out_dir`), remove temporary
+    folders that killed runs left beside it, and return a fresh temporary sibling to
+    write the run into (:func:`write_run` renames it to ``out`` when the run is complete)."""
+    check_out_dir(out, overwrite)
+    for p in stale_siblings(out):
+        shutil.rmtree(p, ignore_errors=True)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
         make_public(tmp, directory=True)  # mkdtemp makes it 0700; the run is renamed to out
         return tmp
     except OSError as exc:
@@ -448,9 +535,11 @@ def write_run(result: RunResult, cfg: SimulationConfig, problem: Problem, out: P
             atomic_write_with(tmp / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
     atomic_write_json(tmp / "summary.json", result.summary)
     if out.exists():
-        if not overwrite and any(out.iterdir()):
+        try:
+            check_out_dir(out, overwrite)
+        except EvrouteError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise EvrouteError(f"output directory {out} appeared while the run was going (use --overwrite)")
+            raise EvrouteError(f"{exc} (it changed while the run was going)") from None
         trash = out.with_name(f".{out.name}.old-{os.getpid()}")
         os.replace(out, trash)
         os.replace(tmp, out)

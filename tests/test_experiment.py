@@ -232,7 +232,8 @@ def test_resume_after_sigkill(tmp_path):
     stale = runs / f".{pending[0]}.partial-zz"
     stale.mkdir()
     (stale / "config.json").write_text("{half")
-    (runs / pending[-1]).mkdir(exist_ok=True)
+    (runs / pending[-1]).mkdir(exist_ok=True)  # an evroute run whose tables are damaged
+    (runs / pending[-1] / "config.json").write_text((runs / next(iter(before)) / "config.json").read_text())
     (runs / pending[-1] / "rounds.parquet").write_bytes(b"garbage")
 
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
@@ -284,6 +285,7 @@ def test_lock_and_stale_cleanup(tmp_path):
     (tmp_path / "runs" / "keep").mkdir()
     assert len(clean_stale(tmp_path / "runs")) == 2
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["keep"]
+    (tmp_path / "runs" / "keep").rmdir()
     with _DirLock(tmp_path):
         with pytest.raises(EvrouteError, match="another evroute compare"):
             run_grid(tiny_grid(), tmp_path, jobs=1, progress=False, log=lambda m: None)
@@ -420,3 +422,38 @@ def test_runs_from_before_the_truth_option_still_match(tmp_path):
     assert read_run(cfg_path.parent)["truth_lengthscale"] == 1.0
     other = make_grid(network="synthetic", routes="B", policies="bi-ts", seeds=1, horizon=4, truth_lengthscale="2")
     assert grid.cell_name(grid.cells()[0]) != other.cell_name(other.cells()[0])
+
+
+def test_compare_refuses_foreign_out_dirs(capsys, tmp_path, synthetic):
+    args = ["compare", "--routes", "synthetic:B", "--policies", "bi-ts", "--seeds", "1", "--horizon", "3",
+            "--jobs", "1", "--no-progress", "--out"]
+    # a simulate run directory
+    run = tmp_path / "run"
+    simulate(SimulationConfig(horizon=3), run, net=synthetic)
+    before = sorted(p.name for p in run.iterdir())
+    code, _, err = cli(capsys, *args, str(run))
+    assert code == 2 and "is a simulate run directory" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in run.iterdir()) == before
+    # a user's non-empty folder (even one with a runs/ folder of their own)
+    mine = tmp_path / "mydocs"
+    (mine / "runs").mkdir(parents=True)
+    (mine / "thesis.txt").write_text("mine")
+    code, _, err = cli(capsys, *args, str(mine))
+    assert code == 2 and "not an evroute compare directory" in err
+    (mine / "thesis.txt").unlink()
+    (mine / "runs" / "data.csv").write_text("1,2")
+    code, _, err = cli(capsys, *args, str(mine))
+    assert code == 2 and "not an evroute compare directory" in err
+    assert sorted(p.name for p in mine.rglob("*")) == ["data.csv", "runs"]
+    # a grid.json that is not evroute's
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "grid.json").write_text('{"rows": 3}')
+    code, _, err = cli(capsys, *args, str(other))
+    assert code == 2 and "not a valid grid description" in err
+    # an empty folder and an evroute compare directory are fine (the latter resumes)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli(capsys, *args, str(empty))[0] == 0
+    code, out, _ = cli(capsys, *args, str(empty))
+    assert code == 0 and "(1 kept, 0 computed)" in out

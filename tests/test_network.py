@@ -249,3 +249,41 @@ def test_osm_from_cache_dir_when_no_data_dir(monkeypatch, tmp_path, small_osm):
 
 def test_ways_fixture_sanity():
     assert any(t.get("highway") == "footway" for _, _, t in WAYS)
+
+
+# --- merged tags: a fixed rule, never set order (issue: reproducible across processes) ---
+
+def test_merge_segment_tags_rule():
+    from evroute.network import merge_segment_tags
+
+    # the class covering the most length wins, whatever the segment order
+    segs = [("secondary", "50", "2", 40.0), ("residential", "30", None, 70.0), ("secondary", None, "2", 20.0)]
+    for order in (segs, segs[::-1], [segs[1], segs[0], segs[2]]):
+        m = merge_segment_tags(order)
+        assert m["highway"] == "residential"  # 70 m against 60 m
+        # speeds: only tagged segments count; 30 km/h covers 70 m, 50 km/h covers 40 m
+        assert m["maxspeed"] == pytest.approx(30 / 3.6)
+        assert m["lanes"] == "2"
+    # ties go to sorted order: the smaller class name, the lower speed
+    tie = [("tertiary", "50", None, 10.0), ("residential", "30 mph", None, 10.0)]
+    assert merge_segment_tags(tie)["highway"] == "residential"
+    assert merge_segment_tags(tie)["maxspeed"] == pytest.approx(30 * 0.44704)  # 13.4 < 13.9 m/s
+    assert merge_segment_tags(tie[::-1]) == merge_segment_tags(tie)
+    # "50" and "50 km/h" are the same limit: their lengths add up
+    m = merge_segment_tags([("primary", "50", None, 10.0), ("primary", "50 km/h", None, 10.0),
+                            ("primary", "70", None, 15.0)])
+    assert m["maxspeed"] == pytest.approx(50 / 3.6)
+    # no readable tag at all
+    m = merge_segment_tags([("primary", None, None, 10.0), ("primary", "none", None, 5.0)])
+    assert math.isnan(m["maxspeed"]) and m["lanes"] == ""
+
+
+def test_merged_edge_tags_in_a_network(small):
+    e = small.edges
+    # edge 2 -> 1 -> 4: way 101 (residential, 30 km/h, 0.0014° of longitude at 45° N:
+    # 110.1 m) then way 104 (tertiary, 20 mph, 0.001° of latitude: 111.2 m): the tertiary
+    # segment is the longer one, so its class and limit win
+    i = int(np.flatnonzero((e.u == 2) & (e.v == 4))[0])
+    assert e.highway.iat[i] == "tertiary"
+    assert e.speed_mps.iat[i] == pytest.approx(20 * 0.44704)
+    assert small.edge_ways[i] == (101, 104)  # path order

@@ -3,6 +3,7 @@
 import json
 import os
 import stat
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -149,9 +150,51 @@ def test_out_dir_rules(tmp_path, synthetic):
     with pytest.raises(EvrouteError, match="not empty"):
         simulate(SimulationConfig(horizon=3), out, net=synthetic)
     assert not is_finished_run(out)
-    simulate(SimulationConfig(horizon=3), out, overwrite=True, net=synthetic)
-    assert is_finished_run(out) and not (out / "notes.txt").exists()
+    # --overwrite replaces evroute run directories only: the user's file stays
+    with pytest.raises(EvrouteError, match="not an evroute run directory.*nothing was deleted"):
+        simulate(SimulationConfig(horizon=3), out, overwrite=True, net=synthetic)
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    simulate(SimulationConfig(horizon=3), out, net=synthetic)
+    assert is_finished_run(out)
+    simulate(SimulationConfig(horizon=4, seed=1), out, overwrite=True, net=synthetic)
+    assert json.loads((out / "config.json").read_text())["horizon"] == 4
+    # a run directory the user added a file to is not replaced either
+    (out / "thesis.txt").write_text("mine")
+    with pytest.raises(EvrouteError, match="files evroute did not write.*thesis.txt"):
+        simulate(SimulationConfig(horizon=3), out, overwrite=True, net=synthetic)
+    assert (out / "thesis.txt").read_text() == "mine" and is_finished_run(out)
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_out_dir_current_directory_refused(tmp_path, synthetic, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thesis.txt").write_text("mine")
+    for out, overwrite in ((Path("."), True), (Path("."), False), (Path(".."), True), (tmp_path, True)):
+        with pytest.raises(EvrouteError, match="current directory"):
+            simulate(SimulationConfig(horizon=3), out, overwrite=overwrite, net=synthetic)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["thesis.txt"]
+
+
+def test_stale_partial_folders_removed(tmp_path, synthetic):
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    # what killed runs leave: a folder of a dead process, one of an old version (no pid)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    stale = [tmp_path / f".run.partial-{dead.stdout.strip()}-abcd1234", tmp_path / ".run.partial-k2j4h5g6",
+             tmp_path / f".run.old-{dead.stdout.strip()}"]
+    alive = tmp_path / f".run.partial-{os.getppid()}-zzzz9999"  # a live process's run: kept
+    other = tmp_path / ".other.partial-k2j4h5g6"  # another --out's: not ours to judge
+    mine = tmp_path / ".run.partial-notes"  # the user's, not our pattern
+    for p in (*stale, alive, other, mine):
+        p.mkdir()
+    simulate(SimulationConfig(horizon=3), out, net=synthetic)
+    assert is_finished_run(out)
+    assert not any(p.exists() for p in stale)
+    assert alive.is_dir() and other.is_dir() and mine.is_dir()
 
 
 def test_unwritable_out_dir(tmp_path, synthetic):
