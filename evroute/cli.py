@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from .errors import EvrouteError
+from .errors import EvrouteError, Interrupted
 
 app = typer.Typer(
     name="evroute",
@@ -103,8 +103,8 @@ def networks_info(name: Annotated[str, typer.Argument(help="Network name or OSM 
     print(f"network      {info['name']}  ({info['source']})\n"
           f"nodes        {info['nodes']:,}\n"
           f"edges        {info['edges']:,} directed, {info['km']:.1f} km of road\n"
-          f"component    kept {100 * info['component_node_share']:.1f}% of drivable nodes, "
-          f"{100 * info['component_km_share']:.1f}% of drivable km\n"
+          f"component    kept {100 * info['component_edge_share']:.1f}% of the drivable road segments, "
+          f"{100 * info['component_km_share']:.1f}% of the drivable km (largest strongly connected part)\n"
           f"elevation    {elev}; grades bounded on {info['grade_bounded_edges']} edges\n"
           f"grade        p1 {g['p1']:+.3f}  p5 {g['p5']:+.3f}  p50 {g['p50']:+.3f}  "
           f"p95 {g['p95']:+.3f}  p99 {g['p99']:+.3f}\n"
@@ -271,16 +271,33 @@ _register_extra_commands()
 # --------------------------------------------------------------------------------------
 
 
+def _terminate(signum, frame):
+    """SIGTERM: unwind like Ctrl-C, so temporary files are removed and the state is resumable."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; EvrouteError → one line on stderr and exit code 2."""
+    """Run the CLI; EvrouteError → one line on stderr and exit code 2; Ctrl-C or SIGTERM →
+    one line ``interrupted: ...`` and exit code 130."""
+    import signal
+
     warnings.showwarning = _warn_one_line
+    handlers = {}
+    try:  # Ctrl-C works even when started with SIGINT ignored (a background job of a script)
+        handlers = {sig: signal.signal(sig, h) for sig, h in
+                    ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, _terminate))}
+    except ValueError:  # not the main thread (library use): leave the handlers alone
+        pass
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
     except EvrouteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        print("interrupted: nothing was written; rerun the same command", file=sys.stderr)
         return 130
     except typer.Exit as exc:
         return exc.exit_code
@@ -296,7 +313,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
             return 2
         raise
-    return 0
+    finally:
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
+    if rv == 130:  # typer turns a KeyboardInterrupt outside our commands' handlers into 130
+        print("interrupted: nothing was written; rerun the same command", file=sys.stderr)
+        return 130
+    return rv if isinstance(rv, int) else 0
 
 
 def entry() -> None:

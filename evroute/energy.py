@@ -61,14 +61,30 @@ def vehicle_names() -> list[str]:
     return list(load_registry("vehicles"))
 
 
-def _vehicle_from_mapping(name: str, spec: dict) -> Vehicle:
+def _vehicle_from_mapping(name: str, spec: dict, presets: dict | None = None) -> Vehicle:
+    """A Vehicle from a mapping of every parameter, or of some with ``"base": PRESET``
+    (the others are inherited from that preset, explicitly)."""
     known = {f.name for f in fields(Vehicle)}
-    unknown = sorted(set(spec) - known - {"description"})
+    unknown = sorted(set(spec) - known - {"description", "base"})
     if unknown:
         raise EvrouteError(f"vehicle {name!r}: unknown parameter(s) {', '.join(unknown)}; "
                            f"known: {', '.join(sorted(known - {'name'}))}")
     params = {k: v for k, v in spec.items() if k in known and k != "name"}
-    return Vehicle(name=name, **params)
+    base = spec.get("base")
+    if base is not None:
+        presets = presets if presets is not None else load_registry("vehicles")
+        if not isinstance(base, str) or base not in presets:
+            raise EvrouteError(f"vehicle {name!r}: unknown base {base!r}; presets: {', '.join(presets)}")
+        inherited = {k: v for k, v in presets[base].items() if k in known and k != "name"}
+        params = {**inherited, **params}
+    missing = sorted(known - {"name"} - set(params))
+    if missing:
+        raise EvrouteError(f"vehicle {name!r}: missing parameter(s) {', '.join(missing)}; give every "
+                           f"parameter, or \"base\": \"{DEFAULT_VEHICLE}\" to inherit the others from a preset")
+    for k, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise EvrouteError(f"vehicle {name!r}: {k} must be a number, got {v!r}")
+    return Vehicle(name=name, **{k: float(v) for k, v in params.items()})  # ranges: __post_init__
 
 
 def load_vehicle(spec: str | None = None) -> Vehicle:
@@ -78,7 +94,8 @@ def load_vehicle(spec: str | None = None) -> Vehicle:
     ----------
     spec : str, optional
         A preset name (see :func:`vehicle_names`) or the path of a JSON file holding the
-        fields of :class:`Vehicle` (missing ones take the paper's defaults).
+        fields of :class:`Vehicle`: every one, or some with ``"base": "<preset>"`` to
+        inherit the others from that preset (nothing is filled in silently).
         ``None`` gives the paper's vehicle.
     """
     spec = spec or DEFAULT_VEHICLE

@@ -11,3 +11,8 @@ class EvrouteError(Exception):
 
 class NegativeCycleError(EvrouteError):
     """A cycle of negative total weight is reachable, so no shortest walk exists."""
+
+
+class Interrupted(Exception):
+    """The user stopped a long command (Ctrl-C, SIGTERM); the message says what is kept
+    and how to resume. The command line prints it as one line and exits with 130."""

@@ -37,6 +37,7 @@ import shutil
 import sys
 import time
 import traceback
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -45,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import EvrouteError
+from .errors import EvrouteError, Interrupted
 from .io import atomic_write_json, atomic_write_text, atomic_write_with
 from .simulate import SimulationConfig, is_finished_run, limit_blas
 
@@ -290,7 +291,8 @@ class Grid:
         p = cell.policy
         return SimulationConfig(
             network=cell.network, osm=self.osm.get(cell.network), dem=self.dem.get(cell.network),
-            route=cell.route, policy=p.name, model=self.model, horizon=int(self.horizon), seed=int(cell.seed),
+            route=cell.route, policy=p.name, model=self.model if p.family == "gp" else "exact",
+            horizon=int(self.horizon), seed=int(cell.seed),
             kernel=self.kernel, lengthscale=float(cell.lengthscale), omega=float(p.omega), xi=float(p.xi),
             beta_scale=float(p.beta_scale), joint_samples=bool(p.joint_samples), vehicle=self.vehicle,
             model_options=dict(self.model_options), truth_lengthscale=self.truth_for(cell))
@@ -622,7 +624,12 @@ def default_jobs() -> int:
 
 
 def _worker_init(blas_threads: int | None) -> None:
-    """Pool worker start: die with the parent (Linux), single-threaded BLAS."""
+    """Pool worker start: die with the parent (Linux), leave Ctrl-C to the parent (which
+    stops the workers itself), single-threaded BLAS."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    warnings.simplefilter("ignore")  # the driver has said it once (e.g. a flat network)
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -648,7 +655,9 @@ def _local_executor(tasks: list[dict], jobs: int) -> Iterator[tuple[dict, dict]]
     from concurrent.futures.process import BrokenProcessPool
 
     ctx = mp.get_context("spawn")
+    before = set(mp.active_children())
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(1,))
+    finished = False
     try:
         futures = {pool.submit(execute_task, t): t for t in tasks}
         pending = set(futures)
@@ -663,8 +672,13 @@ def _local_executor(tasks: list[dict], jobs: int) -> Iterator[tuple[dict, dict]]
                 except Exception as exc:  # pragma: no cover - pickling problems and the like
                     res = {"name": t["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"}
                 yield t, res
+        finished = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if not finished:  # interrupted (Ctrl-C, or the consumer stopped): stop the workers now
+            for proc in mp.active_children():
+                if proc not in before:
+                    proc.terminate()
+        pool.shutdown(wait=finished, cancel_futures=True)
 
 
 def _import_ray():
@@ -694,6 +708,7 @@ def _ray_executor(tasks: list[dict], jobs: int | None, address: str | None) -> I
         remote = ray.remote(num_cpus=1, max_retries=2)(execute_task)
         refs = {remote.remote(t): t for t in tasks}
         pending = list(refs)
+        finished = False
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
@@ -704,7 +719,14 @@ def _ray_executor(tasks: list[dict], jobs: int | None, address: str | None) -> I
                     msg = str(exc).strip().splitlines()
                     res = {"name": t["name"], "ok": False, "error": f"ray task failed: {msg[-1] if msg else exc!r}"}
                 yield t, res
+        finished = True
     finally:
+        if not finished:  # interrupted: cancel what is still queued or running
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # pragma: no cover - already finished or gone
+                    pass
         if started:
             ray.shutdown()
 
@@ -730,7 +752,10 @@ def config_matches(run_dir: Path, cfg: SimulationConfig) -> tuple[bool, str]:
     except (OSError, ValueError) as exc:
         return False, f"unreadable ({exc.__class__.__name__})"
     want = _config_dict(cfg)
+    ignore = {"model", "model_options"} if cfg.backend == "bi" else set()  # not used by bi-* runs
     for k, v in want.items():
+        if k in ignore:
+            continue
         # a key missing from an older config.json had the default value then
         have = saved.get(k, _CONFIG_DEFAULTS.get(k))
         if have != v:
@@ -786,23 +811,31 @@ class GridStatus:
     finished: list[str]
     pending: list[str]
     mismatched: dict[str, str]
+    #: finished runs whose files are damaged (:func:`evroute.simulate.verify_run`): recomputed
+    damaged: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def grid_status(grid: Grid, out: Path) -> GridStatus:
-    finished, pending, mismatched = [], [], {}
+    """Which cells are finished (settings matching, files intact), which are to compute."""
+    from .simulate import verify_run
+
+    finished, pending, mismatched, damaged = [], [], {}, {}
     for cell in grid.cells():
         name = grid.cell_name(cell)
         rd = out / "runs" / name
         if is_finished_run(rd):
             ok, why = config_matches(rd, grid.config(cell))
-            if ok:
-                finished.append(name)
-            else:
+            if not ok:
                 mismatched[name] = why
                 pending.append(name)
+            elif (broken := verify_run(rd)) is not None:
+                damaged[name] = broken
+                pending.append(name)
+            else:
+                finished.append(name)
         else:
             pending.append(name)
-    return GridStatus(finished, pending, mismatched)
+    return GridStatus(finished, pending, mismatched, damaged)
 
 
 def _task_order(grid: Grid, cells: list[Cell], sizes: dict | None = None) -> list[Cell]:
@@ -896,6 +929,8 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
             name, why = next(iter(status.mismatched.items()))
             raise EvrouteError(f"{len(status.mismatched)} run(s) in {out / 'runs'} were made with other settings "
                                f"(e.g. {name}: {why}); use another --out, or --overwrite to recompute them")
+        for name, why in status.damaged.items():
+            log(f"recomputing {name}: {why}")
         atomic_write_json(out / "grid.json", grid.to_dict())
         cells = grid.cells()
         by_name = {grid.cell_name(c): c for c in cells}
@@ -917,7 +952,14 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
                 tasks = _warm_tasks(grid, pending_cells) + tasks
             stream = (_ray_executor(tasks, jobs, ray_address) if executor == "ray"
                       else _local_executor(tasks, jobs))
-            failures = _consume(stream, total=len(cells), done=len(status.finished), progress=progress, log=log)
+            try:
+                failures = _consume(stream, total=len(cells), done=len(status.finished), progress=progress,
+                                    log=log)
+            except KeyboardInterrupt:
+                stream.close()  # stops the workers (their unfinished runs leave no directory)
+                n_done = sum(is_finished_run(out / "runs" / grid.cell_name(c)) for c in cells)
+                raise Interrupted(f"{n_done} runs finished, {len(cells) - n_done} left; "
+                                  "rerun the same command to resume") from None
         if failures:
             first = failures[0]
             if first.get("traceback"):

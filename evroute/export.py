@@ -76,14 +76,16 @@ def _num(x) -> float | None:
 
 def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
     """The FeatureCollection of a run: edge, round and optimal layers (see the module doc)."""
+    from .simulate import read_run_table, verify_run
+
     run_dir = Path(run_dir)
-    try:
-        cfg = json.loads((run_dir / "config.json").read_text())
-        summary = json.loads((run_dir / "summary.json").read_text())
-        rounds = pd.read_parquet(run_dir / "rounds.parquet")
-        edges = pd.read_parquet(run_dir / "edges.parquet")
-    except FileNotFoundError as exc:
-        raise EvrouteError(f"{run_dir} is not a complete run directory (missing {Path(exc.filename).name})") from None
+    why = verify_run(run_dir)
+    if why is not None:
+        raise EvrouteError(f"{run_dir} is not a readable run: {why}")
+    cfg = json.loads((run_dir / "config.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rounds = read_run_table(run_dir, "rounds")
+    edges = read_run_table(run_dir, "edges")
     if last is not None:
         if last < 1:
             raise EvrouteError(f"--last must be a positive integer, got {last}")

@@ -261,6 +261,7 @@ def load_network(
     if use_cache:
         net = _read_cached(entry, name)
         if net is not None:
+            _warn_if_flat(net)
             return net
     if params["kind"] == "synthetic":
         from .synthetic import synthetic_graph, synthetic_route_points
@@ -281,7 +282,15 @@ def load_network(
     net.meta["params"] = params
     if use_cache:
         _write_cached(entry, net)
+    _warn_if_flat(net)
     return net
+
+
+def _warn_if_flat(net: Network) -> None:
+    """One warning line whenever a flat network (no elevation at all) is used."""
+    if net.meta.get("elevation_source") == "none":
+        warnings.warn(f"network {net.name!r} has no elevation (no OSM ele tags, no --dem): it is "
+                      "treated as flat, so every grade is 0", stacklevel=3)
 
 
 def _read_osm_graph(path: Path):
@@ -452,9 +461,7 @@ def _node_elevations(graph, dem: Path | None) -> tuple[dict, str]:
                 nb = [ele[m] for m in graph.neighbors(n) if math.isfinite(ele.get(m, math.nan))]
                 ele[n] = float(np.mean(nb)) if nb else float(fill)
         return ele, "osm"
-    warnings.warn("no elevation in the input (no OSM ele tags, no --dem): the network is "
-                  "treated as flat, so every grade is 0", stacklevel=3)
-    return dict.fromkeys(nodes, 0.0), "none"
+    return dict.fromkeys(nodes, 0.0), "none"  # load_network warns on every load
 
 
 def _sample_dem(dem: Path, graph) -> np.ndarray:
@@ -574,6 +581,7 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     maxspeed = np.array([m["maxspeed"] for m in merged])
     imputed = np.array([DEFAULT_SPEEDS_KMH.get(hw, 40.0) / 3.6 for hw in highway])
     speed = np.where(np.isfinite(maxspeed), maxspeed, imputed)
+    n_segments = np.array([len(r[3][_SEGMENTS]) for r in rows], dtype=np.int64)
     ways = []
     for r in rows:
         osmid = r[3].get("osmid")
@@ -614,6 +622,7 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
         edges.index.name = "edge"
         geometry = [g for g, k in zip(geometry, keep, strict=True) if k]
         ways = [w for w, k in zip(ways, keep, strict=True) if k]
+        n_segments = n_segments[keep]
         used = np.union1d(edges.u.to_numpy(), edges.v.to_numpy())
         nodes = nodes.loc[used]
     meta = {
@@ -625,8 +634,11 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
         "drivable_nodes": int(n_drivable_nodes),
         "drivable_edges": int(n_drivable_edges),
         "drivable_km": float(km_drivable),
+        # shares of the drivable input kept in the component: OSM segments (a simplified
+        # edge is made of several) and length; node counts before and after the
+        # simplification are not comparable
         "component_node_share": float(len(nodes) / max(n_drivable_nodes, 1)),
-        "component_edge_share": float(len(edges) / max(n_drivable_edges, 1)),
+        "component_edge_share": float(n_segments.sum() / max(n_drivable_edges, 1)),
         "component_km_share": float(edges.length_m.sum() / 1000 / max(km_drivable, 1e-9)),
         "turn_restrictions": len(restrictions or []),
         "turn_restrictions_applied": int(n_restricted),

@@ -59,12 +59,13 @@ class Oracle:
         """Build the oracle of a :class:`~evroute.network.Network`."""
         return cls(net.n_edges, net.conn_src, net.conn_dst)
 
-    def _check(self, weights, start: int, end: int) -> np.ndarray:
+    def _check(self, weights, start: int, end: int, available: np.ndarray | None = None) -> np.ndarray:
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != (self.n_edges,):
             raise EvrouteError(f"expected {self.n_edges} edge weights, got shape {w.shape}")
-        if not np.all(np.isfinite(w)):
-            raise EvrouteError("edge weights must be finite")
+        finite = np.isfinite(w) if available is None else (np.isfinite(w) | ~available)
+        if not np.all(finite):
+            raise EvrouteError("edge weights must be finite (on the available edges)")
         for label, e in (("start", start), ("end", end)):
             if not 0 <= int(e) < self.n_edges:
                 raise EvrouteError(f"{label} edge {e} is not an edge of the network (0..{self.n_edges - 1})")
@@ -84,20 +85,56 @@ class Oracle:
             path.append(p)
         return path[::-1]
 
-    def shortest_path(self, weights, start: int, end: int) -> Route:
+    def _available_mask(self, available) -> np.ndarray | None:
+        if available is None:
+            return None
+        mask = np.asarray(available)
+        if mask.shape != (self.n_edges,) or mask.dtype != bool:
+            raise EvrouteError(f"available edges must be a boolean mask of {self.n_edges} edges, "
+                               f"got {mask.dtype} of shape {mask.shape}")
+        return mask
+
+    def shortest_path(self, weights, start: int, end: int, available=None) -> Route:
         """Dijkstra from ``start`` to ``end`` for non-negative ``weights``.
+
+        Parameters
+        ----------
+        available : numpy.ndarray of bool, optional
+            Edges that may be driven (volatile arms, closures): the others are left out of
+            the search, and their weights may be anything, ``inf`` included.
 
         Raises
         ------
         EvrouteError
-            Negative weights, or ``end`` unreachable from ``start``.
+            Negative weights, an unavailable start or end edge, or no (available) route
+            from ``start`` to ``end``.
         """
-        w = self._check(weights, start, end)
-        if np.any(w < 0):
-            raise EvrouteError("Dijkstra needs non-negative edge weights; use bellman_ford_path")
-        dist, pred = csgraph.dijkstra(self._graph(w), directed=True, indices=int(start),
-                                      return_predecessors=True)
+        mask = self._available_mask(available)
+        w = self._check(weights, start, end, mask)
+        if mask is None:
+            if np.any(w < 0):
+                raise EvrouteError("Dijkstra needs non-negative edge weights; use bellman_ford_path")
+            graph = self._graph(w)
+        else:
+            for label, e in (("start", start), ("end", end)):
+                if not mask[int(e)]:
+                    raise EvrouteError(f"the {label} edge {e} is not available")
+            w = np.where(mask, w, 0.0)
+            if np.any(w < 0):
+                raise EvrouteError("Dijkstra needs non-negative edge weights; use bellman_ford_path")
+            # keep only the turns into available edges (rows of unavailable edges are then
+            # never reached, since nothing enters them)
+            keep = mask[self._indices]
+            rows = np.repeat(np.arange(self.n_edges), np.diff(self._csr.indptr))
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=self.n_edges))])
+            idx = self._indices[keep]
+            graph = sp.csr_matrix((w[idx], idx, indptr.astype(np.int32)), shape=(self.n_edges, self.n_edges))
+        dist, pred = csgraph.dijkstra(graph, directed=True, indices=int(start), return_predecessors=True)
         if not np.isfinite(dist[end]):
+            if mask is not None and np.isfinite(
+                    csgraph.dijkstra(self._graph(np.ones(self.n_edges)), directed=True, indices=int(start))[end]):
+                raise EvrouteError(f"no route from edge {start} to edge {end} uses only available edges "
+                                   f"({int((~mask).sum())} unavailable)")
             raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
         path = self._walk_back(pred, int(start), int(end))
         return Route(path, float(w[path].sum()))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -79,12 +80,15 @@ def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
     Returns the runs and the kind (``"run"`` or ``"compare"``).
     """
     from .experiment import load_grid
-    from .simulate import is_finished_run
+    from .simulate import is_finished_run, verify_run
 
     d = Path(directory)
     if not d.is_dir():
         raise EvrouteError(f"{d} is not a directory")
     if is_finished_run(d) and (d / "config.json").is_file():
+        why = verify_run(d)
+        if why is not None:
+            raise EvrouteError(f"{d} is not a readable run: {why}")
         return [d], "run"
     grid = load_grid(d)
     if grid is not None:
@@ -95,9 +99,17 @@ def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
         raise EvrouteError(f"{d} is neither a run directory (no summary.json) nor a compare directory "
                            "(no grid.json)")
     runs = [r for r in runs if is_finished_run(r)]
-    if not runs:
-        raise EvrouteError(f"{d} has no finished runs yet")
-    return runs, "compare"
+    readable = []
+    for r in runs:
+        why = verify_run(r)
+        if why is None:
+            readable.append(r)
+        else:  # one line per damaged run; the figures use the others
+            warnings.warn(f"skipping run {r.name}: {why} (rerun the compare command to recompute it)",
+                          stacklevel=2)
+    if not readable:
+        raise EvrouteError(f"{d} has no finished{' readable' if runs else ''} runs yet")
+    return readable, "compare"
 
 
 def load_runs(run_dirs: list[Path]) -> pd.DataFrame:
@@ -345,7 +357,8 @@ def _load_network_of(run_dir: Path):
 
 def plot_exploration(runs: pd.DataFrame, out_dir: Path, nets: dict | None = None) -> list[Path]:
     """One figure per route, one panel per policy: edges coloured by visits summed over seeds
-    (log scale), the clairvoyant optimal route of seed 0, start and end (003 Fig. 6–9)."""
+    (log scale), the clairvoyant optimal route of the lowest seed shown, start and end
+    (003 Fig. 6–9)."""
     plt = _mpl()
     from matplotlib.collections import LineCollection
     from matplotlib.colors import LogNorm
@@ -409,7 +422,7 @@ def plot_exploration(runs: pd.DataFrame, out_dir: Path, nets: dict | None = None
                    Line2D([], [], marker="o", color="#1a9850", mec="black", ls="none"),
                    Line2D([], [], marker="s", color="#d73027", mec="black", ls="none"),
                    Line2D([], [], color="#d4d4d4", lw=1.5)]
-        labels = ["clairvoyant optimal route (seed 0)", "start", "end", "road network"]
+        labels = [f"clairvoyant optimal route (seed {int(seed0.seed)})", "start", "end", "road network"]
         _legend(fig, handles, labels, ncols=4)
         fig.suptitle(f"Exploration of {route}")
         synthetic = str(net.meta.get("source", "")).startswith("synthetic")

@@ -20,9 +20,9 @@ so "the best route" is defined with care (SPEC §3):
   once more; needed on monaco:B, where turn restrictions leave no strict route);
   ``summary["exact_optimum"]["ends"]`` says which.
 
-The loop is ready for volatile arms: :meth:`Problem.available_edges` may return a mask per
-round (contexts and availability changing over time); edges not available get an infinite
-weight for the oracle.
+The loop is ready for volatile arms: :meth:`Problem.available_edges` may return a boolean
+mask per round (availability changing over time); the oracle leaves the unavailable edges
+out of its search, and a round with no available route is a one-line error.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import pandas as pd
 
 from . import __version__
 from .cache import cached_arrays, hash_bytes
-from .errors import EvrouteError
+from .errors import EvrouteError, Interrupted
 from .io import atomic_write_json, atomic_write_with, make_public
 
 PRIOR_SCALE = 0.25  # σ₀ = 0.25 σ_det (003 Sec. 4.1)
@@ -94,11 +94,14 @@ class SimulationConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise EvrouteError(f"{name} must be a positive finite number, got {value!r}")
-        parse_policy_name(self.policy)
+        family, _ = parse_policy_name(self.policy)
         from .models import available_models
 
         if self.model not in available_models():
             raise EvrouteError(f"unknown model {self.model!r}; choose one of: {', '.join(available_models())}")
+        if family == "bi" and self.model not in ("exact", "bi"):
+            raise EvrouteError(f"--model {self.model} is a GP backend for the gp-* policies; {self.policy} "
+                               "uses its own Bayesian-inference model (leave --model out)")
 
     @property
     def backend(self) -> str:
@@ -310,9 +313,11 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         mu, sd = model.mean_std()
         weights, beta = policy.weights(model, t, rng_policy)
         mask = problem.available_edges(t)
-        if mask is not None:
-            weights = np.where(mask, weights, np.inf)
-        path = np.asarray(problem.oracle.shortest_path(weights, start, end).edges, dtype=np.int64)
+        try:
+            path = np.asarray(problem.oracle.shortest_path(weights, start, end, available=mask).edges,
+                              dtype=np.int64)
+        except EvrouteError as exc:
+            raise EvrouteError(f"round {t}: {exc}") from None
         observed = f[path] + problem.noise_std * rng_noise.standard_normal(len(path))
         obs_mean.append(mu[path].copy())
         obs_std.append(sd[path].copy())
@@ -412,6 +417,65 @@ RUN_FILES = ("config.json", "rounds.parquet", "observations.parquet", "edges.par
 def is_finished_run(path: str | os.PathLike) -> bool:
     """A run directory is finished when its ``summary.json`` exists (it is written last)."""
     return (Path(path) / "summary.json").is_file()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:160]
+
+
+def verify_run(run_dir: str | os.PathLike) -> str | None:
+    """Check a finished run directory: ``None`` when it is complete and readable, else
+    why not (one phrase).
+
+    Checked: ``config.json`` and ``summary.json`` parse; the three Parquet tables can be
+    opened; ``rounds.parquet`` has one row per round of the configured horizon, and
+    ``observations.parquet`` one row per edge driven (the sum of ``rounds.n_edges``).
+    """
+    import json
+
+    import pyarrow.parquet as pq
+
+    run_dir = Path(run_dir)
+    try:
+        cfg = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        return f"{Path(exc.filename).name} is missing"
+    except (OSError, ValueError) as exc:
+        return f"config.json or summary.json is unreadable ({_first_line(exc)})"
+    rows = {}
+    for name in ("rounds", "observations", "edges"):
+        path = run_dir / f"{name}.parquet"
+        try:
+            rows[name] = pq.read_metadata(path).num_rows
+        except FileNotFoundError:
+            return f"{name}.parquet is missing"
+        except Exception as exc:  # pyarrow raises several kinds for damaged files
+            return f"{name}.parquet is unreadable ({_first_line(exc)})"
+    horizon = cfg.get("horizon") if isinstance(cfg, dict) else None
+    if rows["rounds"] != horizon:
+        return f"rounds.parquet has {rows['rounds']} rows, the run's horizon is {horizon}"
+    try:
+        driven = int(pq.read_table(run_dir / "rounds.parquet", columns=["n_edges"]).column(0).to_numpy().sum())
+    except Exception as exc:
+        return f"rounds.parquet is unreadable ({_first_line(exc)})"
+    if rows["observations"] != driven:
+        return f"observations.parquet has {rows['observations']} rows, the rounds drove {driven} edges"
+    if rows["edges"] == 0:
+        return "edges.parquet is empty"
+    return None
+
+
+def read_run_table(run_dir: str | os.PathLike, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """``<name>.parquet`` of a run directory; a missing or damaged file is one EvrouteError line."""
+    path = Path(run_dir) / f"{name}.parquet"
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except FileNotFoundError:
+        raise EvrouteError(f"{run_dir} is not a complete run directory (missing {name}.parquet)") from None
+    except Exception as exc:  # pyarrow raises several kinds for damaged files
+        raise EvrouteError(f"{path} is unreadable ({_first_line(exc)}); rerun the run that wrote it") from None
 
 
 #: Every name evroute writes into a run directory (the tables' CSV copies included).
@@ -588,6 +652,11 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
         raise EvrouteError(f"blas_threads must be an integer >= 0, got {blas_threads!r}")
     out_path = Path(out) if out is not None else None
     tmp = prepare_out_dir(out_path, overwrite) if out_path is not None else None
+    reached = [0]
+
+    def note(t: int) -> None:
+        reached[0] = t
+
     try:
         with limit_blas(blas_threads):
             problem = prepare_problem(cfg, net=net)
@@ -600,13 +669,22 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
                               TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
                               transient=True) as bar:
                     task = bar.add_task("rounds", total=cfg.horizon)
-                    result = run_bandit(cfg, problem, progress=lambda t: bar.update(task, completed=t))
+
+                    def update(t: int) -> None:
+                        reached[0] = t
+                        bar.update(task, completed=t)
+
+                    result = run_bandit(cfg, problem, progress=update)
             else:
-                result = run_bandit(cfg, problem)
+                result = run_bandit(cfg, problem, progress=note)
         if out_path is not None:
             write_run(result, cfg, problem, out_path, overwrite=overwrite, csv=csv, tmp=tmp)
             tmp = None
         return result
+    except KeyboardInterrupt:
+        where = f"after {reached[0]} of {cfg.horizon} rounds" if reached[0] else "before the first round"
+        kept = f"nothing was written to {out_path}" if out_path is not None else "nothing was kept"
+        raise Interrupted(f"the run stopped {where}; {kept}; rerun the same command to run it again") from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

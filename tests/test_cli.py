@@ -86,3 +86,35 @@ def test_subprocess_no_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "evroute", "route", "--no-such-option"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.real
+def test_networks_info_reports_kept_share_of_segments_and_length(capsys, monaco):
+    code, out, _ = run(capsys, "networks", "info", "monaco")
+    line = next(x for x in out.splitlines() if x.startswith("component"))
+    assert "of the drivable road segments" in line and "of the drivable km" in line and "nodes" not in line
+    # the segment share counts the OSM segments the kept (simplified) edges are made of:
+    # it lies near the length share, not at the ratio of node counts
+    seg, km = monaco.meta["component_edge_share"], monaco.meta["component_km_share"]
+    assert 0.5 < seg <= 1.0 and abs(seg - km) < 0.15
+
+
+def test_svgp_with_a_bi_policy_is_refused(capsys, tmp_path):
+    code, _, err = run(capsys, "simulate", "--policy", "bi-ts", "--model", "svgp", "--horizon", "2",
+                       "--out", str(tmp_path / "r"))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "--model svgp" in lines[0] and "bi-ts" in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_flat_network_warns_on_every_run(tmp_path):
+    from .osmxml import write_osm
+
+    osm = write_osm(tmp_path / "flat.osm", ele=False)
+    env = {**__import__("os").environ, "EVROUTE_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):  # the first builds the cache, the second reads it: both say it
+        proc = subprocess.run([sys.executable, "-m", "evroute", "networks", "info", str(osm)],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        warns = [x for x in proc.stderr.splitlines() if x.strip()]
+        assert len(warns) == 1 and warns[0].startswith("warning: network 'flat' has no elevation"), proc.stderr

@@ -62,14 +62,28 @@ def test_presets_and_files(tmp_path):
     veh = load_vehicle()
     assert veh == Vehicle(name="sumo-ev")
     f = tmp_path / "van.json"
+    # missing keys are not completed silently...
     f.write_text(json.dumps({"mass_kg": 3000, "eta_minus": 0.7}))
+    with pytest.raises(EvrouteError, match="missing parameter.*air_density.*\"base\": \"sumo-ev\""):
+        load_vehicle(str(f))
+    # ...only from an explicit base preset
+    f.write_text(json.dumps({"base": "sumo-ev", "mass_kg": 3000, "eta_minus": 0.7}))
     van = load_vehicle(str(f))
     assert van.mass_kg == 3000 and van.eta_minus == 0.7 and van.drag_coefficient == 0.35
+    f.write_text(json.dumps({"base": "delivery-van", "mass_kg": 3000}))
+    assert load_vehicle(str(f)).frontal_area_m2 == 4.5
+    # every key given: no base needed
+    full = {**Vehicle().to_dict(), "mass_kg": 2500.0}
+    del full["name"]
+    f.write_text(json.dumps(full))
+    assert load_vehicle(str(f)) == Vehicle(name="van", mass_kg=2500.0)
     assert edge_energy_wh(100.0, 0.1, 10.0, van) > edge_energy_wh(100.0, 0.1, 10.0, veh)
 
 
-@pytest.mark.parametrize("content,msg", [("{", "not valid JSON"), ('{"mass_kg": -1}', "mass_kg"),
-                                         ('{"warp": 9}', "unknown parameter"), ("[1]", "JSON object")])
+@pytest.mark.parametrize("content,msg", [("{", "not valid JSON"), ('{"base": "sumo-ev", "mass_kg": -1}', "mass_kg"),
+                                         ('{"warp": 9}', "unknown parameter"), ("[1]", "JSON object"),
+                                         ('{"base": "tesla"}', "unknown base"), ('{"mass_kg": 1}', "missing"),
+                                         ('{"base": "sumo-ev", "g": "9.8"}', "g must be a number")])
 def test_bad_vehicle_files(tmp_path, content, msg):
     f = tmp_path / "bad.json"
     f.write_text(content)

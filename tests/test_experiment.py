@@ -457,3 +457,105 @@ def test_compare_refuses_foreign_out_dirs(capsys, tmp_path, synthetic):
     assert cli(capsys, *args, str(empty))[0] == 0
     code, out, _ = cli(capsys, *args, str(empty))
     assert code == 0 and "(1 kept, 0 computed)" in out
+
+
+@pytest.mark.parametrize("jobs", ["2", "1"])
+def test_ctrl_c_stops_compare_promptly_and_resumes(tmp_path, jobs):
+    """A real SIGINT: exit 130 within seconds, one line, workers stopped, resumable."""
+    out = tmp_path / "grid"
+    runs = out / "runs"
+    grid_args = ["--network", "synthetic", "--routes", "A", "--policies", "gp-ucb,bi-ts", "--seeds", "3",
+                 "--horizon", "2000"]
+    args = [sys.executable, "-m", "evroute", "compare", *grid_args, "--jobs", jobs, "--no-progress",
+            "--out", str(out)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None:
+        if runs.is_dir() and any(is_finished_run(d) for d in runs.iterdir()):
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the grid finished before the interrupt"
+    tic = time.time()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert time.time() - tic < 5, "Ctrl-C did not stop compare promptly"
+    assert proc.returncode == 130, err
+    lines = [x for x in err.splitlines() if x.startswith("interrupted")]
+    assert len(lines) == 1, err
+    finished = _finished(runs)
+    k = len(finished)
+    assert 1 <= k < 6
+    assert lines[0] == f"interrupted: {k} runs finished, {6 - k} left; rerun the same command to resume"
+    assert "Traceback" not in err
+    time.sleep(1.5)
+    assert _finished(runs) == finished, "a worker kept running after Ctrl-C"
+    assert not (out / "summary.csv").exists()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"6 runs: {k} already finished, {6 - k} to compute" in done.stderr
+    assert {n: v for n, v in _finished(runs).items() if n in finished} == finished
+
+
+def test_ctrl_c_stops_simulate_and_leaves_nothing(tmp_path):
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "evroute", "simulate", "--horizon", "1000000", "--out", str(out),
+            "--no-progress"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(p.name.startswith(".run.partial-") for p in tmp_path.iterdir()):
+        time.sleep(0.02)
+    time.sleep(3.0)  # into the rounds
+    tic = time.time()
+    proc.send_signal(signal.SIGINT)
+    stdout, err = proc.communicate(timeout=60)
+    assert time.time() - tic < 5
+    assert proc.returncode == 130, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("interrupted: the run stopped after "), err
+    assert "rerun the same command" in err and stdout == ""
+    assert list(tmp_path.iterdir()) == []  # no run directory, no temporary folder
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_damaged_run_files_one_line_errors_and_recompute(capsys, tmp_path, synthetic):
+    from evroute.simulate import verify_run
+
+    run = tmp_path / "run"
+    simulate(SimulationConfig(horizon=4, policy="bi-ts"), run, net=synthetic)
+    assert verify_run(run) is None
+    _truncate(run / "rounds.parquet")
+    assert "rounds.parquet is unreadable" in verify_run(run)
+    for args in (["plot", str(run), "--no-maps"], ["export", str(run), "--geojson", str(tmp_path / "x.geojson")]):
+        code, _, err = cli(capsys, *args)
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "rounds.parquet" in lines[0], err
+    assert not (tmp_path / "x.geojson").exists()
+
+    # a grid: plots skip the damaged run (named, one line), compare verifies and recomputes it
+    out = tmp_path / "grid"
+    grid_args = ["compare", "--routes", "synthetic:B", "--policies", "bi-ts", "--seeds", "3", "--horizon", "5",
+                 "--jobs", "1", "--no-progress", "--out", str(out)]
+    assert cli(capsys, *grid_args)[0] == 0
+    bad = out / "runs" / "synthetic-B-bi-ts-s1"
+    good = {n: (out / "runs" / n / "rounds.parquet").stat().st_mtime_ns for n in ("synthetic-B-bi-ts-s0",
+                                                                                 "synthetic-B-bi-ts-s2")}
+    _truncate(bad / "observations.parquet")
+    code, _, err = cli(capsys, "plot", str(out), "--no-maps")
+    assert code == 0
+    warn = [x for x in err.splitlines() if "synthetic-B-bi-ts-s1" in x]
+    assert len(warn) == 1 and warn[0].startswith("warning: skipping run synthetic-B-bi-ts-s1"), err
+    # a row count that does not match the config is damage too
+    pd.read_parquet(out / "runs" / "synthetic-B-bi-ts-s2" / "rounds.parquet").head(3).to_parquet(
+        out / "runs" / "synthetic-B-bi-ts-s2" / "rounds.parquet", index=False)
+    assert "rounds.parquet has 3 rows, the run's horizon is 5" in verify_run(out / "runs" / "synthetic-B-bi-ts-s2")
+    code, stdout, err = cli(capsys, *grid_args)
+    assert code == 0, err
+    assert "recomputing synthetic-B-bi-ts-s1: observations.parquet is unreadable" in err
+    assert "recomputing synthetic-B-bi-ts-s2: rounds.parquet has 3 rows" in err
+    assert "(1 kept, 2 computed)" in stdout
+    for n in ("synthetic-B-bi-ts-s1", "synthetic-B-bi-ts-s2"):
+        assert verify_run(out / "runs" / n) is None
+    assert (out / "runs" / "synthetic-B-bi-ts-s0" / "rounds.parquet").stat().st_mtime_ns == good["synthetic-B-bi-ts-s0"]

@@ -104,3 +104,43 @@ def test_oracle_on_luxembourg_vs_networkx(luxembourg):
     for _ in range(5):
         s, t = (int(x) for x in rng.integers(net.n_edges, size=2))
         assert o.shortest_path(w, s, t).cost == pytest.approx(w[s] + nx.dijkstra_path_length(H, s, t))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_unavailable_edges_are_left_out_of_the_search(seed):
+    """Reference: networkx Dijkstra on the subgraph of available edges."""
+    G, src, dst, rng = random_line_graph(60, 0.1, seed)
+    o = Oracle(60, src, dst)
+    w = rng.uniform(0, 10, 60)
+    avail = rng.random(60) > 0.25
+    avail[0] = True
+    w_inf = np.where(avail, w, np.inf)  # the documented hook: unavailable edges weigh inf
+    H = G.subgraph(np.flatnonzero(avail).tolist())
+    reach = nx.single_source_shortest_path_length(H, 0)
+    for t in [x for x in range(60) if avail[x]]:
+        if t in reach:
+            for weights in (w, w_inf):
+                r = o.shortest_path(weights, 0, t, available=avail)
+                assert r.cost == pytest.approx(nx_cost(H, w, 0, t), abs=1e-9)
+                assert all(avail[r.edges]) and r.edges[0] == 0 and r.edges[-1] == t
+                assert all(G.has_edge(a, b) for a, b in itertools.pairwise(r.edges))
+        elif t in nx.single_source_shortest_path_length(G, 0):
+            with pytest.raises(EvrouteError, match="uses only available edges"):
+                o.shortest_path(w_inf, 0, t, available=avail)
+    # everything available: the plain search
+    full = np.ones(60, dtype=bool)
+    for t in list(nx.single_source_shortest_path_length(G, 0))[:10]:
+        assert o.shortest_path(w, 0, t, available=full).edges == o.shortest_path(w, 0, t).edges
+
+
+def test_availability_errors():
+    o = Oracle(3, np.array([0, 1]), np.array([1, 2]))
+    w = np.ones(3)
+    with pytest.raises(EvrouteError, match="end edge 2 is not available"):
+        o.shortest_path(w, 0, 2, available=np.array([True, True, False]))
+    with pytest.raises(EvrouteError, match="only available edges"):
+        o.shortest_path(np.array([1.0, np.inf, 1.0]), 0, 2, available=np.array([True, False, True]))
+    with pytest.raises(EvrouteError, match="boolean mask"):
+        o.shortest_path(w, 0, 2, available=np.array([1, 1, 1]))
+    with pytest.raises(EvrouteError, match="finite"):  # inf on an available edge
+        o.shortest_path(np.array([1.0, np.inf, 1.0]), 0, 2, available=np.ones(3, dtype=bool))

@@ -94,3 +94,19 @@ def test_plot_bad_input(tmp_path, capsys):
     code = main(["plot", str(tmp_path / "missing")])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error:") and len(err.strip().splitlines()) == 1
+
+
+def test_exploration_legend_names_the_seed_shown(tmp_path, synthetic, monkeypatch):
+    run = tmp_path / "run"
+    simulate(SimulationConfig(horizon=3, seed=3, policy="bi-ts"), run, net=synthetic)
+    seen = []
+    real = plots._legend
+
+    def record(fig, handles, labels, ncols=None):
+        seen.append(list(labels))
+        return real(fig, handles, labels, ncols=ncols)
+
+    monkeypatch.setattr(plots, "_legend", record)
+    runs = plots.load_runs([run])
+    plots.plot_exploration(runs, tmp_path / "plots", nets={"synthetic": synthetic})
+    assert seen and seen[-1][0] == "clairvoyant optimal route (seed 3)"

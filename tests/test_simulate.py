@@ -318,3 +318,38 @@ def test_bad_truth_lengthscale(tmp_path):
     with pytest.raises(EvrouteError, match="truth_lengthscale"):
         simulate(SimulationConfig(truth_lengthscale=0.0), tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_volatile_arms_hook_closes_edges(problem):
+    """Problem.available_edges: closed edges are never driven; no route is one clear error."""
+    import dataclasses
+
+    from evroute.models import make_model
+
+    optimal = problem.clairvoyant_route()
+    closed = optimal[len(optimal) // 2]
+
+    class Closure(type(problem)):
+        def available_edges(self, t):
+            mask = np.ones(self.net.n_edges, dtype=bool)
+            if t % 2 == 0:  # closed on even rounds
+                mask[closed] = False
+            return mask
+
+    p = Closure(**{f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)})
+    cfg = SimulationConfig(seed=3, horizon=6, policy="bi-ts")
+    model = make_model("bi", p.prior_mean, prior_var=p.prior_var, noise_var=p.noise_var)
+    res = run_bandit(cfg, p, agent=(TruthPolicy(p.truth), model))
+    for t, path in zip(res.rounds.t, res.rounds.path, strict=True):
+        assert (closed in list(path)) == (t % 2 == 1)  # the clairvoyant route on odd rounds only
+
+    class AllClosed(type(problem)):
+        def available_edges(self, t):
+            mask = np.ones(self.net.n_edges, dtype=bool)
+            mask[self.net.conn_dst[self.net.conn_src == self.route.start]] = t < 3
+            return mask
+
+    p = AllClosed(**{f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)})
+    model = make_model("bi", p.prior_mean, prior_var=p.prior_var, noise_var=p.noise_var)
+    with pytest.raises(EvrouteError, match="^round 3: no route from edge"):
+        run_bandit(cfg, p, agent=(TruthPolicy(p.truth), model))
