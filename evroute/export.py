@@ -20,7 +20,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from .errors import EvrouteError
 from .io import atomic_write_text
