@@ -578,7 +578,7 @@ def run_cell(cfg: SimulationConfig, out: str | os.PathLike) -> dict:
     try:
         problem = cached_problem(cfg)
         agent = build_agent(cfg, problem)
-        result = run_bandit(cfg, problem, agent=agent)
+        result = run_bandit(cfg, problem, agent=agent, log_dir=tmp)
         write_run(result, cfg, problem, out, overwrite=True, tmp=tmp)
         tmp = None
         return result.summary

@@ -84,8 +84,14 @@ class SimulationConfig:
         """Raise EvrouteError (one line) on a bad value."""
         from .policies import parse_policy_name
 
-        if not isinstance(self.horizon, int) or self.horizon <= 0:
+        if not isinstance(self.horizon, int) or isinstance(self.horizon, bool) or self.horizon <= 0:
             raise EvrouteError(f"horizon must be a positive integer, got {self.horizon!r}")
+        if self.horizon > MAX_HORIZON:
+            raise EvrouteError(
+                f"horizon {self.horizon:,} is too long: at most {MAX_HORIZON:,} rounds (every round is "
+                f"logged, ~{LOG_BYTES_PER_ROUND + 50 * LOG_BYTES_PER_EDGE:,} bytes for a 50-edge route, and "
+                "its time kept for the summary; 10⁸ rounds would already be ~500 GB of logs and days of "
+                "computing)")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise EvrouteError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.kernel not in KERNEL_KINDS:
@@ -278,23 +284,165 @@ def model_options(cfg: SimulationConfig, problem: Problem) -> dict:
 # --------------------------------------------------------------------------------------
 
 
+#: Rounds whose log rows are held in memory before they are appended to the run
+#: directory's Parquet tables (one row group per chunk): a long run's memory stays flat.
+LOG_CHUNK_ROUNDS = 10_000
+
+#: The longest run accepted. Each round is logged (one row, plus one per edge driven) and
+#: its time kept for the summary's median; beyond 10⁸ rounds the logs alone would be
+#: hundreds of GB and the run would take days at ~1 ms a round.
+MAX_HORIZON = 100_000_000
+
+#: Rough size of the logs (in memory, as DataFrames): per round and per edge driven.
+LOG_BYTES_PER_ROUND = 250
+LOG_BYTES_PER_EDGE = 100
+
+ROUND_COLUMNS = ("t", "path", "n_edges", "expected_energy_wh", "observed_energy_wh", "optimal_energy_wh",
+                 "regret_wh", "cumulative_regret_wh", "beta", "seconds")
+OBSERVATION_COLUMNS = ("t", "edge", "observed_wh", "expected_wh", "prior_mean_wh", "post_mean_before",
+                       "post_std_before")
+
+
+class RoundLog:
+    """The per-round and per-observation rows of a run, in chunks of ``chunk`` rounds.
+
+    With a ``directory`` every full chunk is appended to ``rounds.parquet`` and
+    ``observations.parquet`` there (one row group each) and dropped from memory; without
+    one the chunks are kept and concatenated by :meth:`close`.
+    """
+
+    def __init__(self, directory: Path | None = None, chunk: int | None = None):
+        self.directory = Path(directory) if directory is not None else None
+        self.chunk = int(chunk or LOG_CHUNK_ROUNDS)
+        self._rows: dict[str, list] = {k: [] for k in ROUND_COLUMNS}
+        self._obs: dict[str, list] = {k: [] for k in OBSERVATION_COLUMNS}
+        self._parts: dict[str, list] = {"rounds": [], "observations": []}
+        self._writers: dict = {}
+
+    def add(self, round_row: dict, observations: dict) -> None:
+        """One round: ``round_row`` holds a value per round column, ``observations`` an
+        array per observation column."""
+        for k in ROUND_COLUMNS:
+            self._rows[k].append(round_row[k])
+        for k in OBSERVATION_COLUMNS:
+            self._obs[k].append(observations[k])
+        if len(self._rows["t"]) >= self.chunk:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._rows["t"]:
+            return
+        rounds = pd.DataFrame(self._rows)
+        observations = pd.DataFrame({k: np.concatenate(v) for k, v in self._obs.items()})
+        for v in (*self._rows.values(), *self._obs.values()):
+            v.clear()
+        for name, df in (("rounds", rounds), ("observations", observations)):
+            if self.directory is None:
+                self._parts[name].append(df)
+            else:
+                self._append(name, df)
+
+    def _append(self, name: str, df: pd.DataFrame) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        writer = self._writers.get(name)
+        if writer is None:
+            writer = self._writers[name] = pq.ParquetWriter(self.directory / f"{name}.parquet", table.schema)
+        writer.write_table(table.cast(writer.schema))
+
+    def close(self) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+        """Write what is left; return the tables (None for tables written to the directory)."""
+        self.flush()
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+        if self.directory is not None:
+            return None, None
+        return tuple(pd.concat(self._parts[n], ignore_index=True) if self._parts[n] else
+                     pd.DataFrame({c: [] for c in cols})
+                     for n, cols in (("rounds", ROUND_COLUMNS), ("observations", OBSERVATION_COLUMNS)))
+
+    def abort(self) -> None:
+        """Close open files after an error (the caller removes the folder)."""
+        for writer in self._writers.values():
+            try:
+                writer.close()
+            except Exception:  # pragma: no cover - closing a broken file
+                pass
+        self._writers.clear()
+
+
 @dataclass
 class RunResult:
-    """In-memory result of a run: the three tables and the summary."""
+    """The result of a run: the three tables and the summary.
 
-    rounds: pd.DataFrame
-    observations: pd.DataFrame
+    ``rounds`` and ``observations`` are DataFrames; a run whose logs were written to a
+    run directory as it went reads them from there when asked (``log_dir``).
+    """
+
+    _rounds: pd.DataFrame | None
+    _observations: pd.DataFrame | None
     edges: pd.DataFrame
     summary: dict
+    log_dir: Path | None = None
+
+    @property
+    def rounds(self) -> pd.DataFrame:
+        return self._rounds if self._rounds is not None else pd.read_parquet(self.log_dir / "rounds.parquet")
+
+    @property
+    def observations(self) -> pd.DataFrame:
+        if self._observations is not None:
+            return self._observations
+        return pd.read_parquet(self.log_dir / "observations.parquet")
 
 
-def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=None) -> RunResult:
-    """Algorithm 1 for ``cfg.horizon`` rounds; returns the tables (nothing is written).
+def log_size_bytes(horizon: int, route_edges: int) -> int:
+    """Rough size of a run's logs: :data:`LOG_BYTES_PER_ROUND` per round plus
+    :data:`LOG_BYTES_PER_EDGE` per edge driven (routes taken as ``route_edges`` long)."""
+    return int(horizon) * (LOG_BYTES_PER_ROUND + LOG_BYTES_PER_EDGE * max(int(route_edges), 1))
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.1f} GB"
+
+
+def check_log_room(cfg: SimulationConfig, route_edges: int, directory: Path | None) -> None:
+    """Refuse a horizon whose logs cannot be held: in memory when nothing is written
+    (half the memory available), on disk when they go to ``directory`` (its free space)."""
+    need = log_size_bytes(cfg.horizon, route_edges)
+    if directory is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+            return
+        if need > avail / 2:
+            raise EvrouteError(
+                f"the logs of {cfg.horizon:,} rounds (routes of ~{route_edges} edges) would need about "
+                f"{_gb(need)} of memory and {_gb(avail)} is available: write the run to a directory "
+                f"(it is then logged in chunks of {LOG_CHUNK_ROUNDS:,} rounds) or shorten the horizon")
+    else:
+        free = shutil.disk_usage(directory).free
+        if need > free:
+            raise EvrouteError(
+                f"the logs of {cfg.horizon:,} rounds (routes of ~{route_edges} edges) would need about "
+                f"{_gb(need)} and {directory} has {_gb(free)} free: shorten the horizon or write elsewhere")
+
+
+def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=None,
+               log_dir: str | os.PathLike | None = None) -> RunResult:
+    """Algorithm 1 for ``cfg.horizon`` rounds; returns the tables.
 
     Parameters
     ----------
     agent : (Policy, PosteriorModel), optional
         Use this policy and model instead of the ones ``cfg`` names (library use, tests).
+    log_dir : path-like, optional
+        Append ``rounds.parquet`` and ``observations.parquet`` there in chunks of
+        :data:`LOG_CHUNK_ROUNDS` rounds as the run goes (memory stays flat); otherwise
+        they are kept in memory.
     """
     policy, model = agent if agent is not None else make_agent(cfg, problem)
     rng_noise = np.random.default_rng([cfg.seed, 2])
@@ -303,46 +451,48 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
     start, end = problem.route.start, problem.route.end
     clairvoyant = problem.clairvoyant_route()
     optimal = float(f[clairvoyant].sum())
+    log_dir = Path(log_dir) if log_dir is not None else None
+    check_log_room(cfg, len(clairvoyant), log_dir)
 
-    rows = {k: [] for k in ("t", "path", "n_edges", "expected_energy_wh", "observed_energy_wh",
-                            "optimal_energy_wh", "regret_wh", "cumulative_regret_wh", "beta", "seconds")}
-    obs_t, obs_edge, obs_val, obs_mean, obs_std = [], [], [], [], []
+    log = RoundLog(log_dir)
+    seconds_all = np.empty(cfg.horizon)
+    visits = np.zeros(problem.net.n_edges, dtype=np.int64)
     cumulative = 0.0
-    for t in range(1, cfg.horizon + 1):
-        tic = time.perf_counter()
-        mu, sd = model.mean_std()
-        weights, beta = policy.weights(model, t, rng_policy)
-        mask = problem.available_edges(t)
-        try:
-            path = np.asarray(problem.oracle.shortest_path(weights, start, end, available=mask).edges,
-                              dtype=np.int64)
-        except EvrouteError as exc:
-            raise EvrouteError(f"round {t}: {exc}") from None
-        observed = f[path] + problem.noise_std * rng_noise.standard_normal(len(path))
-        obs_mean.append(mu[path].copy())
-        obs_std.append(sd[path].copy())
-        model.update(path, observed)
-        seconds = time.perf_counter() - tic
-        expected = float(f[path].sum())
-        regret = expected - optimal
-        cumulative += regret
-        obs_t.append(np.full(len(path), t, dtype=np.int64))
-        obs_edge.append(path)
-        obs_val.append(observed)
-        for k, v in (("t", t), ("path", path.tolist()), ("n_edges", len(path)),
-                     ("expected_energy_wh", expected), ("observed_energy_wh", float(observed.sum())),
-                     ("optimal_energy_wh", optimal), ("regret_wh", regret),
-                     ("cumulative_regret_wh", cumulative), ("beta", float(beta)), ("seconds", seconds)):
-            rows[k].append(v)
-        if progress is not None:
-            progress(t)
+    regret = 0.0
+    try:
+        for t in range(1, cfg.horizon + 1):
+            tic = time.perf_counter()
+            mu, sd = model.mean_std()
+            weights, beta = policy.weights(model, t, rng_policy)
+            mask = problem.available_edges(t)
+            try:
+                path = np.asarray(problem.oracle.shortest_path(weights, start, end, available=mask).edges,
+                                  dtype=np.int64)
+            except EvrouteError as exc:
+                raise EvrouteError(f"round {t}: {exc}") from None
+            observed = f[path] + problem.noise_std * rng_noise.standard_normal(len(path))
+            mean_before, std_before = mu[path].copy(), sd[path].copy()
+            model.update(path, observed)
+            seconds = time.perf_counter() - tic
+            expected = float(f[path].sum())
+            regret = expected - optimal
+            cumulative += regret
+            seconds_all[t - 1] = seconds
+            np.add.at(visits, path, 1)
+            log.add({"t": t, "path": path.tolist(), "n_edges": len(path), "expected_energy_wh": expected,
+                     "observed_energy_wh": float(observed.sum()), "optimal_energy_wh": optimal,
+                     "regret_wh": regret, "cumulative_regret_wh": cumulative, "beta": float(beta),
+                     "seconds": seconds},
+                    {"t": np.full(len(path), t, dtype=np.int64), "edge": path, "observed_wh": observed,
+                     "expected_wh": f[path], "prior_mean_wh": problem.prior_mean[path],
+                     "post_mean_before": mean_before, "post_std_before": std_before})
+            if progress is not None:
+                progress(t)
+        rounds, observations = log.close()
+    except BaseException:
+        log.abort()
+        raise
 
-    rounds = pd.DataFrame(rows)
-    all_edges = np.concatenate(obs_edge)
-    observations = pd.DataFrame({
-        "t": np.concatenate(obs_t), "edge": all_edges, "observed_wh": np.concatenate(obs_val),
-        "expected_wh": f[all_edges], "prior_mean_wh": problem.prior_mean[all_edges],
-        "post_mean_before": np.concatenate(obs_mean), "post_std_before": np.concatenate(obs_std)})
     mu, sd = model.mean_std()
     e = problem.net.edges
     edges = pd.DataFrame({
@@ -350,12 +500,12 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "osm_way": e.osm_way.to_numpy(), "length_m": e.length_m.to_numpy(),
         "speed_mps": e.speed_mps.to_numpy(), "grade": e.grade.to_numpy(),
         "energy_det_wh": problem.prior_mean, "energy_true_wh": f,
-        "visits": np.bincount(all_edges, minlength=problem.net.n_edges).astype(np.int64),
+        "visits": visits,
         "post_mean_final": np.asarray(mu, dtype=float), "post_std_final": np.asarray(sd, dtype=float)})
     summary = {
         "final_cumulative_regret_wh": float(cumulative),
-        "mean_seconds_per_round": float(rounds.seconds.mean()),
-        "median_seconds_per_round": float(rounds.seconds.median()),
+        "mean_seconds_per_round": float(seconds_all.mean()),
+        "median_seconds_per_round": float(np.median(seconds_all)),
         "horizon": cfg.horizon, "policy": cfg.policy, "model": cfg.backend, "network": problem.net.name,
         "route": problem.route.name, "start_edge": problem.route.start, "end_edge": problem.route.end,
         "seed": cfg.seed, "lengthscale": cfg.lengthscale, "truth_lengthscale": cfg.truth_lengthscale,
@@ -365,7 +515,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "optimal_energy_wh": optimal, "optimal_path": [int(x) for x in clairvoyant],
         "exact_optimal_energy_wh": None, "exact_optimum": None, "rectification_gap_wh": None,
         "distinct_edges_observed": int(model.n_distinct),
-        "last_route_regret_wh": float(rounds.regret_wh.iloc[-1]),
+        "last_route_regret_wh": float(regret),
     }
     if cfg.exact_optimum:
         opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
@@ -373,7 +523,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         summary["exact_optimum"] = opt
         if opt["energy"] is not None:
             summary["rectification_gap_wh"] = optimal - opt["energy"]
-    return RunResult(rounds, observations, edges, summary)
+    return RunResult(rounds, observations, edges, summary, log_dir=log_dir)
 
 
 def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
@@ -591,12 +741,17 @@ def write_run(result: RunResult, cfg: SimulationConfig, problem: Problem, out: P
                            "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
                            "network_source": problem.net.meta.get("source")}}
     atomic_write_json(tmp / "config.json", config)
-    for name in ("rounds", "observations", "edges"):
-        df = getattr(result, name)
-        atomic_write_with(tmp / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))
+    in_memory = {"rounds": result._rounds, "observations": result._observations, "edges": result.edges}
+    for name, df in in_memory.items():
+        target = tmp / f"{name}.parquet"
+        if df is not None:
+            atomic_write_with(target, lambda p, df=df: df.to_parquet(p, index=False))
+        elif result.log_dir is None or not (result.log_dir / f"{name}.parquet").is_file():
+            raise EvrouteError(f"the run's {name} log is neither in memory nor on disk")
+        elif result.log_dir.resolve() != tmp.resolve():  # logged elsewhere: copy it in
+            atomic_write_with(target, lambda p, src=result.log_dir / f"{name}.parquet": shutil.copyfile(src, p))
         if csv:
-            table = df.assign(path=df.path.map(lambda p: " ".join(map(str, p)))) if "path" in df else df
-            atomic_write_with(tmp / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
+            atomic_write_with(tmp / f"{name}.csv", lambda p, src=target: _parquet_to_csv(src, p))
     atomic_write_json(tmp / "summary.json", result.summary)
     if out.exists():
         try:
@@ -610,7 +765,24 @@ def write_run(result: RunResult, cfg: SimulationConfig, problem: Problem, out: P
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.replace(tmp, out)
+    if result.log_dir is not None and result.log_dir.resolve() == tmp.resolve():
+        result.log_dir = out
     return out
+
+
+def _parquet_to_csv(src: Path, dest: Path, batch_rows: int = 100_000) -> None:
+    """A CSV copy of a Parquet table, batch by batch (route paths as space-separated ids)."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(src) as pf:
+        header = True
+        with open(dest, "w", encoding="utf-8", newline="") as fh:
+            for batch in pf.iter_batches(batch_size=batch_rows):
+                df = batch.to_pandas()
+                if "path" in df:
+                    df = df.assign(path=df.path.map(lambda p: " ".join(map(str, p))))
+                df.to_csv(fh, index=False, header=header)
+                header = False
 
 
 def limit_blas(threads: int | None):
@@ -674,9 +846,9 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
                         reached[0] = t
                         bar.update(task, completed=t)
 
-                    result = run_bandit(cfg, problem, progress=update)
+                    result = run_bandit(cfg, problem, progress=update, log_dir=tmp)
             else:
-                result = run_bandit(cfg, problem, progress=note)
+                result = run_bandit(cfg, problem, progress=note, log_dir=tmp)
         if out_path is not None:
             write_run(result, cfg, problem, out_path, overwrite=overwrite, csv=csv, tmp=tmp)
             tmp = None

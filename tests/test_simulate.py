@@ -353,3 +353,65 @@ def test_volatile_arms_hook_closes_edges(problem):
     model = make_model("bi", p.prior_mean, prior_var=p.prior_var, noise_var=p.noise_var)
     with pytest.raises(EvrouteError, match="^round 3: no route from edge"):
         run_bandit(cfg, p, agent=(TruthPolicy(p.truth), model))
+
+
+def test_too_long_horizon_is_refused_with_the_limit(tmp_path, capsys):
+    from evroute.cli import main
+
+    code = main(["simulate", "--horizon", "10000000000", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "at most 100,000,000 rounds" in lines[0], err
+    assert not (tmp_path / "r").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_logs_that_do_not_fit_are_refused(tmp_path, synthetic, monkeypatch):
+    import shutil as sh
+    from collections import namedtuple
+
+    import evroute.simulate as sim
+
+    Usage = namedtuple("Usage", "total used free")
+    monkeypatch.setattr(sim.shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 10**5, 10**5))
+    with pytest.raises(EvrouteError, match="would need about .* free: shorten the horizon"):
+        simulate(SimulationConfig(horizon=5000, policy="bi-ts"), tmp_path / "r", net=synthetic)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(sim.shutil, "disk_usage", sh.disk_usage)
+    monkeypatch.setattr(sim.os, "sysconf", lambda name: 100 if name == "SC_AVPHYS_PAGES" else 4096)
+    with pytest.raises(EvrouteError, match="of memory .* write the run to a directory"):
+        simulate(SimulationConfig(horizon=5000, policy="bi-ts"), net=synthetic)
+
+
+def test_long_runs_are_logged_in_chunks(tmp_path, synthetic, monkeypatch):
+    """Chunked logging (memory flat) writes exactly the tables of an in-memory run."""
+    import pyarrow.parquet as pq
+
+    import evroute.simulate as sim
+
+    cfg = SimulationConfig(horizon=30, policy="gp-ucb", seed=2)
+    whole = simulate(cfg, net=synthetic)  # in memory
+    monkeypatch.setattr(sim, "LOG_CHUNK_ROUNDS", 7)
+    peak = []
+    real_flush = sim.RoundLog.flush
+
+    def flush(self):
+        peak.append(len(self._rows["t"]))
+        return real_flush(self)
+
+    monkeypatch.setattr(sim.RoundLog, "flush", flush)
+    out = tmp_path / "run"
+    streamed = simulate(cfg, out, net=synthetic, csv=True)
+    assert max(peak) <= 7  # never more than a chunk of rounds in memory
+    assert pq.ParquetFile(out / "rounds.parquet").metadata.num_row_groups == 5  # ceil(30 / 7)
+    for name in ("rounds", "observations"):
+        a = getattr(whole, name).drop(columns=["seconds"], errors="ignore")
+        b = pd.read_parquet(out / f"{name}.parquet").drop(columns=["seconds"], errors="ignore")
+        pd.testing.assert_frame_equal(a, b)
+        pd.testing.assert_frame_equal(getattr(streamed, name), pd.read_parquet(out / f"{name}.parquet"))
+    csv = pd.read_csv(out / "rounds.csv")
+    assert len(csv) == 30 and csv.path.iloc[0] == " ".join(map(str, whole.rounds.path.iloc[0]))
+    assert len(pd.read_csv(out / "observations.csv")) == len(whole.observations)
+    assert streamed.summary["final_cumulative_regret_wh"] == whole.summary["final_cumulative_regret_wh"]
+    from evroute.simulate import verify_run
+
+    assert verify_run(out) is None
