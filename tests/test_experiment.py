@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -496,21 +498,38 @@ def test_ctrl_c_stops_compare_promptly_and_resumes(tmp_path, jobs):
     assert {n: v for n, v in _finished(runs).items() if n in finished} == finished
 
 
-def test_ctrl_c_stops_simulate_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_interrupted_simulate_leaves_nothing(tmp_path, sig):
     out = tmp_path / "run"
     args = [sys.executable, "-m", "evroute", "simulate", "--horizon", "1000000", "--out", str(out),
             "--no-progress"]
+    # a warm cache (network, kernel, truth), so that the signal lands in the rounds
+    warm = subprocess.run([*args[:5], "1", "--out", str(tmp_path / "warm"), "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert warm.returncode == 0, warm.stderr
+    shutil.rmtree(tmp_path / "warm")
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not any(p.name.startswith(".run.partial-") for p in tmp_path.iterdir()):
         time.sleep(0.02)
     time.sleep(3.0)  # into the rounds
     tic = time.time()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     stdout, err = proc.communicate(timeout=60)
     assert time.time() - tic < 5
+    if sig == signal.SIGKILL:
+        # nothing can be cleaned up by the killed process itself: the next run with the same
+        # --out removes its temporary folder
+        assert proc.returncode == -signal.SIGKILL
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".run.partial-")]
+        again = subprocess.run([*args[:5], "3", *args[6:]], capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        assert [p.name for p in tmp_path.iterdir()] == ["run"] and is_finished_run(out)
+        return
     assert proc.returncode == 130, err
-    assert len(err.strip().splitlines()) == 1 and err.startswith("interrupted: the run stopped after "), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert re.match(r"interrupted: the run stopped (after \d+ of 1000000 rounds|before the first round); "
+                    r"nothing was written to .*; rerun the same command", err), err
     assert "rerun the same command" in err and stdout == ""
     assert list(tmp_path.iterdir()) == []  # no run directory, no temporary folder
 
