@@ -320,7 +320,7 @@ class Grid:
         if tl != "same" and not (isinstance(tl, (int, float)) and not isinstance(tl, bool)
                                  and math.isfinite(tl) and tl > 0):
             raise EvrouteError(f"truth lengthscale must be 'same' or a positive number, got {tl!r}")
-        for net in set(self.osm) | set(self.dem):
+        for net in sorted(set(self.osm) | set(self.dem)):
             if net not in self.networks:
                 raise EvrouteError(f"--osm/--dem given for network {net!r}, which is not in the grid")
         for name, path in list(self.osm.items()) + list(self.dem.items()):
