@@ -981,16 +981,10 @@ def check_compare_dir(out: Path) -> None:
     ``simulate`` run directory and a user's non-empty folder are refused: compare never
     writes into what it did not make.
     """
+    from .io import directory_entries, short_list
     from .simulate import is_run_directory
 
-    if out.exists() and not out.is_dir():
-        raise EvrouteError(f"--out {out} exists and is not a directory")
-    if not out.is_dir():
-        return
-    try:
-        contents = sorted(p.name for p in out.iterdir())
-    except OSError as exc:
-        raise EvrouteError(f"cannot read --out {out}: {exc.strerror}") from None
+    contents = directory_entries(out, "--out")
     if not contents:
         return
     if is_run_directory(out):
@@ -1001,8 +995,7 @@ def check_compare_dir(out: Path) -> None:
     if set(contents) <= {"runs", ".lock"} and (not (out / "runs").is_dir() or _only_runs(out / "runs")):
         return
     raise EvrouteError(f"--out {out} exists, is not empty and is not an evroute compare directory "
-                       f"(it holds {', '.join(contents[:3])}{', ...' if len(contents) > 3 else ''}); "
-                       "give a new or empty directory")
+                       f"(it holds {short_list(contents)}); give a new or empty directory")
 
 
 def _only_runs(runs_dir: Path) -> bool:

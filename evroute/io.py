@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .errors import EvrouteError
+
 
 @functools.cache
 def _umask() -> int:
@@ -87,3 +89,27 @@ def atomic_write_with(path: str | os.PathLike, writer: Callable[[Path], None]) -
     """
     with atomic_path(path) as tmp:
         writer(tmp)
+
+
+def directory_entries(path: str | os.PathLike, what: str = "output directory") -> list[str] | None:
+    """Sorted names in the directory ``path``, or None when it does not exist.
+
+    Raises
+    ------
+    EvrouteError
+        ``path`` is a file, or the directory cannot be read (one line naming ``what``).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise EvrouteError(f"{what} {path} exists and is not a directory")
+    if not path.is_dir():
+        return None
+    try:
+        return sorted(p.name for p in path.iterdir())
+    except OSError as exc:
+        raise EvrouteError(f"cannot read the {what} {path}: {exc.strerror}") from None
+
+
+def short_list(names: list[str], k: int = 3) -> str:
+    """``a, b, c, ...``: the first ``k`` names for a one-line message."""
+    return ", ".join(names[:k]) + (", ..." if len(names) > k else "")

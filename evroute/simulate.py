@@ -686,8 +686,8 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
     write. The current directory and its ancestors are refused (a run replaces its
     directory by renaming a finished one into place).
     """
-    if out.exists() and not out.is_dir():
-        raise EvrouteError(f"output path {out} exists and is not a directory")
+    from .io import directory_entries, short_list
+
     try:
         resolved, cwd = out.resolve(), Path.cwd().resolve()
     except OSError as exc:
@@ -695,12 +695,7 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
     if resolved == cwd or resolved in cwd.parents:
         raise EvrouteError(f"--out {out} is the current directory or one of its parents; a run needs a "
                            "directory of its own (e.g. --out runs/NAME)")
-    if not out.is_dir():
-        return
-    try:
-        contents = sorted(p.name for p in out.iterdir())
-    except OSError as exc:
-        raise EvrouteError(f"cannot read the output directory {out}: {exc.strerror}") from None
+    contents = directory_entries(out, "output path")
     if not contents:
         return
     if not overwrite:
@@ -711,8 +706,8 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
                            "replaces only its own run directories; nothing was deleted")
     foreign = [n for n in contents if n not in RUN_DIR_NAMES]
     if foreign:
-        raise EvrouteError(f"{out} holds files evroute did not write ({', '.join(foreign[:3])}"
-                           f"{', ...' if len(foreign) > 3 else ''}); move them away first, nothing was deleted")
+        raise EvrouteError(f"{out} holds files evroute did not write ({short_list(foreign)}); move them "
+                           "away first, nothing was deleted")
 
 
 def prepare_out_dir(out: Path, overwrite: bool) -> Path:
