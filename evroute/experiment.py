@@ -704,11 +704,12 @@ def _ray_executor(tasks: list[dict], jobs: int | None, address: str | None) -> I
             raise EvrouteError(f"cannot start or reach Ray{' at ' + address if address else ''}: "
                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
         started = True
+    pending: list = []
+    finished = False
     try:
         remote = ray.remote(num_cpus=1, max_retries=2)(execute_task)
         refs = {remote.remote(t): t for t in tasks}
         pending = list(refs)
-        finished = False
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
