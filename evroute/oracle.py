@@ -111,17 +111,16 @@ class Oracle:
         """
         mask = self._available_mask(available)
         w = self._check(weights, start, end, mask)
-        if mask is None:
-            if np.any(w < 0):
-                raise EvrouteError("Dijkstra needs non-negative edge weights; use bellman_ford_path")
-            graph = self._graph(w)
-        else:
+        if mask is not None:
             for label, e in (("start", start), ("end", end)):
                 if not mask[int(e)]:
                     raise EvrouteError(f"the {label} edge {e} is not available")
             w = np.where(mask, w, 0.0)
-            if np.any(w < 0):
-                raise EvrouteError("Dijkstra needs non-negative edge weights; use bellman_ford_path")
+        if np.any(w < 0):
+            raise EvrouteError("Dijkstra needs non-negative edge weights; use bellman_ford_path")
+        if mask is None:
+            graph = self._graph(w)
+        else:
             # keep only the turns into available edges (rows of unavailable edges are then
             # never reached, since nothing enters them)
             keep = mask[self._indices]
@@ -131,8 +130,7 @@ class Oracle:
             graph = sp.csr_matrix((w[idx], idx, indptr.astype(np.int32)), shape=(self.n_edges, self.n_edges))
         dist, pred = csgraph.dijkstra(graph, directed=True, indices=int(start), return_predecessors=True)
         if not np.isfinite(dist[end]):
-            if mask is not None and np.isfinite(
-                    csgraph.dijkstra(self._graph(np.ones(self.n_edges)), directed=True, indices=int(start))[end]):
+            if mask is not None and self.reachable(int(start))[end]:
                 raise EvrouteError(f"no route from edge {start} to edge {end} uses only available edges "
                                    f"({int((~mask).sum())} unavailable)")
             raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
