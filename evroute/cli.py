@@ -271,6 +271,9 @@ _register_extra_commands()
 # --------------------------------------------------------------------------------------
 
 
+_INTERRUPTED = "interrupted: nothing was written; rerun the same command"
+
+
 def _terminate(signum, frame):
     """SIGTERM: unwind like Ctrl-C, so temporary files are removed and the state is resumable."""
     raise KeyboardInterrupt
@@ -297,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted: {exc}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
-        print("interrupted: nothing was written; rerun the same command", file=sys.stderr)
+        print(_INTERRUPTED, file=sys.stderr)
         return 130
     except typer.Exit as exc:
         return exc.exit_code
@@ -317,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         for sig, h in handlers.items():
             signal.signal(sig, h)
     if rv == 130:  # typer turns a KeyboardInterrupt outside our commands' handlers into 130
-        print("interrupted: nothing was written; rerun the same command", file=sys.stderr)
+        print(_INTERRUPTED, file=sys.stderr)
         return 130
     return rv if isinstance(rv, int) else 0
 

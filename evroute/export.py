@@ -75,12 +75,9 @@ def _num(x) -> float | None:
 
 def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
     """The FeatureCollection of a run: edge, round and optimal layers (see the module doc)."""
-    from .simulate import read_run_table, verify_run
+    from .simulate import read_run_table, require_readable_run
 
-    run_dir = Path(run_dir)
-    why = verify_run(run_dir)
-    if why is not None:
-        raise EvrouteError(f"{run_dir} is not a readable run: {why}")
+    run_dir = require_readable_run(run_dir)
     cfg = json.loads((run_dir / "config.json").read_text())
     summary = json.loads((run_dir / "summary.json").read_text())
     rounds = read_run_table(run_dir, "rounds")

@@ -80,16 +80,13 @@ def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
     Returns the runs and the kind (``"run"`` or ``"compare"``).
     """
     from .experiment import load_grid
-    from .simulate import is_finished_run, verify_run
+    from .simulate import is_finished_run, require_readable_run, verify_run
 
     d = Path(directory)
     if not d.is_dir():
         raise EvrouteError(f"{d} is not a directory")
     if is_finished_run(d) and (d / "config.json").is_file():
-        why = verify_run(d)
-        if why is not None:
-            raise EvrouteError(f"{d} is not a readable run: {why}")
-        return [d], "run"
+        return [require_readable_run(d)], "run"
     grid = load_grid(d)
     if grid is not None:
         runs = [d / "runs" / grid.cell_name(c) for c in grid.cells()]

@@ -617,6 +617,15 @@ def verify_run(run_dir: str | os.PathLike) -> str | None:
     return None
 
 
+def require_readable_run(run_dir: str | os.PathLike) -> Path:
+    """``run_dir`` if :func:`verify_run` finds nothing wrong, else one EvrouteError line."""
+    run_dir = Path(run_dir)
+    why = verify_run(run_dir)
+    if why is not None:
+        raise EvrouteError(f"{run_dir} is not a readable run: {why}")
+    return run_dir
+
+
 def read_run_table(run_dir: str | os.PathLike, name: str, columns: list[str] | None = None) -> pd.DataFrame:
     """``<name>.parquet`` of a run directory; a missing or damaged file is one EvrouteError line."""
     path = Path(run_dir) / f"{name}.parquet"

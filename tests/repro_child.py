@@ -31,10 +31,10 @@ def main() -> None:
     result = {}
     for name in networks:
         net = load_network(name)
+        ways = pd.DataFrame({"w": [" ".join(map(str, w)) for w in net.edge_ways]})
         result[f"net:{name}"] = {"edges": table_hash(net.edges), "nodes": table_hash(net.nodes),
                                  "conn": table_hash(pd.DataFrame({"s": net.conn_src, "d": net.conn_dst})),
-                                 "ways":
-                                 table_hash(pd.DataFrame({"w": [" ".join(map(str, w)) for w in net.edge_ways]}))}
+                                 "ways": table_hash(ways)}
     for i, args in enumerate(runs):
         rd = out / f"run{i}"
         code = cli(["simulate", *args, "--out", str(rd), "--no-progress"])
