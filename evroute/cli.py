@@ -221,7 +221,8 @@ def simulate_cmd(
     device: Annotated[str, typer.Option(help="svgp: torch device (cpu or cuda).")] = "cpu",
 ) -> None:
     """Run one bandit simulation (Algorithm 1) and write a run directory."""
-    from .simulate import SimulationConfig, simulate
+    from .config import SimulationConfig
+    from .simulate import simulate
 
     model_options = {}
     if model == "svgp":

@@ -49,7 +49,9 @@ def compare_cmd(
 
     Re-running the same command resumes: finished runs are kept, interrupted ones recomputed.
     """
-    from .experiment import make_grid, run_grid, summary_markdown
+    from .experiment import run_grid
+    from .grid import make_grid
+    from .summaries import summary_markdown
 
     if seeds is not None and seeds < 1:
         raise EvrouteError(f"--seeds must be a positive integer (the number of seeds), got {seeds}")

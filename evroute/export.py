@@ -32,8 +32,8 @@ ATTRIBUTION = "© OpenStreetMap contributors"
 def resolve_run_dir(directory: str | os.PathLike, run: str | None = None) -> Path:
     """The run directory to export: ``directory`` itself, or a run of a compare directory
     (``run`` by name, default the first finished run of the grid)."""
-    from .experiment import load_grid
-    from .simulate import is_finished_run
+    from .grid import load_grid
+    from .runs import is_finished_run
 
     d = Path(directory)
     if not d.is_dir():
@@ -75,7 +75,7 @@ def _num(x) -> float | None:
 
 def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
     """The FeatureCollection of a run: edge, round and optimal layers (see the module doc)."""
-    from .simulate import read_run_table, require_readable_run
+    from .runs import read_run_table, require_readable_run
 
     run_dir = require_readable_run(run_dir)
     cfg = json.loads((run_dir / "config.json").read_text())

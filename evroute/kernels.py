@@ -8,7 +8,6 @@ Pure functions over numpy / scipy arrays, float64 throughout:
   factorisation of the precision matrix ``P = 2ν/κ² I + Δ`` (integer ν),
 * the Matérn-5/2 context kernel with one lengthscale per dimension (003 Eq. 135-136),
 * the combined kernel ``σ₀² · normalise(k_G ∘ k_f + k_f′)`` and its two ablations,
-* a Cholesky factorisation with growing jitter.
 
 Edge ids are the row numbers ``0..E-1``; the line graph is given by two int64 arrays
 ``conn_src``, ``conn_dst`` (a legal turn from edge ``conn_src[c]`` into ``conn_dst[c]``).
@@ -18,7 +17,6 @@ Bad parameters raise :class:`evroute.errors.EvrouteError` with a one-line messag
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import numpy as np
 import scipy.linalg
@@ -27,7 +25,8 @@ import scipy.sparse.linalg as spla
 from scipy.linalg import blas, lapack
 from scipy.spatial.distance import cdist
 
-from evroute.errors import EvrouteError
+from .errors import EvrouteError
+from .validate import positive_float
 
 __all__ = [
     "line_graph_weights",
@@ -38,8 +37,6 @@ __all__ = [
     "matern52",
     "normalise_kernel",
     "combined_kernel",
-    "cholesky_with_jitter",
-    "jittered_cholesky",
     "KERNEL_KINDS",
     "GRAPH_MATERN_METHODS",
 ]
@@ -51,19 +48,6 @@ GRAPH_MATERN_METHODS = ("auto", "eigen", "precision", "sparse")
 
 
 # ----------------------------------------------------------------------------- checks
-def _positive_scalar(name: str, value) -> float:
-    """Return ``value`` as a float, or raise if it is not a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, Real | np.number):
-        arr = np.asarray(value)
-        if arr.ndim != 0 or not np.issubdtype(arr.dtype, np.number):
-            raise EvrouteError(f"{name} must be a positive number, got {value!r}")
-        value = arr.item()
-    value = float(value)
-    if not math.isfinite(value) or value <= 0.0:
-        raise EvrouteError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
 def _positive_vector(name: str, value, dim: int) -> np.ndarray:
     """Broadcast a scalar or a length-``dim`` vector of finite positive numbers."""
     try:
@@ -377,8 +361,8 @@ def graph_matern(
         Non-positive / non-finite ``nu`` or ``kappa``, unknown ``method``, non-integer
         ``nu`` for ``"precision"``/``"sparse"``, or a non-square / asymmetric Laplacian.
     """
-    nu = _positive_scalar("nu", nu)
-    kappa = _positive_scalar("kappa", kappa)
+    nu = positive_float("nu", nu)
+    kappa = positive_float("kappa", kappa)
     if method not in GRAPH_MATERN_METHODS:
         raise EvrouteError(
             f"unknown graph_matern method {method!r} (use one of {GRAPH_MATERN_METHODS})"
@@ -450,7 +434,7 @@ def matern52(X1, X2, lengthscales, outputscale: float = 1.0) -> np.ndarray:
     if X1.shape[1] != X2.shape[1]:
         raise EvrouteError(f"X1 and X2 have different dimensions: {X1.shape[1]} and {X2.shape[1]}")
     ell = _positive_vector("lengthscales", lengthscales, X1.shape[1])
-    sigma2 = _positive_scalar("outputscale", outputscale)
+    sigma2 = positive_float("outputscale", outputscale)
     if X1.shape[1] == 0:
         return np.full((X1.shape[0], X2.shape[0]), sigma2)
     # Eq. 136: D² = (x − x′)ᵀ diag(ℓ)^(−2) (x − x′); cdist differences are exact, so D = 0
@@ -525,7 +509,7 @@ def combined_kernel(
     """
     if kind not in KERNEL_KINDS:
         raise EvrouteError(f"unknown kernel kind {kind!r} (use one of {KERNEL_KINDS})")
-    prior_var = _positive_scalar("prior_var", prior_var)
+    prior_var = positive_float("prior_var", prior_var)
     if kind in ("combined", "graph"):
         if K_G is None:
             raise EvrouteError(f"K_G is required for kernel kind {kind!r}")
@@ -551,79 +535,3 @@ def combined_kernel(
     k_f *= K_G
     k_f += k_fp
     return prior_var * normalise_kernel(k_f, name="combined kernel")
-
-
-# -------------------------------------------------------------------------- Cholesky
-def cholesky_with_jitter(K, jitter: float = 1e-10, max_tries: int = 8) -> tuple[np.ndarray, float]:
-    """Lower Cholesky factor of ``K``, adding diagonal jitter until it succeeds.
-
-    The plain factorisation is tried first; then ``jitter · s · 10^k`` (``k = 0 ..
-    max_tries-1``, ``s`` = mean of the diagonal, or 1 if that is not positive) is added.
-
-    Parameters
-    ----------
-    K : array_like, shape (n, n)
-        Symmetric matrix (only the lower triangle is read).
-    jitter : float
-        Relative jitter of the first jittered attempt (> 0).
-    max_tries : int
-        Number of jittered attempts (≥ 1).
-
-    Returns
-    -------
-    L : numpy.ndarray, shape (n, n)
-        Lower-triangular factor, ``L Lᵀ = K + jitter_used · I``.
-    jitter_used : float
-        The absolute jitter added to the diagonal (0.0 if none was needed).
-
-    Raises
-    ------
-    EvrouteError
-        Bad parameters, or no attempt succeeded.
-    """
-    jitter = _positive_scalar("jitter", jitter)
-    if isinstance(max_tries, bool) or not isinstance(max_tries, int | np.integer) or max_tries < 1:
-        raise EvrouteError(f"max_tries must be a positive integer, got {max_tries!r}")
-    K = np.asarray(K, dtype=np.float64)
-    if K.ndim != 2 or K.shape[0] != K.shape[1]:
-        raise EvrouteError(f"K must be a square matrix, got shape {K.shape}")
-    if not np.all(np.isfinite(K)):
-        raise EvrouteError("K contains NaN or infinite values")
-    n = K.shape[0]
-    if n == 0:
-        return np.zeros((0, 0)), 0.0
-    diag_mean = float(np.mean(np.diagonal(K)))
-    scale = diag_mean if diag_mean > 0.0 else 1.0
-    for k in range(max_tries + 1):
-        added = 0.0 if k == 0 else jitter * scale * 10.0 ** (k - 1)
-        A = np.array(K, order="F", copy=True)
-        if added:
-            A[np.diag_indices(n)] += added
-        L, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=1)
-        if info == 0:
-            return L, added
-    raise EvrouteError(
-        f"Cholesky failed even with jitter {jitter * scale * 10.0 ** (max_tries - 1):.3g} "
-        f"(matrix not positive semi-definite?)"
-    )
-
-
-def jittered_cholesky(K, jitter: float = 1e-10, max_tries: int = 8) -> np.ndarray:
-    """Lower Cholesky factor of ``K`` with growing diagonal jitter.
-
-    See :func:`cholesky_with_jitter` (this returns only the factor).
-
-    Parameters
-    ----------
-    K : array_like, shape (n, n)
-    jitter : float
-        Relative jitter of the first jittered attempt; grows ×10 per attempt.
-    max_tries : int
-        Number of jittered attempts.
-
-    Returns
-    -------
-    numpy.ndarray, shape (n, n)
-        Lower-triangular ``L`` with ``L Lᵀ ≈ K``.
-    """
-    return cholesky_with_jitter(K, jitter=jitter, max_tries=max_tries)[0]

@@ -79,8 +79,8 @@ def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
 
     Returns the runs and the kind (``"run"`` or ``"compare"``).
     """
-    from .experiment import load_grid
-    from .simulate import is_finished_run, require_readable_run, verify_run
+    from .grid import load_grid
+    from .runs import is_finished_run, require_readable_run, verify_run
 
     d = Path(directory)
     if not d.is_dir():
@@ -110,8 +110,8 @@ def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
 
 
 def load_runs(run_dirs: list[Path]) -> pd.DataFrame:
-    """One row per run (see :func:`evroute.experiment.read_run`) plus its ``dir``."""
-    from .experiment import read_run
+    """One row per run (see :func:`evroute.summaries.read_run`) plus its ``dir``."""
+    from .summaries import read_run
 
     rows = []
     for r in run_dirs:
@@ -275,7 +275,7 @@ def _truth_note(runs: pd.DataFrame) -> str:
 
 def plot_lengthscale(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Cumulative regret per lengthscale (003 Fig. 4) and final regret vs lengthscale (Fig. 5)."""
-    from .experiment import standard_error
+    from .summaries import standard_error
 
     plt = _mpl()
     lengthscales = sorted(set(runs.lengthscale))

@@ -1,350 +1,23 @@
-"""Posterior models over the expected energy of every edge (SPEC §5).
-
-Every backend implements :class:`PosteriorModel`: it consumes one round's observations
-(edge ids, observed energies) and returns, for every edge, the posterior mean and standard
-deviation of the expected energy f(e), plus posterior draws for Thompson sampling.
-Repeated observations of an edge enter as sufficient statistics (count, sum), so the cost
-of exact inference depends on the number of *distinct* observed edges, not on the number of
-observations.
-
-Backends are created by name through :func:`make_model`; new ones (``svgp``, ``nystrom``,
-``bkb``, ...) plug in with :func:`register_model` without touching policies or the loop.
-
-- ``bi`` (:class:`BIModel`): independent conjugate Gaussian per edge (the paper's BI
-  baseline, Åkerblom et al. 2023).
-- ``exact`` (:class:`ExactGPModel`): the exact GP posterior of paper 003, Sec. 2.2,
-  Eq. 2–3, with incremental updates (see the class docstring for the design).
-"""
+"""``--model exact``: the exact GP posterior of paper 003 (Sec. 2.2, Eq. 2–3), incremental."""
 
 from __future__ import annotations
 
-import inspect
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg.blas import dgemm
 
-from .errors import EvrouteError
+from ..errors import EvrouteError
+from ..linalg import jittered_cholesky
+from ..specs import Option
+from ..validate import choice, nonneg_int, positive_float, positive_int
+from .base import PosteriorModel, aggregate_observations, readonly
 
-__all__ = [
-    "PosteriorModel",
-    "BIModel",
-    "ExactGPModel",
-    "make_model",
-    "register_model",
-    "available_models",
-]
+__all__ = ["ExactGPModel", "make_exact", "OPTIONS", "MERGE_RULES"]
 
 
-# ---------------------------------------------------------------------------------------
-# helpers
-
-
-def _as_prior_mean(prior_mean) -> np.ndarray:
-    m = np.array(prior_mean, dtype=np.float64, copy=True)
-    if m.ndim != 1 or m.size == 0:
-        raise EvrouteError(f"prior_mean must be a non-empty 1-d array, got shape {m.shape}")
-    if not np.all(np.isfinite(m)):
-        raise EvrouteError("prior_mean contains NaN or infinite values")
-    return m
-
-
-def _as_noise_var(noise_var) -> float:
-    try:
-        v = float(noise_var)
-    except (TypeError, ValueError):
-        raise EvrouteError(f"noise_var must be a positive number, got {noise_var!r}") from None
-    if not math.isfinite(v) or v <= 0.0:
-        raise EvrouteError(f"noise_var must be a positive finite number, got {noise_var!r}")
-    return v
-
-
-def _aggregate(edges, observed, n_arms: int):
-    """Validate one round's observations and group them per distinct edge.
-
-    Returns
-    -------
-    uniq : int64 array (k,)
-        Distinct edges of the round, sorted.
-    dcount : float64 array (k,)
-        Number of observations per distinct edge.
-    dsum : float64 array (k,)
-        Sum of the observed values per distinct edge.
-    """
-    e = np.asarray(edges)
-    r = np.asarray(observed, dtype=np.float64)
-    if e.ndim != 1 or r.ndim != 1:
-        raise EvrouteError("update expects 1-d arrays of edges and observed energies")
-    if e.shape != r.shape:
-        raise EvrouteError(
-            f"update got {e.size} edges but {r.size} observed energies; they must match"
-        )
-    if e.size == 0:
-        return np.empty(0, np.int64), np.empty(0), np.empty(0)
-    if not np.issubdtype(e.dtype, np.integer):
-        if np.issubdtype(e.dtype, np.floating) and np.all(np.mod(e, 1) == 0):
-            e = e.astype(np.int64)
-        else:
-            raise EvrouteError("edge ids must be integers")
-    e = e.astype(np.int64, copy=False)
-    if e.min() < 0 or e.max() >= n_arms:
-        raise EvrouteError(f"edge ids must lie in 0..{n_arms - 1}, got {e.min()}..{e.max()}")
-    if not np.all(np.isfinite(r)):
-        raise EvrouteError("observed energies contain NaN or infinite values")
-    uniq, inv = np.unique(e, return_inverse=True)
-    dcount = np.bincount(inv, minlength=uniq.size).astype(np.float64)
-    dsum = np.bincount(inv, weights=r, minlength=uniq.size)
-    return uniq, dcount, dsum
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
-
-
-def _cholesky_jitter(a: np.ndarray, what: str, max_tries: int = 8) -> np.ndarray:
-    """Lower Cholesky factor of the symmetric matrix ``a``, adding jitter if needed."""
-    scale = float(np.mean(np.abs(np.diag(a)))) if a.size else 1.0
-    scale = scale if scale > 0 else 1.0
-    jitter = 0.0
-    for i in range(max_tries):
-        try:
-            if jitter:
-                return sla.cholesky(a + jitter * np.eye(a.shape[0]), lower=True, check_finite=False)
-            return sla.cholesky(a, lower=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            jitter = scale * 10.0 ** (-10 + i)
-    raise EvrouteError(f"{what} is not positive definite (Cholesky failed even with jitter)")
-
-
-# ---------------------------------------------------------------------------------------
-# interface
-
-
-class PosteriorModel(ABC):
-    """Posterior belief about the expected energy f(e) of every edge e = 0..E-1.
-
-    Attributes
-    ----------
-    n_arms : int
-        Number of edges E.
-    noise_var : float
-        Observation noise variance ς² (known).
-    """
-
-    n_arms: int
-    noise_var: float
-
-    @abstractmethod
-    def update(self, edges: np.ndarray, observed: np.ndarray) -> None:
-        """Condition on one round's observations.
-
-        Parameters
-        ----------
-        edges : int array (n,)
-            Observed edge ids; an edge may appear several times.
-        observed : float array (n,)
-            Observed energies r = f(e) + ε, ε ~ N(0, ς²), aligned with ``edges``.
-        """
-
-    @abstractmethod
-    def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and standard deviation of f for every edge (read-only arrays)."""
-
-    def sample(self, rng: np.random.Generator, joint: bool = False) -> np.ndarray:
-        """One posterior draw of f over all edges.
-
-        Parameters
-        ----------
-        rng : numpy.random.Generator
-        joint : bool
-            False: every edge drawn independently from N(μ_e, σ_e²) (the paper's GP-TS,
-            Algorithm 2). True: a draw from the full posterior covariance; backends that
-            cannot do this raise :class:`EvrouteError`.
-        """
-        if joint:
-            raise EvrouteError(f"model {type(self).__name__} does not support joint sampling")
-        mu, sd = self.mean_std()
-        return mu + sd * rng.standard_normal(self.n_arms)
-
-    #: Per-edge observation counts (int64, length E); every backend keeps it current.
-    _counts: np.ndarray
-
-    @property
-    def counts(self) -> np.ndarray:
-        """Per-edge number of observations (int64, length E, read-only copy)."""
-        return _readonly(self._counts.copy())
-
-    @property
-    def n_distinct(self) -> int:
-        """Number of distinct edges observed so far."""
-        return int(np.count_nonzero(self._counts))
-
-
-ModelFactory = Callable[..., PosteriorModel]
-_REGISTRY: dict[str, ModelFactory] = {}
-
-
-def register_model(name: str, factory: ModelFactory, *, overwrite: bool = False) -> None:
-    """Register a posterior backend under ``name``.
-
-    Parameters
-    ----------
-    name : str
-        Backend name as used by ``--model`` (lower case).
-    factory : callable
-        ``factory(prior_mean, kernel=None, prior_var=None, noise_var=..., **options)``
-        returning a :class:`PosteriorModel`. Its keyword-only parameters are the options
-        it accepts; :func:`make_model` rejects any other option with an
-        :class:`EvrouteError`.
-    overwrite : bool
-        Replace an existing registration instead of raising.
-    """
-    key = str(name).strip().lower()
-    if not key:
-        raise EvrouteError("model name must not be empty")
-    if key in _REGISTRY and not overwrite:
-        raise EvrouteError(f"model {key!r} is already registered")
-    _REGISTRY[key] = factory
-
-
-def available_models() -> list[str]:
-    """Names of the registered backends, sorted."""
-    return sorted(_REGISTRY)
-
-
-def make_model(
-    name: str,
-    prior_mean,
-    kernel=None,
-    prior_var=None,
-    noise_var=None,
-    **options: Any,
-) -> PosteriorModel:
-    """Create a posterior backend by name.
-
-    Parameters
-    ----------
-    name : str
-        One of :func:`available_models` (``"bi"``, ``"exact"``, ...).
-    prior_mean : array (E,)
-        Prior mean of f per edge (the deterministic energy E_det in the paper).
-    kernel : array (E, E), optional
-        Prior covariance matrix K of f over all edges, already scaled by σ₀². Required by
-        ``exact``; ``bi`` uses its diagonal when ``prior_var`` is not given.
-    prior_var : float or array (E,), optional
-        Prior variance per edge for ``bi``.
-    noise_var : float
-        Observation noise variance ς² (required).
-    **options
-        Backend-specific options (see the backend classes).
-    """
-    key = str(name).strip().lower()
-    if key not in _REGISTRY:
-        raise EvrouteError(
-            f"unknown model {name!r}; choose one of: {', '.join(available_models())}"
-        )
-    if noise_var is None:
-        raise EvrouteError(f"model {key!r} needs noise_var (the observation noise variance)")
-    factory = _REGISTRY[key]
-    params = inspect.signature(factory).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        allowed = {n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
-        allowed.discard("noise_var")
-        unknown = sorted(set(options) - allowed)
-        if unknown:
-            raise EvrouteError(
-                f"unknown option(s) for model {key!r}: {', '.join(unknown)}"
-                f" (accepted: {', '.join(sorted(allowed)) or 'none'})"
-            )
-    return factory(prior_mean, kernel=kernel, prior_var=prior_var, noise_var=noise_var, **options)
-
-
-# ---------------------------------------------------------------------------------------
-# BI: independent conjugate Gaussians
-
-
-class BIModel(PosteriorModel):
-    """Independent conjugate Gaussian per edge with known noise (the paper's BI baseline).
-
-    Prior f(e) ~ N(m_e, σ₀,e²); observations r ~ N(f(e), ς²). After n_e observations with
-    sum s_e the posterior is Gaussian with
-
-        precision_e = 1/σ₀,e² + n_e/ς²,   mean_e = (m_e/σ₀,e² + s_e/ς²) / precision_e.
-
-    An update costs O(k) for the k observations of a round.
-
-    Parameters
-    ----------
-    prior_mean : array (E,)
-    prior_var : float or array (E,)
-        Prior variance σ₀² (scalar or per edge), positive.
-    noise_var : float
-        Observation noise variance ς².
-    """
-
-    def __init__(self, prior_mean, prior_var, noise_var: float):
-        self._m = _as_prior_mean(prior_mean)
-        self.n_arms = int(self._m.size)
-        self.noise_var = _as_noise_var(noise_var)
-        pv = np.asarray(prior_var, dtype=np.float64)
-        if pv.ndim == 0:
-            pv = np.full(self.n_arms, float(pv))
-        if pv.shape != (self.n_arms,):
-            raise EvrouteError(
-                f"prior_var must be a scalar or have length {self.n_arms}, got shape {pv.shape}"
-            )
-        if not np.all(np.isfinite(pv)) or np.any(pv <= 0):
-            raise EvrouteError("prior_var must be positive and finite")
-        self._prior_prec = 1.0 / pv
-        self._counts = np.zeros(self.n_arms, np.int64)
-        self._sums = np.zeros(self.n_arms)
-        self._mean = self._m.copy()
-        self._var = pv.copy()
-        self._cache: tuple[np.ndarray, np.ndarray] | None = None
-
-    def update(self, edges, observed) -> None:
-        uniq, dc, ds = _aggregate(edges, observed, self.n_arms)
-        if uniq.size == 0:
-            return
-        self._counts[uniq] += dc.astype(np.int64)
-        self._sums[uniq] += ds
-        prec = self._prior_prec[uniq] + self._counts[uniq] / self.noise_var
-        self._mean[uniq] = (
-            self._m[uniq] * self._prior_prec[uniq] + self._sums[uniq] / self.noise_var
-        ) / prec
-        self._var[uniq] = 1.0 / prec
-        self._cache = None
-
-    def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._cache is None:
-            self._cache = (_readonly(self._mean.copy()), _readonly(np.sqrt(self._var)))
-        return self._cache
-
-    def sample(self, rng: np.random.Generator, joint: bool = False) -> np.ndarray:
-        """Posterior draw; the BI posterior covariance is diagonal, so ``joint`` is the
-        same as an independent draw."""
-        mu, sd = self.mean_std()
-        return mu + sd * rng.standard_normal(self.n_arms)
-
-
-def _make_bi(prior_mean, kernel=None, prior_var=None, *, noise_var) -> BIModel:
-    if prior_var is None:
-        if kernel is None:
-            raise EvrouteError("model 'bi' needs prior_var (or a kernel to take its diagonal)")
-        prior_var = np.diagonal(np.asarray(kernel, dtype=np.float64)).copy()
-    return BIModel(prior_mean, prior_var, noise_var)
-
-
-# ---------------------------------------------------------------------------------------
-# Exact GP
-
-
-_MERGE_RULES = ("auto", "always", "never")
+MERGE_RULES = ("auto", "always", "never")
 
 
 class ExactGPModel(PosteriorModel):
@@ -413,11 +86,9 @@ class ExactGPModel(PosteriorModel):
 
     Parameters
     ----------
-    prior_mean : array (E,)
-    K : array (E, E)
-        Prior covariance of f over all edges (symmetric positive semi-definite, already
-        scaled). Used read-only and not copied when it already is a C-contiguous float64
-        array; do not modify it afterwards.
+    prior : evroute.prior.Prior
+        Mean and covariance of f over all edges; its dense covariance is used read-only
+        and not copied (it must fit in memory: E² floats).
     noise_var : float
         Observation noise variance ς².
     merge : {"auto", "always", "never"}
@@ -433,8 +104,7 @@ class ExactGPModel(PosteriorModel):
 
     def __init__(
         self,
-        prior_mean,
-        K,
+        prior,
         noise_var: float,
         *,
         merge: str = "auto",
@@ -442,10 +112,10 @@ class ExactGPModel(PosteriorModel):
         refactor_every: int = 0,
         check_tol: float = 1e-8,
     ):
-        self._m = _as_prior_mean(prior_mean)
+        self._m = np.array(prior.mean, dtype=np.float64)
         E = self.n_arms = int(self._m.size)
-        self.noise_var = _as_noise_var(noise_var)
-        K = np.asarray(K)
+        self.noise_var = positive_float("noise_var", noise_var)
+        K = np.asarray(prior.dense())
         if K.shape != (E, E):
             raise EvrouteError(f"kernel matrix must have shape ({E}, {E}), got {K.shape}")
         self._K = np.ascontiguousarray(K, dtype=np.float64)
@@ -453,18 +123,10 @@ class ExactGPModel(PosteriorModel):
         if not np.all(np.isfinite(self._kdiag)) or np.any(self._kdiag < 0):
             raise EvrouteError("kernel matrix has a negative or non-finite diagonal")
         self._check_symmetric()
-        if merge not in _MERGE_RULES:
-            raise EvrouteError(f"merge must be one of {', '.join(_MERGE_RULES)}, got {merge!r}")
-        if not _is_int(max_active) or max_active < 1:
-            raise EvrouteError(f"max_active must be an integer >= 1, got {max_active!r}")
-        if not _is_int(refactor_every) or refactor_every < 0:
-            raise EvrouteError(f"refactor_every must be an integer >= 0, got {refactor_every!r}")
-        if not (isinstance(check_tol, int | float) and math.isfinite(check_tol) and check_tol > 0):
-            raise EvrouteError(f"check_tol must be a positive number, got {check_tol!r}")
-        self.merge = merge
-        self.max_active = int(max_active)
-        self.refactor_every = int(refactor_every)
-        self.check_tol = float(check_tol)
+        self.merge = choice("merge", merge, MERGE_RULES)
+        self.max_active = positive_int("max_active", max_active)
+        self.refactor_every = nonneg_int("refactor_every", refactor_every)
+        self.check_tol = positive_float("check_tol", check_tol)
         scale = float(self._kdiag.max())
         self._var_scale = scale if scale > 0 else 1.0
 
@@ -490,7 +152,7 @@ class ExactGPModel(PosteriorModel):
         return self._n0, self._b
 
     def update(self, edges, observed) -> None:
-        uniq, dc, ds = _aggregate(edges, observed, self.n_arms)
+        uniq, dc, ds = aggregate_observations(edges, observed, self.n_arms)
         if uniq.size == 0:
             return
         self._counts[uniq] += dc.astype(np.int64)
@@ -539,8 +201,8 @@ class ExactGPModel(PosteriorModel):
 
     def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
         if self._cache is None:
-            mean = _readonly(self._mean.copy())
-            std = _readonly(np.sqrt(np.maximum(self._var, 0.0)))
+            mean = readonly(self._mean.copy())
+            std = readonly(np.sqrt(np.maximum(self._var, 0.0)))
             self._cache = (mean, std)
         return self._cache
 
@@ -549,7 +211,7 @@ class ExactGPModel(PosteriorModel):
             mu, sd = self.mean_std()
             return mu + sd * rng.standard_normal(self.n_arms)
         if self._prior_chol is None:
-            self._prior_chol = _cholesky_jitter(self._K, "kernel matrix")
+            self._prior_chol = jittered_cholesky(self._K, what="kernel matrix")
         f0 = self._m + self._prior_chol @ rng.standard_normal(self.n_arms)
         self._merge()
         n0 = self._n0
@@ -593,7 +255,7 @@ class ExactGPModel(PosteriorModel):
         KS = self._KS0[:n]
         KSS = KS[:, S]
         A = KSS + np.diag(d)
-        L = _cholesky_jitter(A, "K_SS + noise")
+        L = jittered_cholesky(A, what="K_SS + noise")
         Gt = sla.cho_solve((L, True), KS, check_finite=False)  # A⁻¹ K_S*  (n×E)
         self._mean = self._m + Gt.T @ (ybar - self._m[S])
         self._var = self._kdiag - np.einsum("ij,ij->j", Gt, KS)
@@ -711,7 +373,7 @@ class ExactGPModel(PosteriorModel):
             prev = rel
         self.n_check_failures += 1
         self._need_refactor = True
-        L = _cholesky_jitter(kss + np.diag(d[:, 0]), "K_SS + noise")
+        L = jittered_cholesky(kss + np.diag(d[:, 0]), what="K_SS + noise")
         return sla.cho_solve((L, True), rhs, check_finite=False)
 
     def _fresh_columns(self, qn: np.ndarray) -> np.ndarray:
@@ -764,7 +426,7 @@ class ExactGPModel(PosteriorModel):
         M = X[uniq, :]
         M = 0.5 * (M + M.T)
         M[np.diag_indices_from(M)] += self.noise_var / dc
-        L = _cholesky_jitter(M, "posterior covariance of the observed edges")
+        L = jittered_cholesky(M, what="posterior covariance of the observed edges")
         # (dtrtri: OpenBLAS's threaded trsm is very slow on tiny systems)
         Linv, info = sla.lapack.dtrtri(L, lower=1)
         if info != 0:
@@ -779,7 +441,7 @@ class ExactGPModel(PosteriorModel):
         B = W[Qe, :b]
         B = 0.5 * (B + B.T)
         B[np.diag_indices_from(B)] += self.noise_var / self._dcq[:b]
-        self._LB = _cholesky_jitter(B, "Sigma0_QQ + noise")
+        self._LB = jittered_cholesky(B, what="Sigma0_QQ + noise")
         alpha = self._solve_B(self._dsq[:b] / self._dcq[:b] - self._mean0[Qe])
         self._mean = self._mean0 + W[:, :b] @ alpha
 
@@ -886,47 +548,22 @@ class ExactGPModel(PosteriorModel):
         )
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+def _merge_rule(name, value):
+    return choice(name, value, MERGE_RULES)
 
 
-def _make_exact(
-    prior_mean,
-    kernel=None,
-    prior_var=None,
-    *,
-    noise_var,
-    merge: str = "auto",
-    max_active: int = 2048,
-    refactor_every: int = 0,
-    check_tol: float = 1e-8,
-) -> ExactGPModel:
-    if kernel is None:
-        raise EvrouteError("model 'exact' needs a kernel matrix")
-    if prior_var is not None:
-        raise EvrouteError("model 'exact' takes its prior variance from the kernel; drop prior_var")
-    return ExactGPModel(
-        prior_mean,
-        kernel,
-        noise_var,
-        merge=merge,
-        max_active=max_active,
-        refactor_every=refactor_every,
-        check_tol=check_tol,
-    )
+#: The options of ``--model exact[...]`` (defaults: measured in scripts/bench_models.py).
+OPTIONS = (
+    Option("merge", _merge_rule, "auto", "when to fold the active block into the base: auto, always or never"),
+    Option("max_active", positive_int, 2048, "merge whenever the active block holds more edges than this"),
+    Option("refactor_every", nonneg_int, 0, "also refactorise from scratch every this many rounds (0: only when a "
+           "drift check fails)"),
+    Option("check_tol", positive_float, 1e-8, "drift-check tolerance, relative to the largest prior variance"),
+)
 
 
-register_model("bi", _make_bi)
-register_model("exact", _make_exact)
-
-
-def _register_optional_backends() -> None:
-    """Backends living in their own modules; those import torch only on first use."""
-    try:
-        from .svgp import make_svgp
-    except ImportError:  # module absent in this installation
-        return
-    register_model("svgp", make_svgp, overwrite=True)
-
-
-_register_optional_backends()
+def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refactor_every=0,
+               check_tol=1e-8) -> ExactGPModel:
+    """Factory of the ``exact`` backend (see :class:`ExactGPModel`); ``seed`` is unused."""
+    return ExactGPModel(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,
+                        check_tol=check_tol)

@@ -25,14 +25,13 @@ the standardised context x_e ∈ R³ in the others. For ``kernel_kind="combined"
 
     k((e, x), (e', x')) = s · (k_G[e, e'] · k_f(x, x') + k_f'(x, x')),
 
-k_G the cached, normalised graph Matérn matrix (:func:`evroute.simulate.graph_kernel`,
+k_G the cached, normalised graph Matérn matrix (:func:`evroute.prior.graph_kernel`,
 looked up by index in a precomputed tensor, never recomputed), k_f and k_f' GPyTorch
 ``ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=3))`` with their own lengthscales
 (initialised to ``lengthscale``) and outputscales (initialised to 1). The constant
 s = σ₀² / mean_e(k_G[e, e] · k_f(x_e, x_e) + k_f'(x_e, x_e)) is computed once from the
 diagonal at initialisation and kept fixed, so that at initialisation the kernel equals the
-``exact`` backend's prior covariance ``network_kernel(net, kind, lengthscale, kappa, nu,
-prior_var)`` = σ₀² · normalise(k_G ∘ k_f + k_f'). ``"graph"``: s · σ_G² · k_G[e, e'] (σ_G²
+``exact`` backend's prior covariance (:class:`evroute.prior.NetworkPrior`) = σ₀² · normalise(k_G ∘ k_f + k_f'). ``"graph"``: s · σ_G² · k_G[e, e'] (σ_G²
 learnable, initialised to 1); ``"context"``: s · k_f(x, x'). The prior mean is E_det,
 looked up by edge id.
 
@@ -62,10 +61,9 @@ Design decisions
   seeded with ``seed``; q(u) is initialised deterministically (GPyTorch's random mean
   initialisation is bypassed), so no global torch RNG state is read or written and two
   models built with the same seed give identical output on the CPU.
-* **Lazy torch import.** This module imports neither torch/gpytorch nor
-  :mod:`evroute.models` at import time (the GPyTorch classes and :class:`SVGPModel` are
-  built on first use and exposed as module attributes), so ``models.py`` can register
-  :func:`make_svgp` directly without importing torch and without an import cycle.
+* **Lazy torch import.** This module does not import torch/gpytorch at import time (the
+  GPyTorch classes and :class:`SVGPModel` are built on first use and exposed as module
+  attributes), so :mod:`evroute.models` registers :func:`make_svgp` without importing torch.
 """
 
 from __future__ import annotations
@@ -73,20 +71,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from numbers import Integral, Real
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from .errors import EvrouteError
+from ..errors import EvrouteError
+from ..kernels import KERNEL_KINDS
+from ..specs import Option
+from ..validate import choice, flag, nonneg_int, optional_flag, positive_float, positive_int, text
+from .base import aggregate_observations, readonly
 
 # Also available, built on first access (they need torch): SVGPModel, EdgeContextKernel,
 # EdgePriorMean, SVGPModule.
-__all__ = ["make_svgp", "KERNEL_KINDS", "NGD_LR", "ADAM_LR"]
-
-#: Accepted values of ``kernel_kind``.
-KERNEL_KINDS = ("combined", "graph", "context")
+__all__ = ["make_svgp", "OPTIONS", "NGD_LR", "ADAM_LR"]
 #: Natural-gradient learning rate of q(u) (003 App. B.3).
 NGD_LR = 0.1
 #: Adam learning rate of the hyperparameters and inducing contexts (003 App. B.3).
@@ -105,37 +103,8 @@ def __getattr__(name: str):  # PEP 562: the torch-backed classes are built on fi
 # validation helpers (torch-free)
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 1:
-        raise EvrouteError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _positive_float(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise EvrouteError(f"{name} must be a positive number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v) or v <= 0.0:
-        raise EvrouteError(f"{name} must be a positive finite number, got {value!r}")
-    return v
-
-
-def _flag(name: str, value) -> bool:
-    if not isinstance(value, bool | np.bool_):
-        raise EvrouteError(f"{name} must be true or false, got {value!r}")
-    return bool(value)
-
-
-def _seed(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 0:
-        raise EvrouteError(f"seed must be a non-negative integer, got {value!r}")
-    return int(value)
-
-
 def _kind(value) -> str:
-    if value not in KERNEL_KINDS:
-        raise EvrouteError(f"unknown kernel kind {value!r}; choose one of: {', '.join(KERNEL_KINDS)}")
-    return str(value)
+    return choice("kernel kind", value, KERNEL_KINDS)
 
 
 def _torch_device(torch, device) -> Any:
@@ -164,7 +133,7 @@ def _impl() -> SimpleNamespace:
     import torch
     from linear_operator.utils.cholesky import psd_safe_cholesky
 
-    from .models import PosteriorModel
+    from .base import PosteriorModel  # noqa: F811 (built lazily with torch)
 
     def edge_ids(x):
         return x[..., 0].round().long()
@@ -268,7 +237,7 @@ def _impl() -> SimpleNamespace:
         __doc__ = _SVGPMethods.__doc__
 
     for cls in (EdgePriorMean, EdgeContextKernel, SVGPModule, SVGPModel):
-        # found by pickle and Sphinx as evroute.svgp.<name> (through the module __getattr__)
+        # found by pickle and Sphinx as evroute.models.svgp.<name> (through the module __getattr__)
         cls.__module__, cls.__qualname__ = __name__, cls.__name__
 
     return SimpleNamespace(torch=torch, gpytorch=gpytorch, psd_safe_cholesky=psd_safe_cholesky,
@@ -284,7 +253,7 @@ class _SVGPMethods:
     """SVGP posterior over the expected energy of every edge (003 Algorithm 3, App. B).
 
     Subclass of :class:`evroute.models.PosteriorModel` (built on first use; import it as
-    ``evroute.svgp.SVGPModel``). See the module docstring for the algorithm and design.
+    ``evroute.models.svgp.SVGPModel``). See the module docstring for the algorithm and design.
 
     Parameters
     ----------
@@ -337,26 +306,26 @@ class _SVGPMethods:
                  inducing: int = 1000, batch_size: int = 2500, steps: int = 1,
                  learn_hyperparameters: bool = True, learn_inducing: bool | None = None,
                  learn_noise: bool = False, device: str = "cpu", jitter: float = 1e-6):
-        from .models import _as_noise_var, _as_prior_mean
-
         ns = _impl()
         torch, gpytorch = ns.torch, ns.gpytorch
-        self._m = _as_prior_mean(prior_mean)
+        self._m = np.array(prior_mean, dtype=np.float64)
+        if self._m.ndim != 1 or self._m.size == 0 or not np.all(np.isfinite(self._m)):
+            raise EvrouteError("prior_mean must be a non-empty 1-d array of finite numbers")
         E = self.n_arms = int(self._m.size)
-        self._noise_var_known = _as_noise_var(noise_var)
-        self.prior_var = _positive_float("prior_var", prior_var)
+        self._noise_var_known = positive_float("noise_var", noise_var)
+        self.prior_var = positive_float("prior_var", prior_var)
         self._sigma0 = math.sqrt(self.prior_var)
         self.kernel_kind = _kind(kernel_kind)
-        self.lengthscale = _positive_float("lengthscale", lengthscale)
-        self.seed = _seed(seed)
-        self.inducing = _positive_int("inducing", inducing)
-        self.batch_size = _positive_int("batch_size", batch_size)
-        self.steps = _positive_int("steps", steps)
-        self.learn_hyperparameters = _flag("learn_hyperparameters", learn_hyperparameters)
+        self.lengthscale = positive_float("lengthscale", lengthscale)
+        self.seed = nonneg_int("seed", seed)
+        self.inducing = positive_int("inducing", inducing)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.steps = positive_int("steps", steps)
+        self.learn_hyperparameters = flag("learn_hyperparameters", learn_hyperparameters)
         li = self.learn_hyperparameters if learn_inducing is None else learn_inducing
-        self.learn_inducing = _flag("learn_inducing", li) and self.kernel_kind != "graph"
-        self.learn_noise = _flag("learn_noise", learn_noise)
-        self.jitter = _positive_float("jitter", jitter)
+        self.learn_inducing = flag("learn_inducing", li) and self.kernel_kind != "graph"
+        self.learn_noise = flag("learn_noise", learn_noise)
+        self.jitter = positive_float("jitter", jitter)
         self._device = _torch_device(torch, device)
         self._dtype = torch.float64
 
@@ -396,7 +365,7 @@ class _SVGPMethods:
                 raise EvrouteError(f"the svgp kernel has a non-positive mean prior variance ({c!r})")
             self._covar.scale.fill_(1.0 / c)
             self._norm_const = c
-            self._prior_std = _readonly(self._sigma0 * np.sqrt(np.maximum(
+            self._prior_std = readonly(self._sigma0 * np.sqrt(np.maximum(
                 (diag / c).cpu().numpy(), 0.0)))
 
         for p in self._covar.parameters():
@@ -442,7 +411,7 @@ class _SVGPMethods:
     @property
     def inducing_edges(self) -> np.ndarray:
         """Edge ids of the current inducing points (sorted)."""
-        return _readonly(self._Z_edges.copy())
+        return readonly(self._Z_edges.copy())
 
     @property
     def inducing_points(self) -> np.ndarray:
@@ -453,9 +422,8 @@ class _SVGPMethods:
 
     def update(self, edges, observed) -> None:
         """Algorithm 3: add the observations, reselect Z, G optimisation steps."""
-        from .models import _aggregate
 
-        uniq, dc, _ = _aggregate(edges, observed, self.n_arms)
+        uniq, dc, _ = aggregate_observations(edges, observed, self.n_arms)
         if uniq.size == 0:
             return
         e = np.asarray(edges).astype(np.int64)
@@ -471,7 +439,7 @@ class _SVGPMethods:
 
         Returns the minibatch ELBO (per datum, units of σ₀) before each step.
         """
-        steps = _positive_int("steps", steps)
+        steps = positive_int("steps", steps)
         if self._n == 0:
             raise EvrouteError("svgp has no observations to optimise on yet")
         self._cache = None
@@ -480,7 +448,7 @@ class _SVGPMethods:
     def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
         if self._cache is None:
             if self._gp is None:
-                self._cache = (_readonly(self._m.copy()), self._prior_std)
+                self._cache = (readonly(self._m.copy()), self._prior_std)
             else:
                 self._cache = self._predict()
         return self._cache
@@ -681,44 +649,45 @@ class _SVGPMethods:
         gp.variational_strategy._clear_cache()
         mean *= self._sigma0
         std = self._sigma0 * np.sqrt(np.maximum(var, 0.0))
-        return _readonly(mean), _readonly(std)
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
+        return readonly(mean), readonly(std)
 
 
 # ---------------------------------------------------------------------------------------
-# factory
+# factory and options
 
 
-def make_svgp(prior_mean, kernel=None, prior_var=None, *, noise_var, network=None, seed=0,
-              kernel_kind="combined", lengthscale=1.0, kappa=1.0, nu=2.0, inducing=1000,
-              batch_size=2500, steps=1, learn_hyperparameters=True, learn_inducing=None,
-              learn_noise=False, device="cpu", jitter=1e-6):
-    """Create the ``svgp`` backend (registered in :mod:`evroute.models`).
+def _device(name, value) -> str:
+    return text(name, value)
+
+
+#: The options of ``--model svgp[...]`` (defaults: 003 App. B.3 and GPyTorch's).
+OPTIONS = (
+    Option("inducing", positive_int, 1000, "M, inducing points: the M most visited edges (003 App. B.3: 1000)"),
+    Option("batch_size", positive_int, 2500, "B, observations per minibatch (003 App. B.3: 2500)"),
+    Option("steps", positive_int, 1, "G, optimisation steps per round (003 App. B.3: 1)"),
+    Option("learn_hyperparameters", flag, True, "Adam on the kernel hyperparameters (003 Algorithm 3)"),
+    Option("learn_inducing", optional_flag, None, "Adam on the inducing contexts (default: as learn_hyperparameters)"),
+    Option("learn_noise", flag, False, "learn the noise variance too (default: the known ς²)"),
+    Option("device", _device, "cpu", "torch device: cpu or cuda"),
+    Option("jitter", positive_float, 1e-6, "diagonal jitter of K_ZZ relative to σ₀² (GPyTorch's float64 default)"),
+)
+
+
+def make_svgp(prior, *, noise_var, seed=0, inducing=1000, batch_size=2500, steps=1, learn_hyperparameters=True,
+              learn_inducing=None, learn_noise=False, device="cpu", jitter=1e-6):
+    """Factory of the ``svgp`` backend (registered in :mod:`evroute.models`).
 
     Parameters
     ----------
-    prior_mean : array (E,)
-        E_det, Wh.
-    kernel : array (E, E), optional
-        The ``exact`` backend's prior covariance (what the loop passes). Not used for
-        inference; when given it is checked against this backend's kernel at
-        initialisation (a mismatch in kind, lengthscale, κ, ν or σ₀² is an error), and its
-        mean diagonal gives σ₀² when ``prior_var`` is None.
-    prior_var : float, optional
-        σ₀² (Wh²).
+    prior : evroute.prior.NetworkPrior
+        The paper's prior on a road network: its mean (E_det), kernel kind, lengthscale,
+        κ, ν and σ₀², the network's context and its cached graph Matérn matrix. At
+        initialisation this backend's kernel is checked against rows of the prior's
+        covariance (a mismatch is an error).
     noise_var : float
         ς² (Wh²).
-    network : evroute.network.Network
-        The road network (contexts, and the cached graph Matérn matrix via
-        :func:`evroute.simulate.graph_kernel`).
     seed : int
         Minibatch generator seed.
-    kernel_kind, lengthscale, kappa, nu
-        As for :func:`evroute.simulate.network_kernel`.
     inducing, batch_size, steps : int
         M, B, G of Algorithm 3 (paper: 1000, 2500, 1).
     learn_hyperparameters : bool
@@ -732,52 +701,23 @@ def make_svgp(prior_mean, kernel=None, prior_var=None, *, noise_var, network=Non
     jitter : float
         Diagonal jitter of K_ZZ relative to σ₀² (GPyTorch's float64 default, 1e-6).
     """
-    if network is None:
-        raise EvrouteError("model 'svgp' needs the road network (network=...)")
-    kind = _kind(kernel_kind)
-    lengthscale = _positive_float("lengthscale", lengthscale)
-    kappa = _positive_float("kappa", kappa)
-    nu = _positive_float("nu", nu)
-    for name, value in (("inducing", inducing), ("batch_size", batch_size), ("steps", steps)):
-        _positive_int(name, value)
-    _flag("learn_hyperparameters", learn_hyperparameters)
-    _flag("learn_noise", learn_noise)
-    if learn_inducing is not None:
-        _flag("learn_inducing", learn_inducing)
-    _seed(seed)
-    if not isinstance(device, str):
-        raise EvrouteError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    from .kernels import standardize_context
-    from .simulate import graph_kernel
+    from ..prior import NetworkPrior
 
-    E = int(network.n_edges)
-    pm = np.asarray(prior_mean)
-    if pm.ndim == 1 and pm.size != E:
-        raise EvrouteError(f"prior_mean has {pm.size} entries but the network has {E} edges")
-    K = None
-    if kernel is not None:
-        K = np.asarray(kernel)
-        if K.shape != (E, E):
-            raise EvrouteError(f"kernel matrix must have shape ({E}, {E}), got {K.shape}")
-    if prior_var is None:
-        if K is None:
-            raise EvrouteError("model 'svgp' needs prior_var (or the kernel matrix to take it from)")
-        prior_var = float(np.mean(np.diagonal(K)))
-    prior_var = _positive_float("prior_var", prior_var)
-    context = standardize_context(network.context)
-    k_graph = graph_kernel(network, nu, kappa) if kind in ("combined", "graph") else None
+    if not isinstance(prior, NetworkPrior):
+        raise EvrouteError("model 'svgp' needs the prior of a road network (evroute.prior.NetworkPrior): it "
+                           "works on (edge, context) inputs")
+    E = prior.n_edges
+    kind = prior.kind
+    k_graph = prior.graph_kernel() if kind in ("combined", "graph") else None
     cls = _impl().SVGPModel
-    model = cls(prior_mean, context, k_graph, noise_var=noise_var, prior_var=prior_var,
-                kernel_kind=kind, lengthscale=lengthscale, seed=seed, inducing=inducing,
+    model = cls(prior.mean, prior.context, k_graph, noise_var=noise_var, prior_var=prior.prior_var,
+                kernel_kind=kind, lengthscale=prior.lengthscale, seed=seed, inducing=inducing,
                 batch_size=batch_size, steps=steps, learn_hyperparameters=learn_hyperparameters,
                 learn_inducing=learn_inducing, learn_noise=learn_noise, device=device, jitter=jitter)
-    if K is not None:
-        rows = np.unique(np.linspace(0, E - 1, min(E, 16)).astype(np.int64))
-        ours = model.prior_covariance(rows)
-        ref = np.asarray(K[rows], dtype=np.float64)
-        err = float(np.max(np.abs(ours - ref)))
-        if not err <= 1e-8 * max(float(np.max(np.abs(np.diagonal(K)))), 1e-300):
-            raise EvrouteError(
-                f"the kernel matrix passed to 'svgp' differs from its {kind!r} kernel "
-                f"(max |Δ| = {err:.3g}); check kernel kind, lengthscale, kappa, nu and prior_var")
+    rows = np.unique(np.linspace(0, E - 1, min(E, 16)).astype(np.int64))
+    ours = model.prior_covariance(rows)
+    ref = prior.rows(rows)
+    err = float(np.max(np.abs(ours - ref)))
+    if not err <= 1e-8 * max(float(np.max(prior.diag())), 1e-300):
+        raise EvrouteError(f"the svgp kernel differs from the prior's {kind!r} covariance (max |Δ| = {err:.3g})")
     return model

@@ -1,0 +1,257 @@
+"""Agents: a policy, its posterior model(s) and its call to the route oracle.
+
+An agent is what the bandit loop talks to (besides the environment). Each round it
+chooses a route, ``select(t, available, rng) -> Decision``, and learns from what it drove,
+``observe(route, values)``. Keeping the oracle call inside the agent lets one agent hold
+several posteriors (one per candidate prior, picking the best (route, prior) pair) or
+re-rank a few candidate routes, without the loop knowing.
+
+:class:`IndexAgent` is paper 003's agent (Algorithm 1–2): one posterior, one index rule
+(GP-UCB, GP-BayesUCB, GP-TS, greedy; :mod:`evroute.policies`), rectified edge weights and
+Dijkstra. Agents are created by policy name from a registry (``gp-ucb``, ``bi-ts``, ...);
+new families register their own names with :func:`register_agent`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import EvrouteError
+from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
+from .specs import Option, resolve_options
+from .validate import flag, nonneg_float
+
+__all__ = ["Decision", "Agent", "IndexAgent", "AgentSetup", "register_agent", "agent_names", "make_agent",
+           "agent_options", "policy_family"]
+
+
+@dataclass
+class Decision:
+    """An agent's choice for one round.
+
+    Attributes
+    ----------
+    path : int64 array
+        The route: edge ids in driving order.
+    beta : float
+        The confidence parameter β_t used (NaN for rules without one).
+    index : float array
+        The index μ̃ of each edge of ``path`` before rectification (a lower confidence bound
+        or a posterior draw): what the agent believed the edge could cost at best.
+    mean, std : float array
+        The agent's posterior mean and standard deviation of each edge of ``path`` before
+        the round's update.
+    prior_mean : float array
+        The agent's prior mean of each edge of ``path``.
+    """
+
+    path: np.ndarray
+    beta: float
+    index: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    prior_mean: np.ndarray
+
+
+class Agent(ABC):
+    """Chooses a route each round and learns from the energies it measures."""
+
+    @abstractmethod
+    def select(self, t: int, available: np.ndarray | None, rng: np.random.Generator) -> Decision:
+        """The route for round ``t`` (≥ 1) using only edges where ``available`` is True (None: all)."""
+
+    @abstractmethod
+    def observe(self, path: np.ndarray, values: np.ndarray) -> None:
+        """Learn from the energies ``values`` measured on the edges of ``path``."""
+
+    @abstractmethod
+    def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
+        """The agent's current posterior mean and standard deviation of every edge (for the run files)."""
+
+    @property
+    @abstractmethod
+    def n_distinct(self) -> int:
+        """Number of distinct edges observed so far."""
+
+
+class IndexAgent(Agent):
+    """One posterior model and one index rule (paper 003, Algorithm 1–2).
+
+    Each round: per-edge indices μ̃ from the rule (:meth:`evroute.policies.Policy.indices`),
+    rectified weights U = E[max(0, N(μ̃, ς²))] (Algorithm 2, line 3), Dijkstra from the
+    start to the end edge over the available edges.
+
+    Parameters
+    ----------
+    policy : evroute.policies.Policy
+    model : evroute.models.PosteriorModel
+    oracle : evroute.oracle.Oracle
+    start, end : int
+        Start and end edge of the trip.
+    prior_mean : array (E,)
+        The model's prior mean (logged with each observation).
+    rectify : bool
+        Rectify the indices (default); False hands μ̃ to the oracle as it is (it must then
+        be non-negative).
+    """
+
+    def __init__(self, policy, model, oracle, start: int, end: int, prior_mean, rectify: bool = True):
+        self.policy = policy
+        self.model = model
+        self.oracle = oracle
+        self.start, self.end = int(start), int(end)
+        self.prior_mean = np.asarray(prior_mean, dtype=np.float64)
+        self.rectify = bool(rectify)
+
+    def select(self, t, available, rng) -> Decision:
+        mu, sd = self.model.mean_std()
+        idx, beta = self.policy.indices(self.model, t, rng)
+        weights = rectified_mean(idx, math.sqrt(self.model.noise_var)) if self.rectify else idx
+        path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
+                          dtype=np.int64)
+        return Decision(path, float(beta), np.asarray(idx, dtype=np.float64)[path], mu[path].copy(),
+                        sd[path].copy(), self.prior_mean[path])
+
+    def observe(self, path, values) -> None:
+        self.model.update(path, values)
+
+    def mean_std(self):
+        return self.model.mean_std()
+
+    @property
+    def n_distinct(self) -> int:
+        return self.model.n_distinct
+
+    def __repr__(self) -> str:
+        return f"IndexAgent({self.policy!r}, {type(self.model).__name__})"
+
+
+# --------------------------------------------------------------------------------------
+# The registry: policy names → agents
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class AgentSetup:
+    """What an agent factory is given: the problem as the agent may know it.
+
+    Attributes
+    ----------
+    prior : evroute.prior.Prior
+        The agent's prior over the edges (gp families use it whole, bi its mean and σ₀²).
+    noise_var : float
+        Observation noise variance ς² (known).
+    oracle : evroute.oracle.Oracle
+    start, end : int
+        Start and end edge of the trip.
+    model : str
+        Posterior backend of GP agents (``exact``, ``svgp``, ...).
+    model_options : dict
+        Its options.
+    seed : int
+        Seeds the backend's own randomness.
+    """
+
+    prior: object
+    noise_var: float
+    oracle: object
+    start: int
+    end: int
+    model: str = "exact"
+    model_options: dict = field(default_factory=dict)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class _AgentEntry:
+    name: str
+    factory: Callable[..., Agent]
+    options: tuple[Option, ...]
+    description: str
+
+
+_AGENTS: dict[str, _AgentEntry] = {}
+
+
+def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[Option, ...] = (),
+                   description: str = "", overwrite: bool = False) -> None:
+    """Register an agent under a policy name (``--policy NAME``).
+
+    ``factory(setup: AgentSetup, **options) -> Agent`` receives every declared option (the
+    given value converted, else its default). A second registration of a name is an error
+    unless ``overwrite``.
+    """
+    key = str(name).strip().lower()
+    if not key or "[" in key or "," in key:
+        raise EvrouteError(f"invalid policy name {name!r}")
+    if key in _AGENTS and not overwrite:
+        raise EvrouteError(f"policy {key!r} is already registered")
+    _AGENTS[key] = _AgentEntry(key, factory, tuple(options), description)
+
+
+def agent_names() -> list[str]:
+    """Registered policy names, in registration order (the paper's first)."""
+    return list(_AGENTS)
+
+
+def _entry(name: str) -> _AgentEntry:
+    key = str(name).strip().lower()
+    if key not in _AGENTS:
+        raise EvrouteError(f"unknown policy {name!r}; choose one of: {', '.join(agent_names())}")
+    return _AGENTS[key]
+
+
+def agent_options(name: str) -> tuple[Option, ...]:
+    """The options a policy accepts (``beta_scale``, ``omega``, ``xi``, ``joint``, ...)."""
+    return _entry(name).options
+
+
+def policy_family(name: str) -> str:
+    """The model family of a policy name: the part before the first ``-`` (``gp``, ``bi``)."""
+    return str(name).strip().lower().split("-", 1)[0]
+
+
+def make_agent(name: str, setup: AgentSetup, **options) -> Agent:
+    """Create the agent of policy ``name`` for ``setup`` (options as declared by the policy)."""
+    entry = _entry(name)
+    return entry.factory(setup, **resolve_options(entry.options, options, f"policy {entry.name!r}"))
+
+
+_BETA_SCALE = Option("beta_scale", nonneg_float, 1.0, "multiplier of β_t (003 Fig. 3 also runs 0.5)")
+#: The options of each index rule (003 Theorem 3.1: β_t of GP-UCB, η_t(ω, ξ) of GP-BUCB).
+RULE_OPTIONS: dict[str, tuple[Option, ...]] = {
+    "ucb": (_BETA_SCALE,),
+    "bucb": (Option("omega", nonneg_float, 1.0, "GP-BUCB ω of η_t = √(2π)^ω / (2|A|^ω t^ξ) (003 Thm. 3.1)"),
+             Option("xi", nonneg_float, 1.0, "GP-BUCB ξ of η_t (003 Thm. 3.1; Fig. 3 also runs 0.5)"),
+             _BETA_SCALE),
+    "ts": (Option("joint", flag, False, "one joint posterior draw instead of independent per-edge draws"),),
+    "greedy": (),
+}
+
+
+def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
+    def factory(setup: AgentSetup, **options) -> Agent:
+        from .models import make_model
+        from .prior import DiagonalPrior
+
+        policy = make_policy(rule, **options)
+        if family == "bi":  # the BI baseline: independent edges with the prior's mean and σ₀²
+            model = make_model("bi", DiagonalPrior(setup.prior.mean, setup.prior.prior_var),
+                               noise_var=setup.noise_var)
+        else:
+            model = make_model(setup.model, setup.prior, noise_var=setup.noise_var, seed=setup.seed,
+                               **setup.model_options)
+        return IndexAgent(policy, model, setup.oracle, setup.start, setup.end, setup.prior.mean)
+
+    return factory
+
+
+for _family in MODEL_FAMILIES:
+    for _rule in RULES:
+        register_agent(f"{_family}-{_rule}", _index_agent_factory(_family, _rule), options=RULE_OPTIONS[_rule],
+                       description=f"{_rule} index rule on the {'GP' if _family == 'gp' else 'BI'} posterior")

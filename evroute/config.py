@@ -1,0 +1,106 @@
+"""The configuration of one run (:class:`SimulationConfig`), saved as ``config.json``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import EvrouteError
+from .kernels import KERNEL_KINDS
+from .validate import choice, nonneg_int, positive_float, positive_int
+
+__all__ = ["SimulationConfig", "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE"]
+
+#: The longest run accepted. Each round is logged (one row, plus one per edge driven) and
+#: its time kept for the summary's median; beyond 10⁸ rounds the logs alone would be
+#: hundreds of GB and the run would take days at ~1 ms a round.
+MAX_HORIZON = 100_000_000
+
+#: Rough size of the logs (in memory, as DataFrames): per round and per edge driven.
+LOG_BYTES_PER_ROUND = 250
+LOG_BYTES_PER_EDGE = 100
+
+
+@dataclass
+class SimulationConfig:
+    """Everything that defines a run; saved as ``config.json`` (reproduces it exactly).
+
+    ``model`` may be a spec with options, ``"svgp[inducing=500]"``: it is split into the
+    backend name and :attr:`model_options` on construction.
+    """
+
+    network: str = "synthetic"
+    osm: str | None = None
+    dem: str | None = None
+    route: str | None = None
+    from_point: str | None = None
+    to_point: str | None = None
+    policy: str = "gp-ts"
+    model: str = "exact"
+    horizon: int = 500
+    seed: int = 0
+    kernel: str = "combined"
+    lengthscale: float = 1.0
+    kappa: float = 1.0
+    nu: float = 2.0
+    omega: float = 1.0
+    xi: float = 1.0
+    beta_scale: float = 1.0
+    joint_samples: bool = False
+    vehicle: str | None = None
+    exact_optimum: bool = False
+    exact_optimum_time_limit: float = 300.0
+    model_options: dict = field(default_factory=dict)
+    #: context lengthscale of the kernel the ground truth f is sampled from (the paper's
+    #: kernel lengthscales are 1); ``lengthscale`` is the agent's prior only
+    truth_lengthscale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, str) and "[" in self.model:
+            from .models import parse_model_spec
+
+            name, opts = parse_model_spec(self.model)
+            both = sorted(set(opts) & set(self.model_options or {}))
+            if both:
+                raise EvrouteError(f"model option(s) given twice: {', '.join(both)}")
+            self.model = name
+            self.model_options = {**(self.model_options or {}), **opts}
+
+    def validate(self) -> None:
+        """Raise EvrouteError (one line) on a bad value."""
+        from .agents import agent_names, policy_family
+
+        if isinstance(self.horizon, bool) or not isinstance(self.horizon, int):
+            raise EvrouteError(f"horizon must be a positive integer, got {self.horizon!r}")
+        positive_int("horizon", self.horizon)
+        if self.horizon > MAX_HORIZON:
+            raise EvrouteError(
+                f"horizon {self.horizon:,} is too long: at most {MAX_HORIZON:,} rounds (every round is "
+                f"logged, ~{LOG_BYTES_PER_ROUND + 50 * LOG_BYTES_PER_EDGE:,} bytes for a 50-edge route, and "
+                "its time kept for the summary; 10⁸ rounds would already be ~500 GB of logs and days of "
+                "computing)")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise EvrouteError(f"seed must be a non-negative integer, got {self.seed!r}")
+        nonneg_int("seed", self.seed)
+        if self.kernel not in KERNEL_KINDS:
+            choice("kernel", self.kernel, KERNEL_KINDS)  # one line naming the kinds
+            raise EvrouteError(f"kernel must be written in lower case: {self.kernel!r}")
+        for name in ("lengthscale", "truth_lengthscale", "kappa", "nu", "omega", "xi", "beta_scale"):
+            positive_float(name, getattr(self, name))
+        if str(self.policy).strip().lower() not in agent_names():
+            raise EvrouteError(f"unknown policy {self.policy!r}; choose one of: {', '.join(agent_names())}")
+        from .models import get_backend
+
+        backend = get_backend(self.model)
+        if policy_family(self.policy) == "bi":
+            if self.model not in ("exact", "bi"):
+                raise EvrouteError(f"--model {self.model} is a GP backend for the gp-* policies; {self.policy} "
+                                   "uses its own Bayesian-inference model (leave --model out)")
+        else:
+            backend.resolve(self.model_options or {})
+
+    @property
+    def backend(self) -> str:
+        """The posterior backend actually used: ``bi`` for bi-* policies, else ``model``."""
+        from .agents import policy_family
+
+        return "bi" if policy_family(self.policy) == "bi" else self.model

@@ -1,0 +1,145 @@
+"""Environments: the truth and what the world reveals to the agent.
+
+An environment owns the true expected energy of every edge in every round, the observation
+noise, which edges can be driven in each round, and the clairvoyant reference route that
+regret is measured against. The bandit loop asks it, round by round:
+
+- ``available(t)``: a boolean mask of the edges open in round t (None: all);
+- ``observe(t, path)``: noisy energies r = f_t(e) + ε of the driven edges (its own seeded
+  noise generator);
+- ``expected(t)``: f_t over all edges;
+- ``reference_route(t)`` and ``optimal_energy(t)``: the route the agent's own oracle would
+  pick if handed f_t, and its true energy.
+
+:class:`StaticEnvironment` is paper 003's: a static f, one draw of GP(E_det, k) (003 Sec. 4.1;
+:func:`gp_truth`), Gaussian noise with ς = 0.1 σ_det. Time-varying energies, RKHS-bounded
+truths and road closures subclass :class:`Environment`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from .cache import cached_arrays, hash_bytes
+from .errors import EvrouteError
+from .policies import rectified_mean
+from .validate import nonneg_float
+
+__all__ = ["Environment", "StaticEnvironment", "gp_truth"]
+
+
+class Environment(ABC):
+    """The world a route is driven in (see the module docstring)."""
+
+    #: Number of edges E.
+    n_edges: int
+    #: Observation noise standard deviation ς.
+    noise_std: float
+
+    @abstractmethod
+    def expected(self, t: int) -> np.ndarray:
+        """f_t: the true expected energy of every edge in round t (read-only)."""
+
+    @abstractmethod
+    def observe(self, t: int, path: np.ndarray) -> np.ndarray:
+        """Noisy energies of the edges of ``path`` driven in round t."""
+
+    def available(self, t: int) -> np.ndarray | None:
+        """Edges that can be driven in round t (boolean mask), or None when all can."""
+        return None
+
+    @abstractmethod
+    def reference_route(self, t: int) -> np.ndarray:
+        """The clairvoyant route of round t (the oracle handed f_t, on the available edges)."""
+
+    def optimal_energy(self, t: int) -> float:
+        """True energy of :meth:`reference_route` in round t."""
+        return float(self.expected(t)[self.reference_route(t)].sum())
+
+    def describe(self) -> dict:
+        """What the environment is, for logs and summaries."""
+        return {"environment": type(self).__name__}
+
+
+class StaticEnvironment(Environment):
+    """A static truth f and Gaussian observation noise (paper 003, Sec. 4.1).
+
+    The reference route is the one the rectified oracle returns when handed f: Dijkstra on
+    E[max(0, N(f_e, ς²))] (SPEC §3), so that regret measures learning, not rectification.
+
+    Parameters
+    ----------
+    truth : array (E,)
+        f, the true expected energy of every edge.
+    noise_std : float
+        ς.
+    oracle : evroute.oracle.Oracle
+    start, end : int
+        Start and end edge of the trip.
+    seed : int
+        Seeds the noise generator (stream ``[seed, 2]``).
+    rectify : bool
+        Reference route on rectified weights (default, as the agents) or on f itself.
+    """
+
+    def __init__(self, truth, noise_std: float, oracle, start: int, end: int, seed: int, rectify: bool = True):
+        f = np.array(truth, dtype=np.float64)
+        if f.ndim != 1 or not np.all(np.isfinite(f)):
+            raise EvrouteError("the truth must be a 1-d array of finite numbers")
+        f.flags.writeable = False
+        self._f = f
+        self.n_edges = int(f.size)
+        self.noise_std = nonneg_float("noise_std", noise_std)
+        self.oracle = oracle
+        self.start, self.end = int(start), int(end)
+        self.rectify = bool(rectify)
+        self._rng = np.random.default_rng([int(seed), 2])
+        self._reference: np.ndarray | None = None
+
+    @property
+    def truth(self) -> np.ndarray:
+        return self._f
+
+    def expected(self, t: int) -> np.ndarray:
+        return self._f
+
+    def observe(self, t: int, path: np.ndarray) -> np.ndarray:
+        return self._f[path] + self.noise_std * self._rng.standard_normal(len(path))
+
+    def reference_route(self, t: int) -> np.ndarray:
+        if self._reference is None:
+            w = rectified_mean(self._f, self.noise_std) if self.rectify else self._f
+            self._reference = np.asarray(self.oracle.shortest_path(w, self.start, self.end).edges, dtype=np.int64)
+            self._reference.flags.writeable = False
+        return self._reference
+
+    def describe(self) -> dict:
+        return {"environment": "static", "noise_std_wh": self.noise_std}
+
+
+def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 1.0) -> np.ndarray:
+    """f = E_det + L z: one draw of GP(E_det, k) with the paper's combined kernel (003 Sec. 4.1),
+    cached on disk per (network, seed, σ₀², E_det, lengthscale).
+
+    ``lengthscale`` is the context lengthscale of the kernel (the paper's is 1; κ = 1, ν = 2).
+    The same z (stream ``[seed, 1]``) for every lengthscale: the seed fixes the draw, the
+    lengthscale its smoothness.
+    """
+    from .prior import NetworkPrior
+
+    prior_mean = np.asarray(prior_mean, dtype=np.float64)
+
+    def build():
+        prior = NetworkPrior(net, prior_mean, "combined", lengthscale, 1.0, 2.0, prior_var)
+        return {"value": prior.sample(np.random.default_rng([seed, 1]))}
+
+    params = {"network": net.cache_key, "seed": int(seed), "prior_var": float(prior_var),
+              "prior_mean": hash_bytes(np.ascontiguousarray(prior_mean).tobytes())[:20], "what": "truth-v1"}
+    if float(lengthscale) != 1.0:  # (ℓ = 1 keeps the key of the entries cached before this option)
+        params["lengthscale"] = float(lengthscale)
+    if not math.isfinite(float(prior_var)) or prior_var <= 0:
+        raise EvrouteError(f"prior_var must be positive, got {prior_var!r}")
+    return cached_arrays("truth", params, build)["value"]

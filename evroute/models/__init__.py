@@ -1,0 +1,58 @@
+"""Posterior backends over the expected energy of every edge (SPEC §5): a plug-in family.
+
+Every backend implements :class:`PosteriorModel` (:mod:`evroute.models.base`) and is created
+from a :class:`evroute.prior.Prior` through the registry (:mod:`evroute.models.registry`):
+``make_model("exact", prior, noise_var=...)`` or, with options, ``make_model("svgp[inducing=500]",
+prior, noise_var=..., seed=...)``. The backends shipped with evroute, registered here:
+
+- ``bi`` (:class:`BIModel`): independent conjugate Gaussian per edge (the paper's BI
+  baseline, Åkerblom et al. 2023).
+- ``exact`` (:class:`ExactGPModel`): the exact GP posterior of paper 003, Sec. 2.2,
+  Eq. 2–3, with incremental updates.
+- ``svgp`` (:mod:`evroute.models.svgp`): the sparse variational GP of 003 Algorithm 3, in
+  GPyTorch (torch is imported on first use).
+
+A new backend registers itself the same way (see DEVELOPERS.md, "Adding a backend") and must
+pass the shared conformance checks in ``tests/test_models_conformance.py``.
+"""
+
+from __future__ import annotations
+
+from . import bi, exact, svgp
+from .base import PosteriorModel, aggregate_observations
+from .bi import BIModel
+from .exact import ExactGPModel
+from .registry import (
+    Backend,
+    Option,
+    available_models,
+    get_backend,
+    make_model,
+    model_label,
+    parse_model_spec,
+    register_model,
+    unregister_model,
+)
+
+__all__ = [
+    "PosteriorModel",
+    "BIModel",
+    "ExactGPModel",
+    "Option",
+    "Backend",
+    "make_model",
+    "register_model",
+    "unregister_model",
+    "available_models",
+    "get_backend",
+    "parse_model_spec",
+    "model_label",
+    "aggregate_observations",
+]
+
+register_model("bi", bi.make_bi, options=bi.OPTIONS,
+               description="independent conjugate Gaussian per edge (the BI baseline)")
+register_model("exact", exact.make_exact, options=exact.OPTIONS,
+               description="exact GP posterior, incremental (003 Eq. 2-3)")
+register_model("svgp", svgp.make_svgp, options=svgp.OPTIONS,
+               description="sparse variational GP in GPyTorch (003 Algorithm 3)")

@@ -1,0 +1,139 @@
+"""The registry of posterior backends: explicit registration, declared options, specs.
+
+A backend is registered once, under a name, with a factory and the options it accepts::
+
+    register_model("exact", make_exact, options=(Option("merge", ..., "auto", "..."), ...),
+                   description="exact GP posterior (003 Eq. 2-3)")
+
+The factory is called as ``factory(prior, noise_var=..., seed=..., **options)`` with every
+declared option present (the user's value converted by the option's ``convert``, else its
+default). On the command line a backend is a spec, ``--model svgp[inducing=500]``, parsed
+by :func:`evroute.specs.parse_spec` like the policy specs of ``evroute compare``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import EvrouteError
+from ..specs import Option, format_spec, parse_spec, resolve_options
+from ..validate import positive_float
+from .base import PosteriorModel
+
+__all__ = ["Option", "Backend", "register_model", "unregister_model", "available_models", "get_backend",
+           "parse_model_spec", "model_label", "make_model"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A registered backend: its name, factory, options and a one-line description."""
+
+    name: str
+    factory: Callable[..., PosteriorModel]
+    options: tuple[Option, ...] = ()
+    description: str = ""
+
+    def resolve(self, given: dict) -> dict:
+        """Every declared option: the given ones converted, the others at their defaults.
+        An undeclared option is a one-line error naming the accepted ones."""
+        return resolve_options(self.options, given, f"model {self.name!r}")
+
+    def help(self) -> str:
+        """Options and defaults, one per line (for ``evroute models``)."""
+        lines = [f"{self.name}: {self.description}"]
+        lines += [f"  {o.name} = {o.default!r}: {o.help}" for o in self.options]
+        return "\n".join(lines)
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register_model(name: str, factory: Callable[..., PosteriorModel], *, options: tuple[Option, ...] = (),
+                   description: str = "", overwrite: bool = False) -> Backend:
+    """Register a posterior backend under ``name``.
+
+    Parameters
+    ----------
+    name : str
+        Backend name as used by ``--model`` (letters, digits, ``-``, ``_``; stored lower case).
+    factory : callable
+        ``factory(prior, *, noise_var, seed, **options)`` returning a :class:`PosteriorModel`.
+    options : tuple of Option
+        The options it accepts (every other option is an error).
+    description : str
+        One line for help texts.
+    overwrite : bool
+        Replace an existing registration; without it a second registration of a name is an
+        error.
+    """
+    key, extra = parse_spec(str(name), "model name")
+    if extra or key != str(name).strip().lower():
+        raise EvrouteError(f"invalid model name {name!r}")
+    names = [o.name for o in options]
+    if len(set(names)) != len(names):
+        raise EvrouteError(f"model {key!r} declares an option twice")
+    if key in _BACKENDS and not overwrite:
+        raise EvrouteError(f"model {key!r} is already registered")
+    backend = Backend(key, factory, tuple(options), description)
+    _BACKENDS[key] = backend
+    return backend
+
+
+def unregister_model(name: str) -> None:
+    """Remove a registration (tests, plug-ins that replace a backend)."""
+    _BACKENDS.pop(str(name).strip().lower(), None)
+
+
+def available_models() -> list[str]:
+    """Names of the registered backends, sorted."""
+    return sorted(_BACKENDS)
+
+
+def get_backend(name: str) -> Backend:
+    """The registered backend ``name`` (one-line error listing the names otherwise)."""
+    key = str(name).strip().lower()
+    if key not in _BACKENDS:
+        raise EvrouteError(f"unknown model {name!r}; choose one of: {', '.join(available_models())}")
+    return _BACKENDS[key]
+
+
+def parse_model_spec(text: str) -> tuple[str, dict]:
+    """``"svgp[inducing=500]"`` → ``("svgp", {"inducing": 500})``: the backend's name and the
+    given options, checked and converted by the backend's declared options."""
+    name, raw = parse_spec(text, "model", "svgp[inducing=500]")
+    backend = get_backend(name)
+    resolved = backend.resolve(raw)
+    return backend.name, {k: resolved[k] for k in raw}
+
+
+def model_label(name: str, options: dict) -> str:
+    """The canonical spec text of a backend with options (``svgp[inducing=500]``)."""
+    return format_spec(str(name).lower(), options)
+
+
+def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) -> PosteriorModel:
+    """Create a posterior backend from its name or spec.
+
+    Parameters
+    ----------
+    spec : str
+        ``"exact"``, ``"bi"``, ``"svgp"``, ... or a spec with options, ``"svgp[inducing=500]"``.
+    prior : evroute.prior.Prior
+        The prior over the edges (mean and covariance operator).
+    noise_var : float
+        Observation noise variance ς².
+    seed : int
+        Seeds the backend's own randomness (minibatches, dictionaries), if it has any.
+    **options
+        Backend options; given both here and in ``spec`` is an error.
+    """
+    name, from_spec = parse_model_spec(spec)
+    both = sorted(set(from_spec) & set(options))
+    if both:
+        raise EvrouteError(f"model option(s) given twice: {', '.join(both)}")
+    backend = get_backend(name)
+    resolved = backend.resolve({**options, **from_spec})
+    noise_var = positive_float("noise_var", noise_var)
+    return backend.factory(prior, noise_var=noise_var, seed=int(seed), **resolved)

@@ -1,0 +1,349 @@
+"""Priors over the expected energy of every edge, as operators (SPEC §4; 003 App. B.1).
+
+A prior is the Gaussian process GP(m, k) restricted to the E edges of a network: a mean
+vector m and a covariance k, handed to the posterior backends as one object. Backends ask
+it for what they need, never for more:
+
+- ``diag()``: k(e, e) for every edge (length E);
+- ``rows(idx)``: k(idx, ·), an |idx|×E block (SVGP, Nyström dictionaries);
+- ``dense()``: the whole E×E matrix, only where it fits (the ``exact`` backend);
+- ``sample(rng)``: one draw of f ~ GP(m, k) over all edges (ground truths);
+- ``precision()``: the sparse precision k⁻¹, for priors that are Gaussian Markov random
+  fields (the graph Matérn kernel with integer ν, independent edges).
+
+Implementations: :class:`DiagonalPrior` (independent edges: the BI baseline),
+:class:`DensePrior` (a covariance matrix in memory: tests, user-supplied kernels) and
+:class:`NetworkPrior`, the paper's σ₀² · normalise(k_G·k_f + k_f′) on a road network
+and its two ablations, built lazily from the network (kernel construction lives here).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+import numpy as np
+import scipy.sparse as sp
+
+from .cache import cached_arrays
+from .errors import EvrouteError
+from .kernels import (
+    KERNEL_KINDS,
+    combined_kernel,
+    graph_matern,
+    incidence_laplacian,
+    standardize_context,
+)
+from .linalg import jittered_cholesky
+from .validate import choice, positive_float
+
+__all__ = ["Prior", "DiagonalPrior", "DensePrior", "NetworkPrior", "network_prior", "graph_kernel",
+           "network_kernel", "DENSE_MAX_EDGES", "KERNEL_KINDS",
+           "PRIOR_SCALE", "NOISE_SCALE"]
+
+#: σ₀ = 0.25 σ_det: the prior standard deviation of the paper (003 Sec. 4.1).
+PRIOR_SCALE = 0.25
+#: ς = 0.1 σ_det: the observation noise standard deviation of the paper (003 Sec. 4.1).
+NOISE_SCALE = 0.1
+
+#: ``dense()`` refuses networks with more edges: E² float64 would exceed ~13 GB.
+DENSE_MAX_EDGES = 40_000
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def _as_mean(mean) -> np.ndarray:
+    m = np.array(mean, dtype=np.float64, copy=True)
+    if m.ndim != 1 or m.size == 0:
+        raise EvrouteError(f"prior mean must be a non-empty 1-d array, got shape {m.shape}")
+    if not np.all(np.isfinite(m)):
+        raise EvrouteError("prior mean contains NaN or infinite values")
+    return _readonly(m)
+
+
+def _as_index(idx, n: int) -> np.ndarray:
+    i = np.asarray(idx)
+    if i.ndim == 0:
+        i = i.reshape(1)
+    if i.ndim != 1 or (i.size and not np.issubdtype(i.dtype, np.integer)):
+        raise EvrouteError("edge indices must be a 1-d array of integers")
+    i = i.astype(np.int64, copy=False)
+    if i.size and (i.min() < 0 or i.max() >= n):
+        raise EvrouteError(f"edge indices must lie in 0..{n - 1}")
+    return i
+
+
+class Prior(ABC):
+    """A Gaussian prior over the expected energy f(e) of the edges e = 0..E-1.
+
+    Attributes
+    ----------
+    mean : numpy.ndarray (E,)
+        Prior mean m (read-only), e.g. the physics model's E_det.
+    n_edges : int
+        E.
+    """
+
+    mean: np.ndarray
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.mean.size)
+
+    @abstractmethod
+    def diag(self) -> np.ndarray:
+        """k(e, e) for every edge (length E, read-only)."""
+
+    @abstractmethod
+    def rows(self, idx) -> np.ndarray:
+        """k(idx, ·): a new |idx|×E array."""
+
+    def block(self, idx) -> np.ndarray:
+        """k(idx, idx): a new |idx|×|idx| array."""
+        idx = _as_index(idx, self.n_edges)
+        return self.rows(idx)[:, idx]
+
+    @property
+    def prior_var(self) -> float:
+        """σ₀², the mean prior variance over the edges."""
+        return float(np.mean(self.diag()))
+
+    def dense(self) -> np.ndarray:
+        """The E×E covariance (read-only); refused above :data:`DENSE_MAX_EDGES` edges."""
+        self._check_dense()
+        return _readonly(self.rows(np.arange(self.n_edges)))
+
+    def _check_dense(self) -> None:
+        if self.n_edges > DENSE_MAX_EDGES:
+            raise EvrouteError(
+                f"the prior over {self.n_edges:,} edges does not fit as a dense matrix (E² floats = "
+                f"{8 * self.n_edges ** 2 / 1e9:.0f} GB; at most {DENSE_MAX_EDGES:,} edges); use a backend "
+                "that works from kernel rows or the sparse precision")
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """One draw f = m + L z, L Lᵀ = k (jittered Cholesky of the dense covariance), z ~ N(0, I)
+        drawn from ``rng`` (E standard normals)."""
+        chol = jittered_cholesky(self.dense(), what="prior covariance")
+        return self.mean + chol @ rng.standard_normal(self.n_edges)
+
+    @property
+    def is_markov(self) -> bool:
+        """Whether :meth:`precision` is available (a Gaussian Markov random field)."""
+        return False
+
+    def precision(self) -> sp.csc_matrix:
+        """The sparse precision matrix k⁻¹ (E×E); only for GMRF priors (:attr:`is_markov`)."""
+        raise EvrouteError(f"{type(self).__name__} has no sparse precision (not a Gaussian Markov random field)")
+
+    def describe(self) -> dict:
+        """What the prior is, for logs and run files."""
+        return {"prior": type(self).__name__, "n_edges": self.n_edges}
+
+
+class DiagonalPrior(Prior):
+    """Independent edges: f(e) ~ N(m_e, v_e) (the BI baseline's prior; Åkerblom et al. 2023).
+
+    Parameters
+    ----------
+    mean : array (E,)
+    var : float or array (E,)
+        Prior variance per edge (a scalar is used for every edge), positive.
+    """
+
+    def __init__(self, mean, var):
+        self.mean = _as_mean(mean)
+        v = np.asarray(var, dtype=np.float64)
+        if v.ndim == 0:
+            v = np.full(self.n_edges, float(v))
+        if v.shape != (self.n_edges,):
+            raise EvrouteError(f"prior variance must be a scalar or have length {self.n_edges}, got shape {v.shape}")
+        if not np.all(np.isfinite(v)) or np.any(v <= 0):
+            raise EvrouteError("prior variance must be positive and finite")
+        self._var = _readonly(v.copy())
+
+    def diag(self) -> np.ndarray:
+        return self._var
+
+    def rows(self, idx) -> np.ndarray:
+        idx = _as_index(idx, self.n_edges)
+        out = np.zeros((idx.size, self.n_edges))
+        out[np.arange(idx.size), idx] = self._var[idx]
+        return out
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        return self.mean + np.sqrt(self._var) * rng.standard_normal(self.n_edges)
+
+    @property
+    def is_markov(self) -> bool:
+        return True
+
+    def precision(self) -> sp.csc_matrix:
+        return sp.diags(1.0 / self._var, format="csc")
+
+
+class DensePrior(Prior):
+    """A covariance matrix held in memory (small problems, tests, user-supplied kernels).
+
+    Parameters
+    ----------
+    mean : array (E,)
+    cov : array (E, E)
+        Symmetric positive semi-definite covariance. Used without a copy when it is a
+        C-contiguous float64 array (it is then made read-only).
+    """
+
+    def __init__(self, mean, cov):
+        self.mean = _as_mean(mean)
+        K = np.ascontiguousarray(cov, dtype=np.float64)
+        E = self.n_edges
+        if K.shape != (E, E):
+            raise EvrouteError(f"kernel matrix must have shape ({E}, {E}), got {K.shape}")
+        self._K = _readonly(K)
+        self._diag = _readonly(np.diagonal(K).copy())
+        if not np.all(np.isfinite(self._diag)) or np.any(self._diag < 0):
+            raise EvrouteError("kernel matrix has a negative or non-finite diagonal")
+
+    def diag(self) -> np.ndarray:
+        return self._diag
+
+    def rows(self, idx) -> np.ndarray:
+        return self._K[_as_index(idx, self.n_edges)]
+
+    def dense(self) -> np.ndarray:
+        return self._K
+
+
+# --------------------------------------------------------------------------------------
+# The paper's prior on a road network
+# --------------------------------------------------------------------------------------
+
+
+def graph_kernel(net, nu: float = 2.0, kappa: float = 1.0) -> np.ndarray:
+    """The graph Matérn kernel k_G on the edges of ``net``, normalised to unit mean
+    variance (003 Eq. 134; cached on disk with the network)."""
+
+    def build():
+        lap = incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
+        return {"value": graph_matern(lap, nu=nu, kappa=kappa)}
+
+    params = {"network": net.cache_key, "nu": float(nu), "kappa": float(kappa), "what": "graph_matern"}
+    return cached_arrays("kernels", params, build)["value"]
+
+
+def network_kernel(net, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
+                   nu: float = 2.0, prior_var: float = 1.0) -> np.ndarray:
+    """Prior covariance over all edges as a dense matrix: σ₀² · normalise(k_G·k_f + k_f′)
+    (SPEC §4), or an ablation (``kind`` "graph", "context")."""
+    x = standardize_context(net.context)
+    k_g = graph_kernel(net, nu, kappa) if kind in ("combined", "graph") else None
+    if k_g is None:
+        k_g = np.ones((1, 1))  # unused by the context-only kernel
+    return combined_kernel(k_g, x, lengthscales=lengthscale, kind=kind, prior_var=prior_var)
+
+
+class NetworkPrior(Prior):
+    """The paper's prior on a road network: GP(m, σ₀² · normalise(k_G·k_f + k_f′)).
+
+    k_G is the graph Matérn kernel on the line graph (003 Eq. 134), k_f and k_f′ Matérn-5/2
+    kernels on the standardised edge context (003 Eq. 135–136); ``kind`` "graph" and
+    "context" are the ablations σ₀² · normalise(k_G) and σ₀² · normalise(k_f). Nothing is
+    built until asked for; the dense covariance is built once and kept.
+
+    Parameters
+    ----------
+    net : evroute.network.Network
+    mean : array (E,)
+        Prior mean (E_det of the vehicle model).
+    kind : {"combined", "graph", "context"}
+    lengthscale : float
+        Every context lengthscale of k_f and k_f′.
+    kappa, nu : float
+        Graph Matérn κ and ν.
+    prior_var : float
+        σ₀², the mean prior variance.
+    """
+
+    def __init__(self, net, mean, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
+                 nu: float = 2.0, prior_var: float = 1.0):
+        self.net = net
+        self.mean = _as_mean(mean)
+        if self.mean.size != net.n_edges:
+            raise EvrouteError(f"prior mean has {self.mean.size} entries but the network has {net.n_edges} edges")
+        self.kind = choice("kernel", kind, KERNEL_KINDS)
+        self.lengthscale = positive_float("lengthscale", lengthscale)
+        self.kappa = positive_float("kappa", kappa)
+        self.nu = positive_float("nu", nu)
+        self._prior_var = positive_float("prior_var", prior_var)
+        self._K: np.ndarray | None = None
+
+    @property
+    def prior_var(self) -> float:
+        return self._prior_var
+
+    @property
+    def context(self) -> np.ndarray:
+        """Standardised context x_e of every edge (E×3)."""
+        return standardize_context(self.net.context)
+
+    def graph_kernel(self) -> np.ndarray:
+        """The normalised graph Matérn matrix k_G (E×E, cached on disk)."""
+        return graph_kernel(self.net, self.nu, self.kappa)
+
+    def dense(self) -> np.ndarray:
+        if self._K is None:
+            self._check_dense()
+            self._K = _readonly(network_kernel(self.net, self.kind, self.lengthscale, self.kappa, self.nu,
+                                               self._prior_var))
+        return self._K
+
+    def diag(self) -> np.ndarray:
+        return _readonly(np.diagonal(self.dense()).copy())
+
+    def rows(self, idx) -> np.ndarray:
+        return self.dense()[_as_index(idx, self.n_edges)]
+
+    @property
+    def is_markov(self) -> bool:
+        return self.kind == "graph" and float(self.nu).is_integer()
+
+    def precision(self) -> sp.csc_matrix:
+        """Q = k⁻¹ = (s/σ₀²) (2ν/κ² I + Δ)^ν for the graph kernel with integer ν (003 Eq. 134;
+        SPEC §4), with s = mean diag((2ν/κ² I + Δ)^−ν) the normalisation constant.
+
+        s is read off the dense kernel here (s = σ₀² E / tr(P^ν k)); the sparse path of
+        large networks computes it without a dense matrix.
+        """
+        if not self.is_markov:
+            raise EvrouteError(f"the {self.kind!r} prior with nu={self.nu:g} has no sparse precision "
+                               "(only the graph kernel with an integer nu is a Markov random field)")
+        lap = incidence_laplacian(self.net.n_edges, self.net.conn_src, self.net.conn_dst,
+                                  self.net.edges.length_m.to_numpy())
+        P = (lap + sp.identity(self.n_edges, format="csr") * (2.0 * self.nu / self.kappa ** 2)).tocsc()
+        Pnu = sp.identity(self.n_edges, format="csc")
+        for _ in range(int(self.nu)):
+            Pnu = (Pnu @ P).tocsc()
+        trace = float(np.sum(Pnu.multiply(self.dense()).sum(axis=0)))  # tr(P^ν k), both symmetric
+        s = self._prior_var * self.n_edges / trace
+        return (Pnu * (s / self._prior_var)).tocsc()
+
+    def describe(self) -> dict:
+        return {"prior": "network", "kind": self.kind, "lengthscale": self.lengthscale, "kappa": self.kappa,
+                "nu": self.nu, "prior_var": self._prior_var, "n_edges": self.n_edges}
+
+
+def network_prior(net, mean, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
+                  nu: float = 2.0, prior_var: float | None = None) -> NetworkPrior:
+    """The paper's prior on ``net`` (see :class:`NetworkPrior`).
+
+    ``prior_var`` defaults to the paper's σ₀² = (:data:`PRIOR_SCALE` σ_det)², σ_det the standard deviation
+    of ``mean`` over the edges (003 Sec. 4.1).
+    """
+    if prior_var is None:
+        sigma_det = float(np.std(np.asarray(mean, dtype=np.float64)))
+        if not sigma_det > 0 or not math.isfinite(sigma_det):
+            raise EvrouteError("the prior mean is constant: σ_det = 0, give prior_var")
+        prior_var = (PRIOR_SCALE * sigma_det) ** 2
+    return NetworkPrior(net, mean, kind, lengthscale, kappa, nu, prior_var)

@@ -1,0 +1,126 @@
+"""A run's problem, set up from its configuration: the network, the trip, the physics prior
+mean, the noise, the ground truth (paper 003 Sec. 4.1; SPEC §3), and from them the
+environment and the agent the loop runs.
+
+Per seed the true expected energy f is one draw of GP(E_det, k) over all edges, with
+σ₀² = (0.25 σ_det)² and ς² = (0.1 σ_det)² (:data:`evroute.prior.PRIOR_SCALE`,
+:data:`evroute.prior.NOISE_SCALE`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import EvrouteError
+from .prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
+
+__all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached"]
+
+
+@dataclass
+class Problem:
+    """A prepared bandit problem (network, route, prior mean and scales, truth) for one seed."""
+
+    net: object
+    oracle: object
+    route: object
+    vehicle: object
+    prior_mean: np.ndarray
+    sigma_det: float
+    prior_var: float
+    noise_var: float
+    truth: np.ndarray
+    seed: int
+
+    @property
+    def noise_std(self) -> float:
+        return math.sqrt(self.noise_var)
+
+
+def prepare_problem(cfg, net=None) -> Problem:
+    """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed."""
+    from .energy import load_vehicle
+    from .environments import gp_truth
+    from .network import load_network
+    from .oracle import Oracle
+    from .routes import edge_energies, resolve_route
+
+    vehicle = load_vehicle(cfg.vehicle)
+    net = net or load_network(cfg.network, osm=cfg.osm, dem=cfg.dem)
+    route = resolve_route(net, cfg.route, cfg.from_point, cfg.to_point)
+    oracle = Oracle.from_network(net)
+    if not oracle.reachable(route.start)[route.end]:
+        raise EvrouteError(f"route {route.name}: the end edge {route.end} cannot be reached from the start edge {route.start}")
+    e_det = edge_energies(net, vehicle)
+    sigma_det = float(np.std(e_det))
+    if not sigma_det > 0:
+        raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
+    prior_var = (PRIOR_SCALE * sigma_det) ** 2
+    noise_var = (NOISE_SCALE * sigma_det) ** 2
+    truth = gp_truth(net, e_det, prior_var, cfg.seed, cfg.truth_lengthscale)
+    return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth, cfg.seed)
+
+
+def agent_prior(cfg, problem: Problem) -> NetworkPrior:
+    """The agent's prior: E_det and σ₀² of the problem, the kernel ``cfg`` names (built lazily)."""
+    return NetworkPrior(problem.net, problem.prior_mean, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu,
+                        problem.prior_var)
+
+
+def make_environment(cfg, problem: Problem):
+    """The environment of a run: today the static GP truth of the problem with Gaussian noise."""
+    from .environments import StaticEnvironment
+
+    return StaticEnvironment(problem.truth, problem.noise_std, problem.oracle, problem.route.start,
+                             problem.route.end, cfg.seed)
+
+
+def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
+    """The agent ``cfg.policy`` names, with its options and posterior backend.
+
+    ``prior`` may be handed in when the caller already has it (e.g. an in-process cache
+    keeping its dense covariance between runs); by default :func:`agent_prior`.
+    """
+    from .agents import AgentSetup, agent_options
+    from .agents import make_agent as make_named_agent
+
+    setup = AgentSetup(prior=prior if prior is not None else agent_prior(cfg, problem),
+                       noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
+                       end=problem.route.end, model=cfg.model, model_options=dict(cfg.model_options or {}),
+                       seed=cfg.seed)
+    values = {"beta_scale": cfg.beta_scale, "omega": cfg.omega, "xi": cfg.xi, "joint": cfg.joint_samples}
+    options = {o.name: values[o.name] for o in agent_options(cfg.policy) if o.name in values}
+    return make_named_agent(cfg.policy, setup, **options)
+
+
+def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
+    """The best vertex-simple route under f, computed once per (network, route, seed)."""
+    from .cache import CacheEntry, make_key
+    from .io import atomic_write_text
+    from .optimum import exact_optimum
+
+    params = {"network": problem.net.cache_key, "start": problem.route.start, "end": problem.route.end,
+              "seed": problem.seed, "truth": float(problem.truth.sum()), "what": "exact-optimum-v2"}
+    entry = CacheEntry("optimum", make_key(params))
+    if entry.is_valid(["optimum.json"]):
+        cached = json.loads(entry.path("optimum.json").read_text())
+        if cached["status"] == "optimal" or cached.get("time_limit", 0) >= time_limit:
+            return cached
+    net = problem.net
+    res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
+                        problem.truth, problem.route.start, problem.route.end, time_limit=time_limit,
+                        ends="auto")
+    out = {"energy": float(res.energy) if res.path else None, "path": [int(x) for x in res.path],
+           "method": res.method, "status": res.status, "gap": float(res.gap), "seconds": float(res.seconds),
+           "time_limit": float(time_limit), "ends": res.ends}
+    try:
+        entry.prepare()
+        atomic_write_text(entry.path("optimum.json"), json.dumps(out))
+        entry.commit(["optimum.json"])
+    except (OSError, EvrouteError):
+        pass
+    return out

@@ -1,0 +1,277 @@
+"""Run directories: writing them atomically, recognising evroute's own, verifying and reading them.
+
+A run directory holds ``config.json``, ``rounds.parquet``, ``observations.parquet``,
+``edges.parquet`` and ``summary.json`` (written last: a run is finished when it exists),
+optionally CSV copies of the tables. It appears by renaming a finished temporary sibling
+``.NAME.partial-PID-*``; evroute replaces only directories it wrote itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import EvrouteError
+from .io import atomic_write_json, atomic_write_with, make_public
+
+__all__ = ["RunResult", "RUN_FILES", "RUN_DIR_NAMES", "is_finished_run", "verify_run", "require_readable_run",
+           "read_run_table", "is_run_directory", "stale_siblings", "check_out_dir", "prepare_out_dir",
+           "write_run", "parquet_to_csv"]
+
+
+@dataclass
+class RunResult:
+    """The result of a run: the three tables and the summary.
+
+    ``rounds`` and ``observations`` are DataFrames; a run whose logs were written to a
+    run directory as it went reads them from there when asked (``log_dir``).
+    """
+
+    _rounds: pd.DataFrame | None
+    _observations: pd.DataFrame | None
+    edges: pd.DataFrame
+    summary: dict
+    log_dir: Path | None = None
+
+    @property
+    def rounds(self) -> pd.DataFrame:
+        return self._rounds if self._rounds is not None else pd.read_parquet(self.log_dir / "rounds.parquet")
+
+    @property
+    def observations(self) -> pd.DataFrame:
+        if self._observations is not None:
+            return self._observations
+        return pd.read_parquet(self.log_dir / "observations.parquet")
+
+
+
+RUN_FILES = ("config.json", "rounds.parquet", "observations.parquet", "edges.parquet", "summary.json")
+
+
+def is_finished_run(path: str | os.PathLike) -> bool:
+    """A run directory is finished when its ``summary.json`` exists (it is written last)."""
+    return (Path(path) / "summary.json").is_file()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:160]
+
+
+def verify_run(run_dir: str | os.PathLike) -> str | None:
+    """Check a finished run directory: ``None`` when it is complete and readable, else
+    why not (one phrase).
+
+    Checked: ``config.json`` and ``summary.json`` parse; the three Parquet tables can be
+    opened; ``rounds.parquet`` has one row per round of the configured horizon, and
+    ``observations.parquet`` one row per edge driven (the sum of ``rounds.n_edges``).
+    """
+    import json
+
+    import pyarrow.parquet as pq
+
+    run_dir = Path(run_dir)
+    try:
+        cfg = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        return f"{Path(exc.filename).name} is missing"
+    except (OSError, ValueError) as exc:
+        return f"config.json or summary.json is unreadable ({_first_line(exc)})"
+    rows = {}
+    for name in ("rounds", "observations", "edges"):
+        path = run_dir / f"{name}.parquet"
+        try:
+            rows[name] = pq.read_metadata(path).num_rows
+        except FileNotFoundError:
+            return f"{name}.parquet is missing"
+        except Exception as exc:  # pyarrow raises several kinds for damaged files
+            return f"{name}.parquet is unreadable ({_first_line(exc)})"
+    horizon = cfg.get("horizon") if isinstance(cfg, dict) else None
+    if rows["rounds"] != horizon:
+        return f"rounds.parquet has {rows['rounds']} rows, the run's horizon is {horizon}"
+    try:
+        driven = int(pq.read_table(run_dir / "rounds.parquet", columns=["n_edges"]).column(0).to_numpy().sum())
+    except Exception as exc:
+        return f"rounds.parquet is unreadable ({_first_line(exc)})"
+    if rows["observations"] != driven:
+        return f"observations.parquet has {rows['observations']} rows, the rounds drove {driven} edges"
+    if rows["edges"] == 0:
+        return "edges.parquet is empty"
+    return None
+
+
+def require_readable_run(run_dir: str | os.PathLike) -> Path:
+    """``run_dir`` if :func:`verify_run` finds nothing wrong, else one EvrouteError line."""
+    run_dir = Path(run_dir)
+    why = verify_run(run_dir)
+    if why is not None:
+        raise EvrouteError(f"{run_dir} is not a readable run: {why}")
+    return run_dir
+
+
+def read_run_table(run_dir: str | os.PathLike, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """``<name>.parquet`` of a run directory; a missing or damaged file is one EvrouteError line."""
+    path = Path(run_dir) / f"{name}.parquet"
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except FileNotFoundError:
+        raise EvrouteError(f"{run_dir} is not a complete run directory (missing {name}.parquet)") from None
+    except Exception as exc:  # pyarrow raises several kinds for damaged files
+        raise EvrouteError(f"{path} is unreadable ({_first_line(exc)}); rerun the run that wrote it") from None
+
+
+#: Every name evroute writes into a run directory (the tables' CSV copies included).
+RUN_DIR_NAMES = frozenset(RUN_FILES) | {"rounds.csv", "observations.csv", "edges.csv"}
+
+
+def is_run_directory(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an evroute run directory: its ``config.json`` is evroute's own
+    (a JSON object with ``evroute_version`` and ``resolved``)."""
+    import json
+
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(cfg, dict) and "evroute_version" in cfg and "resolved" in cfg
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def stale_siblings(out: Path) -> list[Path]:
+    """Temporary folders of ``out`` left by killed runs: ``.NAME.partial-PID-*`` and
+    ``.NAME.old-PID`` whose process is gone (``.NAME.partial-XXXX`` of older versions,
+    without a pid, count as stale too)."""
+    import re
+
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(partial|old)-(?:(\d+)(?:-.*)?|[a-z0-9_]{{8}})$")
+    stale = []
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return stale
+    for p in sorted(entries):
+        m = pattern.match(p.name)
+        if m is None or p.is_symlink() or not p.is_dir():
+            continue
+        if m.group(2) is not None and _pid_alive(int(m.group(2))):
+            continue  # another run with this --out is still going
+        stale.append(p)
+    return stale
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    """Refuse an output directory that evroute may not write (one-line EvrouteError).
+
+    ``out`` must not exist, be empty, or (with ``overwrite``) be an evroute run
+    directory holding nothing but evroute's files: evroute never deletes what it did not
+    write. The current directory and its ancestors are refused (a run replaces its
+    directory by renaming a finished one into place).
+    """
+    from .io import directory_entries, short_list
+
+    try:
+        resolved, cwd = out.resolve(), Path.cwd().resolve()
+    except OSError as exc:
+        raise EvrouteError(f"cannot resolve the output path {out}: {exc.strerror}") from None
+    if resolved == cwd or resolved in cwd.parents:
+        raise EvrouteError(f"--out {out} is the current directory or one of its parents; a run needs a "
+                           "directory of its own (e.g. --out runs/NAME)")
+    contents = directory_entries(out, "output path")
+    if not contents:
+        return
+    if not overwrite:
+        raise EvrouteError(f"output directory {out} exists and is not empty (use --overwrite to replace "
+                           "an evroute run directory)")
+    if not is_run_directory(out):
+        raise EvrouteError(f"{out} is not an evroute run directory (no evroute config.json), and evroute "
+                           "replaces only its own run directories; nothing was deleted")
+    foreign = [n for n in contents if n not in RUN_DIR_NAMES]
+    if foreign:
+        raise EvrouteError(f"{out} holds files evroute did not write ({short_list(foreign)}); move them "
+                           "away first, nothing was deleted")
+
+
+def prepare_out_dir(out: Path, overwrite: bool) -> Path:
+    """Check the output directory ``out`` (:func:`check_out_dir`), remove temporary
+    folders that killed runs left beside it, and return a fresh temporary sibling to
+    write the run into (:func:`write_run` renames it to ``out`` when the run is complete)."""
+    check_out_dir(out, overwrite)
+    for p in stale_siblings(out):
+        shutil.rmtree(p, ignore_errors=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
+        make_public(tmp, directory=True)  # mkdtemp makes it 0700; the run is renamed to out
+        return tmp
+    except OSError as exc:
+        raise EvrouteError(f"cannot write to {out.parent}: {exc.strerror}") from None
+
+
+def write_run(result: RunResult, config: dict, out: Path, overwrite: bool = False, csv: bool = False,
+              tmp: Path | None = None) -> Path:
+    """Write a run directory: ``config`` (the run's ``config.json``, see
+    :func:`evroute.simulate.run_config`), the tables and the summary of ``result``. Files go
+    to a temporary folder (``tmp``, else a fresh one) renamed to ``out`` at the end."""
+    tmp = tmp or prepare_out_dir(out, overwrite)
+    atomic_write_json(tmp / "config.json", config)
+    in_memory = {"rounds": result._rounds, "observations": result._observations, "edges": result.edges}
+    for name, df in in_memory.items():
+        target = tmp / f"{name}.parquet"
+        if df is not None:
+            atomic_write_with(target, lambda p, df=df: df.to_parquet(p, index=False))
+        elif result.log_dir is None or not (result.log_dir / f"{name}.parquet").is_file():
+            raise EvrouteError(f"the run's {name} log is neither in memory nor on disk")
+        elif result.log_dir.resolve() != tmp.resolve():  # logged elsewhere: copy it in
+            atomic_write_with(target, lambda p, src=result.log_dir / f"{name}.parquet": shutil.copyfile(src, p))
+        if csv:
+            atomic_write_with(tmp / f"{name}.csv", lambda p, src=target: parquet_to_csv(src, p))
+    atomic_write_json(tmp / "summary.json", result.summary)
+    if out.exists():
+        try:
+            check_out_dir(out, overwrite)
+        except EvrouteError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise EvrouteError(f"{exc} (it changed while the run was going)") from None
+        trash = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, trash)
+        os.replace(tmp, out)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+    if result.log_dir is not None and result.log_dir.resolve() == tmp.resolve():
+        result.log_dir = out
+    return out
+
+
+def parquet_to_csv(src: Path, dest: Path, batch_rows: int = 100_000) -> None:
+    """A CSV copy of a Parquet table, batch by batch (route paths as space-separated ids)."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(src) as pf:
+        header = True
+        with open(dest, "w", encoding="utf-8", newline="") as fh:
+            for batch in pf.iter_batches(batch_size=batch_rows):
+                df = batch.to_pandas()
+                if "path" in df:
+                    df = df.assign(path=df.path.map(lambda p: " ".join(map(str, p))))
+                df.to_csv(fh, index=False, header=header)
+                header = False
+
+

@@ -1,0 +1,115 @@
+"""The one parser of command-line specs ``NAME[key=value,...]``.
+
+Policies (``gp-bucb[xi=0.5]``) and posterior backends (``svgp[inducing=500]``) are named
+this way; :func:`parse_spec` splits the text, and the owner of the name (the policy
+table, the backend registry) checks and converts the options it declares.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import EvrouteError
+
+__all__ = ["Option", "parse_spec", "format_spec", "resolve_options", "split_list"]
+
+_SPEC = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\[\]]*)\])?\s*")
+
+
+def parse_spec(text: str, what: str = "spec", example: str = "name[key=value]") -> tuple[str, dict[str, str]]:
+    """Split ``NAME[key=value,...]`` into the lower-case name and its options (texts).
+
+    Keys are lower-cased; a key given twice, an option without ``=`` or with an empty value
+    is a one-line :class:`EvrouteError`.
+
+    Examples
+    --------
+    >>> parse_spec("gp-bucb[xi=0.5]")
+    ('gp-bucb', {'xi': '0.5'})
+    >>> parse_spec("svgp[inducing=500, steps=2]")
+    ('svgp', {'inducing': '500', 'steps': '2'})
+    """
+    m = _SPEC.fullmatch(str(text))
+    if not m:
+        raise EvrouteError(f"cannot parse {what} {text!r}; expected NAME or NAME[key=value,...], e.g. {example}")
+    options: dict[str, str] = {}
+    for part in (p.strip() for p in (m.group(2) or "").split(",")):
+        if not part:
+            continue
+        key, sep, value = (s.strip() for s in part.partition("="))
+        if not sep or not key or not value:
+            raise EvrouteError(f"{what} {text!r}: option {part!r} must be key=value")
+        key = key.lower()
+        if key in options:
+            raise EvrouteError(f"{what} {text!r}: option {key!r} is given twice")
+        options[key] = value
+    return m.group(1).lower(), options
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared option of a backend or an agent.
+
+    Attributes
+    ----------
+    name : str
+        As written in a spec (``inducing``) and passed to the factory.
+    convert : callable
+        ``convert(name, value) -> value``: checks and converts a value (text from a spec, or
+        a Python value), raising :class:`EvrouteError`; see :mod:`evroute.validate`.
+    default : object
+        Used when the option is not given.
+    help : str
+        One line for help texts; say where the default comes from.
+    """
+
+    name: str
+    convert: Callable[[str, Any], Any]
+    default: Any
+    help: str = ""
+
+
+def resolve_options(options: tuple[Option, ...], given: dict, owner: str) -> dict:
+    """Every declared option: the given ones converted, the others at their defaults. An
+    undeclared option is a one-line :class:`EvrouteError` naming ``owner`` and the accepted ones."""
+    declared = {o.name: o for o in options}
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise EvrouteError(f"unknown option(s) for {owner}: {', '.join(unknown)} "
+                           f"(accepted: {', '.join(declared) or 'none'})")
+    return {name: (o.convert(name, given[name]) if name in given else o.default) for name, o in declared.items()}
+
+
+def _fmt(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def format_spec(name: str, options: dict) -> str:
+    """The canonical text of a spec: ``name`` or ``name[k=v,...]`` (keys in the given order)."""
+    if not options:
+        return name
+    return f"{name}[{','.join(f'{k}={_fmt(v)}' for k, v in options.items())}]"
+
+
+def split_list(text: str) -> list[str]:
+    """Split a comma-separated list, keeping commas inside ``[...]``: ``a[x=1,y=2],b``."""
+    items, depth, cur = [], 0, ""
+    for ch in str(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    items.append(cur)
+    return [i.strip() for i in items if i.strip()]

@@ -1,0 +1,145 @@
+"""Reading finished runs and summarising a grid: ``summary.csv`` and ``summary.md``.
+
+Mean ± standard error over seeds (s.e. = sample std (ddof = 1) / √n) of the final
+cumulative regret per route × policy × model × lengthscale.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import EvrouteError
+from .grid import Grid, PolicySpec, fmt_number
+from .io import atomic_write_text, atomic_write_with
+from .runs import is_finished_run
+
+__all__ = ["RUN_COLUMNS", "GROUP_COLUMNS", "SUMMARY_COLUMNS", "TIMING_COLUMNS", "read_run", "collect_runs",
+           "standard_error", "summarize", "summary_markdown", "write_summaries"]
+
+#: Columns of ``summary.csv`` that measure time (they differ between machines and executors).
+TIMING_COLUMNS = ("seconds_per_round_mean",)
+
+
+RUN_COLUMNS = ("name", "network", "route", "policy", "policy_name", "model", "lengthscale", "truth_lengthscale",
+               "omega", "xi", "beta_scale", "seed", "horizon", "final_regret_wh", "seconds_per_round")
+
+
+def read_run(run_dir: str | os.PathLike) -> dict:
+    """One row describing a finished run (from its ``config.json`` and ``summary.json``)."""
+    run_dir = Path(run_dir)
+    try:
+        cfg = json.loads((run_dir / "config.json").read_text())
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except FileNotFoundError:
+        raise EvrouteError(f"{run_dir} is not a finished run directory (no config.json/summary.json)") from None
+    except ValueError as exc:
+        raise EvrouteError(f"{run_dir}: unreadable run files ({exc})") from None
+    spec = PolicySpec.from_config(cfg)
+    route = cfg.get("route") or summary.get("route")
+    network = cfg.get("network") or summary.get("network")
+    if route and ":" not in route:
+        route = f"{network}:{route}"
+    backend = cfg.get("resolved", {}).get("backend") or summary.get("model") or cfg.get("model")
+    return {"name": run_dir.name, "network": network, "route": route or summary.get("route"),
+            "policy": spec.label, "policy_name": spec.name, "model": backend,
+            "lengthscale": float(cfg.get("lengthscale", 1.0)),
+            "truth_lengthscale": float(cfg.get("truth_lengthscale", 1.0)), "omega": float(cfg.get("omega", 1.0)),
+            "xi": float(cfg.get("xi", 1.0)), "beta_scale": float(cfg.get("beta_scale", 1.0)),
+            "seed": int(cfg.get("seed", summary.get("seed", 0))), "horizon": int(cfg.get("horizon", summary["horizon"])),
+            "final_regret_wh": float(summary["final_cumulative_regret_wh"]),
+            "seconds_per_round": float(summary.get("mean_seconds_per_round", float("nan")))}
+
+
+def collect_runs(out: str | os.PathLike, grid: Grid | None = None) -> pd.DataFrame:
+    """One row per finished run: the grid's cells (in grid order) or every run in ``out/runs``."""
+    out = Path(out)
+    if grid is not None:
+        dirs = [out / "runs" / grid.cell_name(c) for c in grid.cells()]
+    else:
+        dirs = sorted(p for p in (out / "runs").iterdir() if not p.name.startswith(".")) \
+            if (out / "runs").is_dir() else []
+    rows = [read_run(d) for d in dirs if is_finished_run(d)]
+    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+GROUP_COLUMNS = ["network", "route", "policy", "model", "lengthscale", "truth_lengthscale", "horizon"]
+SUMMARY_COLUMNS = GROUP_COLUMNS + ["n_seeds", "final_regret_mean_wh", "final_regret_se_wh",
+                                   "seconds_per_round_mean"]
+
+
+def standard_error(values) -> float:
+    """Sample standard deviation (ddof = 1) / √n; NaN for fewer than two values."""
+    v = np.asarray(values, dtype=float)
+    return float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) >= 2 else float("nan")
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± standard error of the final cumulative regret per route × policy × lengthscale.
+
+    Rows keep the order in which the groups first appear in ``runs`` (the grid order).
+    """
+    if runs.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    rows = []
+    for key, g in runs.groupby(GROUP_COLUMNS, sort=False, dropna=False):
+        rows.append({**dict(zip(GROUP_COLUMNS, key, strict=True)), "n_seeds": int(len(g)),
+                     "final_regret_mean_wh": float(g.final_regret_wh.mean()),
+                     "final_regret_se_wh": standard_error(g.final_regret_wh),
+                     "seconds_per_round_mean": float(g.seconds_per_round.mean())})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _pm(mean: float, se: float) -> str:
+    return f"{mean:.1f} ± {se:.1f}" if math.isfinite(se) else f"{mean:.1f}"
+
+
+def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str | None = None) -> str:
+    """The summary as Markdown: long form, or route × policy by lengthscale for a sweep."""
+    lines = []
+    if title:
+        lines += [f"## {title}", ""]
+    if table.empty:
+        return "\n".join(lines + ["(no finished runs)", ""])
+    hz = sorted(set(table.horizon))
+    seeds = sorted(set(table.n_seeds))
+    lines.append(f"Final cumulative regret at T = {', '.join(map(str, hz))} (Wh), mean ± standard error "
+                 f"over {', '.join(map(str, seeds))} seed(s); model: {', '.join(sorted(set(table.model)))}.")
+    truth = table.truth_lengthscale if "truth_lengthscale" in table else pd.Series([1.0])
+    if (truth != 1.0).any():
+        if "lengthscale" in table and (truth == table.lengthscale).all():
+            lines.append("The true f is sampled with each run's lengthscale (ℓ_truth = ℓ).")
+        else:
+            lines.append("Truth lengthscales: " + ", ".join(fmt_number(x) for x in dict.fromkeys(truth)) + ".")
+    lines.append("")
+    lengthscales = list(dict.fromkeys(table.lengthscale))
+    if len(lengthscales) > 1:
+        head = "| route | policy | " + " | ".join(f"ℓ = {fmt_number(x)}" for x in lengthscales) + " |"
+        lines += [head, "|" + " --- |" * (2 + len(lengthscales))]
+        for (route, policy), g in table.groupby(["route", "policy"], sort=False):
+            by_ls = {r.lengthscale: _pm(r.final_regret_mean_wh, r.final_regret_se_wh) for r in g.itertuples()}
+            lines.append(f"| {route} | {policy} | " + " | ".join(by_ls.get(x, "–") for x in lengthscales) + " |")
+        lines.append("")
+        timing = table.groupby("policy", sort=False).seconds_per_round_mean.mean()
+        lines.append("Mean seconds per round: " + ", ".join(f"{p} {s:.3f}" for p, s in timing.items()) + ".")
+    else:
+        lines += ["| route | policy | seeds | final regret (Wh) | s / round |", "| --- | --- | ---: | ---: | ---: |"]
+        for r in table.itertuples():
+            lines.append(f"| {r.route} | {r.policy} | {r.n_seeds} | {_pm(r.final_regret_mean_wh, r.final_regret_se_wh)} "
+                         f"| {r.seconds_per_round_mean:.3f} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_summaries(out: Path, table: pd.DataFrame, grid: Grid | None = None) -> list[Path]:
+    """``summary.csv`` and ``summary.md`` in ``out`` (atomic writes)."""
+    csv_path, md_path = out / "summary.csv", out / "summary.md"
+    atomic_write_with(csv_path, lambda p: table.to_csv(p, index=False, float_format="%.10g"))
+    title = f"evroute compare{' --preset ' + grid.preset if grid is not None and grid.preset else ''}"
+    atomic_write_text(md_path, summary_markdown(table, grid, title=title))
+    return [csv_path, md_path]
