@@ -148,6 +148,20 @@ def networks_fetch(
 # --------------------------------------------------------------------------------------
 
 
+@app.command("models")
+def models_cmd() -> None:
+    """List the posterior backends (--model) with their options and defaults, and the policies."""
+    from .agents import agent_names, agent_options
+    from .models import available_models, get_backend
+
+    for name in available_models():
+        print(get_backend(name).help())
+    print("\npolicies (--policy; options as gp-bucb[xi=0.5] in evroute compare --policies):")
+    for name in agent_names():
+        opts = ", ".join(f"{o.name}={o.default!r}" for o in agent_options(name))
+        print(f"  {name}" + (f" [{opts}]" if opts else ""))
+
+
 @app.command("route")
 def route_cmd(
     name: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
@@ -193,7 +207,7 @@ def simulate_cmd(
     from_: Annotated[str | None, typer.Option("--from", help="Start point LAT,LON.")] = None,
     to: Annotated[str | None, typer.Option("--to", help="End point LAT,LON.")] = None,
     policy: Annotated[str, typer.Option(help="gp-ucb, gp-bucb, gp-ts, gp-greedy, bi-ucb, bi-bucb, bi-ts, bi-greedy.")] = "gp-ts",
-    model: Annotated[str, typer.Option(help="GP backend for the gp-* policies (exact, bi, ...).")] = "exact",
+    model: Annotated[str, typer.Option(help="GP backend of the gp-* policies, with options as a spec: exact, bi, svgp, svgp[inducing=500] (see `evroute models`).")] = "exact",
     horizon: Annotated[int, typer.Option(help="Number of rounds T.")] = 500,
     seed: Annotated[int, typer.Option(help="Seed of the ground truth, the noise and the policy.")] = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<network>-<route>-<policy>-s<seed>).")] = None,
@@ -213,25 +227,36 @@ def simulate_cmd(
     csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.")] = False,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")] = None,
     blas_threads: Annotated[int, typer.Option(help="BLAS threads (1: the same numbers whatever the core count, as compare uses; 0: the library default).")] = 1,
-    inducing: Annotated[int, typer.Option(help="svgp: number of inducing points M (the M most visited edges).")] = 1000,
-    batch_size: Annotated[int, typer.Option(help="svgp: minibatch size B sampled from the history.")] = 2500,
-    steps: Annotated[int, typer.Option(help="svgp: optimisation steps G per round.")] = 1,
-    learn_hyperparameters: Annotated[bool, typer.Option(
-        "--learn-hyperparameters/--fixed-hyperparameters", help="svgp: learn kernel hyperparameters with Adam.")] = True,
-    device: Annotated[str, typer.Option(help="svgp: torch device (cpu or cuda).")] = "cpu",
+    inducing: Annotated[int | None, typer.Option(help="svgp: number of inducing points M (the M most visited edges; default 1000). Same as --model svgp[inducing=M].")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="svgp: minibatch size B sampled from the history (default 2500).")] = None,
+    steps: Annotated[int | None, typer.Option(help="svgp: optimisation steps G per round (default 1).")] = None,
+    learn_hyperparameters: Annotated[bool | None, typer.Option(
+        "--learn-hyperparameters/--fixed-hyperparameters", help="svgp: learn kernel hyperparameters with Adam (default: learn).")] = None,
+    device: Annotated[str | None, typer.Option(help="svgp: torch device, cpu or cuda (default cpu).")] = None,
 ) -> None:
-    """Run one bandit simulation (Algorithm 1) and write a run directory."""
+    """Run one bandit simulation (Algorithm 1) and write a run directory.
+
+    Backend options go in the --model spec, e.g. --model "svgp[inducing=500,steps=2]"
+    (see `evroute models` for each backend's options and defaults).
+    """
     from .config import SimulationConfig
+    from .models import parse_model_spec
     from .simulate import simulate
 
-    model_options = {}
-    if model == "svgp":
-        model_options = {"inducing": inducing, "batch_size": batch_size, "steps": steps,
-                         "learn_hyperparameters": learn_hyperparameters, "device": device}
+    model_name, model_options = parse_model_spec(model)
+    flags = {"inducing": inducing, "batch_size": batch_size, "steps": steps,
+             "learn_hyperparameters": learn_hyperparameters, "device": device}
+    flags = {k: v for k, v in flags.items() if v is not None}
+    if flags and model_name != "svgp":
+        raise EvrouteError(f"--{next(iter(flags)).replace('_', '-')} is an option of --model svgp, not of {model_name}")
+    both = sorted(set(flags) & set(model_options))
+    if both:
+        raise EvrouteError(f"{', '.join(both)} given both as a flag and in --model {model}")
+    model_options.update(flags)
 
     cfg = SimulationConfig(
         network=network, osm=str(osm) if osm else None, dem=str(dem) if dem else None, route=route,
-        from_point=from_, to_point=to, policy=policy, model=model, horizon=horizon, seed=seed,
+        from_point=from_, to_point=to, policy=policy, model=model_name, horizon=horizon, seed=seed,
         kernel=kernel, lengthscale=lengthscale, truth_lengthscale=truth_lengthscale, kappa=kappa, nu=nu, omega=omega, xi=xi,
         beta_scale=beta_scale, joint_samples=joint_samples, vehicle=vehicle,
         exact_optimum=exact_optimum, exact_optimum_time_limit=exact_optimum_time_limit,

@@ -87,7 +87,9 @@ def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], window: i
     ``window`` consecutive rounds is taken and the worst (largest) one reported, with the
     window where it occurs: a per-round target must hold at every t, not only on average.
     """
-    from evroute.simulate import SimulationConfig, prepare_problem, run_bandit
+    from evroute.config import SimulationConfig
+    from evroute.problem import prepare_problem
+    from evroute.simulate import run_bandit
 
     print(f"| route | policy | model | median ms | p95 ms | max ms | worst {window}-round median ms (rounds) "
           "| distinct edges | final regret Wh | peak RSS GB |")

@@ -43,6 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evroute.models import make_model  # noqa: E402
+from evroute.prior import DensePrior  # noqa: E402
 
 
 def make_kernel(E: int, seed: int = 0) -> np.ndarray:
@@ -120,7 +121,9 @@ def load_replay(run_dir, rounds=None):
 
     import pandas as pd
 
-    from evroute.simulate import SimulationConfig, network_kernel, prepare_problem
+    from evroute.config import SimulationConfig
+    from evroute.prior import network_kernel
+    from evroute.problem import prepare_problem
 
     run_dir = Path(run_dir)
     saved = json.loads((run_dir / "config.json").read_text())
@@ -174,7 +177,7 @@ def run(K, workload, variant, rounds, path, distinct, seed, noise_var, extra=Non
     name = opts.pop("name")
     if name == "exact" and extra:
         opts.update(extra)
-    model = make_model(name, prior_mean, kernel=K, noise_var=noise_var, **opts)
+    model = make_model(name, DensePrior(prior_mean, K), noise_var=noise_var, **opts)
     steps = _timed_steps(model) if replay is not None and name == "exact" else None
     times, cpu = [], []
     for edges, y in rounds_data:

@@ -44,9 +44,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", "/work/shared/data")
 
-from evroute.models import available_models, register_model  # noqa: E402
-from evroute.simulate import SimulationConfig, prepare_problem, run_bandit  # noqa: E402
-from evroute.svgp import make_svgp  # noqa: E402
+from evroute.config import SimulationConfig  # noqa: E402
+from evroute.problem import prepare_problem  # noqa: E402
+from evroute.simulate import run_bandit  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -150,8 +150,6 @@ def main(argv=None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    if "svgp" not in available_models():
-        register_model("svgp", make_svgp)
     from evroute.network import load_network
 
     net = load_network(args.network)

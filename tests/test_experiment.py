@@ -18,24 +18,21 @@ import pandas as pd
 import pytest
 
 from evroute.cli import main
+from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
-from evroute.experiment import (
-    PRESETS,
+from evroute.executors import run_cell
+from evroute.experiment import clean_stale, run_grid
+from evroute.grid import PRESETS, Grid, PolicySpec, make_grid, parse_policy_spec
+from evroute.runs import is_finished_run
+from evroute.simulate import simulate
+from evroute.summaries import (
     TIMING_COLUMNS,
-    Grid,
-    PolicySpec,
-    clean_stale,
     collect_runs,
-    make_grid,
-    parse_policy_spec,
     read_run,
-    run_cell,
-    run_grid,
     standard_error,
     summarize,
     summary_markdown,
 )
-from evroute.simulate import SimulationConfig, is_finished_run, simulate
 
 
 def cli(capsys, *args):
@@ -355,7 +352,7 @@ def test_compare_bad_input_one_line_exit_2(capsys, tmp_path, args, msg):
 
 
 def test_failed_run_is_reported_and_others_kept(tmp_path, monkeypatch):
-    import evroute.experiment as ex
+    import evroute.executors as ex
 
     real = ex.run_cell
 
@@ -540,7 +537,7 @@ def _truncate(path: Path) -> None:
 
 
 def test_damaged_run_files_one_line_errors_and_recompute(capsys, tmp_path, synthetic):
-    from evroute.simulate import verify_run
+    from evroute.runs import verify_run
 
     run = tmp_path / "run"
     simulate(SimulationConfig(horizon=4, policy="bi-ts"), run, net=synthetic)

@@ -10,10 +10,12 @@ import pandas as pd
 import pytest
 
 from evroute.cli import main
+from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
-from evroute.experiment import make_grid, run_grid
+from evroute.experiment import run_grid
 from evroute.export import export, resolve_run_dir, run_geojson
-from evroute.simulate import SimulationConfig, simulate
+from evroute.grid import make_grid
+from evroute.simulate import simulate
 
 HORIZON = 7
 

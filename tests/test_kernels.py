@@ -13,16 +13,15 @@ from scipy.special import gamma, kv
 
 from evroute.errors import EvrouteError
 from evroute.kernels import (
-    cholesky_with_jitter,
     combined_kernel,
     graph_matern,
     incidence_laplacian,
     incidence_matrix,
-    jittered_cholesky,
     line_graph_weights,
     matern52,
     standardize_context,
 )
+from evroute.linalg import cholesky_with_jitter, jittered_cholesky
 
 try:  # keep the many tiny BLAS calls of this file fast on small, busy machines
     from threadpoolctl import threadpool_limits

@@ -9,11 +9,16 @@ from evroute.errors import EvrouteError
 from evroute.models import (
     BIModel,
     ExactGPModel,
+    Option,
     PosteriorModel,
     available_models,
     make_model,
+    parse_model_spec,
     register_model,
+    unregister_model,
 )
+from evroute.prior import DensePrior, DiagonalPrior
+from evroute.validate import positive_int
 
 NOISE = 0.05
 
@@ -76,7 +81,7 @@ def assert_matches(model, K, m, edges, ys, rtol=1e-8):
 )
 def test_exact_equals_dense_formula_with_every_observation(opts):
     rng, K, m = random_problem(30, seed=1)
-    model = ExactGPModel(m, K, NOISE, **opts)
+    model = ExactGPModel(DensePrior(m, K), NOISE, **opts)
     assert_matches(model, K, m, [], [])
     all_e, all_y = [], []
     for t in range(12):
@@ -95,7 +100,7 @@ def test_exact_equals_dense_formula_with_every_observation(opts):
 def test_exact_long_run_exercises_every_path():
     """Many rounds: active-block updates, new-edge columns, merges, refactorisations."""
     rng, K, m = random_problem(30, seed=2)
-    model = ExactGPModel(m, K, NOISE, refactor_every=25, max_active=12)
+    model = ExactGPModel(DensePrior(m, K), NOISE, refactor_every=25, max_active=12)
     all_e, all_y = [], []
     n0_seen = set()
     for t in range(80):
@@ -115,7 +120,7 @@ def test_exact_long_run_exercises_every_path():
 
 def test_exact_detects_drift_and_refactorises():
     rng, K, m = random_problem(30, seed=8)
-    model = ExactGPModel(m, K, NOISE, merge="always")
+    model = ExactGPModel(DensePrior(m, K), NOISE, merge="always")
     all_e, all_y = [], []
 
     def step(edges):
@@ -148,7 +153,7 @@ def test_exact_base_solve_is_accurate_however_good_the_preconditioner(perturb):
     contraction ρ) must take more steps, not return early; a bad one falls back.
     """
     rng, K, m = random_problem(160, seed=4)
-    model = ExactGPModel(m, K, NOISE, merge="always")
+    model = ExactGPModel(DensePrior(m, K), NOISE, merge="always")
     for t in range(30):
         e = rng.choice(min(160, 20 + 5 * t), size=25)
         model.update(e, rng.normal(size=e.size))
@@ -173,8 +178,8 @@ def test_exact_diagonal_kernel_equals_bi():
     E = 25
     pv = rng.uniform(0.5, 2.0, E)
     m = rng.normal(size=E)
-    gp = ExactGPModel(m, np.diag(pv), 0.3)
-    bi = BIModel(m, pv, 0.3)
+    gp = ExactGPModel(DensePrior(m, np.diag(pv)), 0.3)
+    bi = BIModel(DiagonalPrior(m, pv), 0.3)
     for _ in range(10):
         e = rng.choice(E, size=15)
         y = rng.normal(size=15)
@@ -187,7 +192,7 @@ def test_exact_diagonal_kernel_equals_bi():
 def test_exact_cost_depends_on_distinct_edges():
     rng, K, m = random_problem(30, seed=4)
     for merge in ("auto", "always", "never"):
-        model = ExactGPModel(m, K, NOISE, merge=merge)
+        model = ExactGPModel(DensePrior(m, K), NOISE, merge=merge)
         model.update(np.full(800, 7), rng.normal(size=800))
         for _ in range(200):
             model.update([7], rng.normal(size=1))
@@ -205,7 +210,7 @@ def test_exact_cost_depends_on_distinct_edges():
 
 def test_exact_joint_samples_have_posterior_covariance():
     rng, K, m = random_problem(8, seed=5)
-    model = ExactGPModel(m, K, 0.2)
+    model = ExactGPModel(DensePrior(m, K), 0.2)
     edges = np.array([0, 0, 1, 3, 3, 3, 5])
     ys = rng.normal(size=edges.size)
     model.update(edges[:4], ys[:4])
@@ -226,7 +231,7 @@ def test_exact_joint_samples_have_posterior_covariance():
 @pytest.mark.parametrize("kind", ["exact", "bi"])
 def test_independent_samples_match_marginals(kind):
     rng, K, m = random_problem(10, seed=6)
-    model = make_model(kind, m, kernel=K, noise_var=0.2)
+    model = make_model(kind, DensePrior(m, K), noise_var=0.2)
     model.update([1, 1, 2, 4], [0.3, 0.1, -1.0, 2.0])
     mu, sd = model.mean_std()
     n = 20_000
@@ -241,7 +246,7 @@ def test_independent_samples_match_marginals(kind):
 
 def test_mean_std_cached_and_read_only():
     _, K, m = random_problem(10, seed=7)
-    model = ExactGPModel(m, K, NOISE)
+    model = ExactGPModel(DensePrior(m, K), NOISE)
     a = model.mean_std()
     assert model.mean_std()[0] is a[0] and model.mean_std()[1] is a[1]
     with pytest.raises(ValueError):
@@ -261,7 +266,7 @@ def test_bi_conjugate_formulas_by_hand():
     m = np.array([1.0, -2.0, 0.5])
     pv = np.array([4.0, 1.0, 0.25])
     s2 = 0.5
-    model = BIModel(m, pv, s2)
+    model = BIModel(DiagonalPrior(m, pv), s2)
     model.update([0, 0, 2], [3.0, 1.0, 0.0])
     model.update([0], [2.0])
     mu, sd = model.mean_std()
@@ -276,8 +281,8 @@ def test_bi_conjugate_formulas_by_hand():
 
 def test_bi_scalar_prior_var_and_kernel_diagonal():
     m = np.zeros(4)
-    a = make_model("bi", m, prior_var=2.0, noise_var=1.0)
-    b = make_model("bi", m, kernel=2.0 * np.eye(4), noise_var=1.0)
+    a = make_model("bi", DiagonalPrior(m, 2.0), noise_var=1.0)
+    b = make_model("bi", DensePrior(m, 2.0 * np.eye(4)), noise_var=1.0)
     for model in (a, b):
         model.update([1, 1], [1.0, 3.0])
         mu, sd = model.mean_std()
@@ -290,41 +295,74 @@ def test_bi_scalar_prior_var_and_kernel_diagonal():
 
 
 def test_registry_names_and_errors():
-    assert {"bi", "exact"} <= set(available_models())
-    m = np.zeros(3)
+    assert {"bi", "exact", "svgp"} <= set(available_models())
+    p = DensePrior(np.zeros(3), np.eye(3))
     with pytest.raises(EvrouteError, match="unknown model"):
-        make_model("svgp-typo", m, noise_var=1.0)
-    with pytest.raises(EvrouteError, match="unknown option"):
-        make_model("exact", m, kernel=np.eye(3), noise_var=1.0, lengthscale=2.0)
-    with pytest.raises(EvrouteError, match="kernel"):
-        make_model("exact", m, noise_var=1.0)
-    with pytest.raises(EvrouteError, match="prior_var"):
-        make_model("bi", m, noise_var=1.0)
+        make_model("svgp-typo", p, noise_var=1.0)
+    with pytest.raises(EvrouteError, match="unknown option.*lengthscale.*accepted: merge"):
+        make_model("exact", p, noise_var=1.0, lengthscale=2.0)
     with pytest.raises(EvrouteError, match="noise_var"):
-        make_model("bi", m, prior_var=1.0, noise_var=-1.0)
+        make_model("bi", p, noise_var=-1.0)
     with pytest.raises(EvrouteError, match="merge"):
-        make_model("exact", m, kernel=np.eye(3), noise_var=1.0, merge="sometimes")
+        make_model("exact", p, noise_var=1.0, merge="sometimes")
+    with pytest.raises(EvrouteError, match="merge"):
+        make_model("exact[merge=sometimes]", p, noise_var=1.0)
+    with pytest.raises(EvrouteError, match="given twice"):
+        make_model("exact[merge=always]", p, noise_var=1.0, merge="never")
+    with pytest.raises(EvrouteError, match="max_active must be a positive integer"):
+        make_model("exact[max_active=0.5]", p, noise_var=1.0)
+    with pytest.raises(EvrouteError, match="NetworkPrior"):
+        make_model("svgp", p, noise_var=1.0)
+
+
+def test_model_specs_parse_and_convert():
+    assert parse_model_spec("exact") == ("exact", {})
+    assert parse_model_spec(" SVGP[inducing=500, learn_hyperparameters=false] ") == (
+        "svgp", {"inducing": 500, "learn_hyperparameters": False})
+    assert parse_model_spec("exact[merge=ALWAYS,check_tol=1e-9]") == ("exact", {"merge": "always", "check_tol": 1e-9})
+    for bad, msg in [("svgp[inducing]", "key=value"), ("svgp[inducing=1,inducing=2]", "twice"),
+                     ("svgp[inducing=-3]", "positive integer"), ("svgp[learn_noise=maybe]", "true or false"),
+                     ("svgp[[x]]", "cannot parse"), ("nope[x=1]", "unknown model")]:
+        with pytest.raises(EvrouteError, match=msg):
+            parse_model_spec(bad)
+    # the spec and the options given separately build the same model
+    rng, K, m = random_problem(12, seed=2)
+    a = make_model("exact[merge=always,max_active=3]", DensePrior(m, K), noise_var=NOISE)
+    b = make_model("exact", DensePrior(m, K), noise_var=NOISE, merge="always", max_active=3)
+    assert (a.merge, a.max_active) == (b.merge, b.max_active) == ("always", 3)
 
 
 def test_register_model_plugs_in_a_backend():
     calls = {}
 
-    def factory(prior_mean, kernel=None, prior_var=None, *, noise_var, rank=5):
-        calls["rank"] = rank
-        return BIModel(prior_mean, 1.0, noise_var)
+    def factory(prior, *, noise_var, seed, rank):
+        calls["rank"], calls["seed"] = rank, seed
+        return BIModel(prior, noise_var)
 
-    register_model("test-dummy", factory, overwrite=True)
-    model = make_model("test-dummy", np.zeros(2), noise_var=1.0, rank=7)
-    assert isinstance(model, PosteriorModel) and calls["rank"] == 7
-    with pytest.raises(EvrouteError, match="already registered"):
-        register_model("test-dummy", factory)
-    with pytest.raises(EvrouteError, match="unknown option"):
-        make_model("test-dummy", np.zeros(2), noise_var=1.0, ranks=7)
+    opts = (Option("rank", positive_int, 5, "a rank"),)
+    register_model("test-dummy", factory, options=opts, overwrite=True)
+    try:
+        p = DiagonalPrior(np.zeros(2), 1.0)
+        model = make_model("test-dummy", p, noise_var=1.0, rank=7, seed=3)
+        assert isinstance(model, PosteriorModel) and calls == {"rank": 7, "seed": 3}
+        make_model("test-dummy[rank=9]", p, noise_var=1.0)
+        assert calls["rank"] == 9
+        make_model("test-dummy", p, noise_var=1.0)
+        assert calls["rank"] == 5  # the declared default
+        with pytest.raises(EvrouteError, match="already registered"):
+            register_model("test-dummy", factory, options=opts)
+        with pytest.raises(EvrouteError, match="unknown option"):
+            make_model("test-dummy", p, noise_var=1.0, ranks=7)
+        with pytest.raises(EvrouteError, match="model name"):
+            register_model("bad name[x=1]", factory)
+    finally:
+        unregister_model("test-dummy")
+    assert "test-dummy" not in available_models()
 
 
 @pytest.mark.parametrize("kind", ["exact", "bi"])
 def test_bad_updates_raise(kind):
-    model = make_model(kind, np.zeros(4), kernel=np.eye(4), noise_var=1.0)
+    model = make_model(kind, DensePrior(np.zeros(4), np.eye(4)), noise_var=1.0)
     with pytest.raises(EvrouteError, match="0..3"):
         model.update([4], [1.0])
     with pytest.raises(EvrouteError, match="match"):
@@ -339,11 +377,11 @@ def test_bad_updates_raise(kind):
 
 def test_bad_kernels_raise():
     with pytest.raises(EvrouteError, match="symmetric"):
-        ExactGPModel(np.zeros(2), np.array([[1.0, 0.5], [0.0, 1.0]]), 1.0)
+        ExactGPModel(DensePrior(np.zeros(2), np.array([[1.0, 0.5], [0.0, 1.0]])), 1.0)
     with pytest.raises(EvrouteError, match="shape"):
-        ExactGPModel(np.zeros(3), np.eye(2), 1.0)
+        ExactGPModel(DensePrior(np.zeros(3), np.eye(2)), 1.0)
     with pytest.raises(EvrouteError, match="positive definite"):
-        model = ExactGPModel(np.zeros(2), np.array([[1.0, 2.0], [2.0, 1.0]]), 1e-9)
+        model = ExactGPModel(DensePrior(np.zeros(2), np.array([[1.0, 2.0], [2.0, 1.0]])), 1e-9)
         model.update([0, 1], [0.0, 0.0])
     with pytest.raises(EvrouteError, match="joint"):
-        PosteriorModel.sample(BIModel(np.zeros(2), 1.0, 1.0), np.random.default_rng(), joint=True)
+        PosteriorModel.sample(BIModel(DiagonalPrior(np.zeros(2), 1.0), 1.0), np.random.default_rng(), joint=True)

@@ -10,9 +10,11 @@ import pytest
 
 from evroute import plots
 from evroute.cli import main
+from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
-from evroute.experiment import make_grid, run_grid
-from evroute.simulate import SimulationConfig, simulate
+from evroute.experiment import run_grid
+from evroute.grid import make_grid
+from evroute.simulate import simulate
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from evroute.policies import (
     parse_policy_name,
     rectified_mean,
 )
+from evroute.prior import DensePrior, DiagonalPrior
 
 # --------------------------------------------------------------------------- β_t and η_t
 # Reference values computed separately with mpmath at 40 digits from the paper's formulas:
@@ -88,7 +89,7 @@ def small_model():
     X = rng.normal(size=(E, 2))
     d = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
     K = (1 + np.sqrt(5) * d + 5 / 3 * d**2) * np.exp(-np.sqrt(5) * d)
-    model = ExactGPModel(rng.normal(size=E), K, 0.1)
+    model = ExactGPModel(DensePrior(rng.normal(size=E), K), 0.1)
     model.update([0, 0, 3, 5], [1.0, 1.2, -0.4, 0.0])
     return model
 
@@ -104,7 +105,7 @@ def test_ucb_index():
 
 
 def test_ucb_negative_beta_is_clipped():
-    model = BIModel(np.zeros(1), 1.0, 1.0)
+    model = BIModel(DiagonalPrior(np.zeros(1), 1.0), 1.0)
     assert beta_ucb(1, 1) < 0
     idx, beta = UCBPolicy().indices(model, 1, None)
     assert beta == 0.0
@@ -123,7 +124,7 @@ def test_bucb_index_is_the_eta_quantile(omega, xi, t):
 
 
 def test_bucb_eta_above_half_index_is_still_the_quantile():
-    model = BIModel(np.array([1.0, 2.0]), np.array([1.0, 4.0]), 1.0)
+    model = BIModel(DiagonalPrior(np.array([1.0, 2.0]), np.array([1.0, 4.0])), 1.0)
     eta = eta_bucb(1, 2)
     idx, beta = BayesUCBPolicy().indices(model, 1, None)
     mu, sd = model.mean_std()

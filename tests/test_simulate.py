@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evroute.agents import IndexAgent
+from evroute.config import SimulationConfig
+from evroute.environments import StaticEnvironment
 from evroute.errors import EvrouteError
+from evroute.models import make_model
 from evroute.policies import Policy
-from evroute.simulate import (
-    RUN_FILES,
-    SimulationConfig,
-    is_finished_run,
-    prepare_problem,
-    run_bandit,
-    simulate,
-)
+from evroute.prior import DiagonalPrior
+from evroute.problem import prepare_problem
+from evroute.runs import RUN_FILES, is_finished_run
+from evroute.simulate import run_bandit, simulate
 
 
 class TruthPolicy(Policy):
@@ -46,12 +46,15 @@ def test_prior_and_noise_scales(problem):
     assert 0.3 < np.std(resid) / (0.25 * sd) < 2.0
 
 
-def test_zero_regret_for_a_policy_handed_f(problem):
-    from evroute.models import make_model
+def truth_agent(p):
+    """An agent handed the true f: its rectified route is the clairvoyant route."""
+    model = make_model("bi", DiagonalPrior(p.prior_mean, p.prior_var), noise_var=p.noise_var)
+    return IndexAgent(TruthPolicy(p.truth), model, p.oracle, p.route.start, p.route.end, p.prior_mean)
 
+
+def test_zero_regret_for_a_policy_handed_f(problem):
     cfg = SimulationConfig(seed=3, horizon=5, policy="bi-ts")
-    model = make_model("bi", problem.prior_mean, prior_var=problem.prior_var, noise_var=problem.noise_var)
-    res = run_bandit(cfg, problem, agent=(TruthPolicy(problem.truth), model))
+    res = run_bandit(cfg, problem, agent=truth_agent(problem))
     assert np.all(res.rounds.regret_wh == 0.0)
     assert res.rounds.expected_energy_wh.iloc[0] == pytest.approx(res.summary["optimal_energy_wh"])
 
@@ -79,7 +82,7 @@ def test_run_directory_contents(tmp_path, synthetic, policy):
                                     "optimal_energy_wh", "regret_wh", "cumulative_regret_wh", "beta", "seconds"]
     obs = pd.read_parquet(out / "observations.parquet")
     assert list(obs.columns) == ["t", "edge", "observed_wh", "expected_wh", "prior_mean_wh",
-                                 "post_mean_before", "post_std_before"]
+                                 "post_mean_before", "post_std_before", "index_before"]
     edges = pd.read_parquet(out / "edges.parquet")
     assert {"edge", "u", "v", "osm_way", "length_m", "speed_mps", "grade", "energy_det_wh", "energy_true_wh",
             "visits", "post_mean_final", "post_std_final"} <= set(edges.columns)
@@ -300,7 +303,7 @@ def test_bad_blas_threads(tmp_path, synthetic, capsys):
 def test_truth_lengthscale_sets_the_sampling_kernel_only(synthetic):
     """f = E_det + L_ℓ z with the seed's z: ℓ = 1 is the paper's (and the default) truth,
     another ℓ the same draw through the Cholesky factor of the ℓ-kernel."""
-    from evroute.simulate import network_kernel
+    from evroute.prior import network_kernel
 
     base = prepare_problem(SimulationConfig(seed=4), net=synthetic)
     same = prepare_problem(SimulationConfig(seed=4, truth_lengthscale=1.0, lengthscale=2.0), net=synthetic)
@@ -321,38 +324,37 @@ def test_bad_truth_lengthscale(tmp_path):
 
 
 def test_volatile_arms_hook_closes_edges(problem):
-    """Problem.available_edges: closed edges are never driven; no route is one clear error."""
-    import dataclasses
+    """Environment.available: closed edges are never driven; no route is one clear error."""
 
-    from evroute.models import make_model
+    def env(available):
+        class Closures(StaticEnvironment):
+            def available(self, t):
+                return available(t)
 
-    optimal = problem.clairvoyant_route()
+        return Closures(problem.truth, problem.noise_std, problem.oracle, problem.route.start,
+                        problem.route.end, seed=3)
+
+    optimal = env(lambda t: None).reference_route(1)
     closed = optimal[len(optimal) // 2]
 
-    class Closure(type(problem)):
-        def available_edges(self, t):
-            mask = np.ones(self.net.n_edges, dtype=bool)
-            if t % 2 == 0:  # closed on even rounds
-                mask[closed] = False
-            return mask
+    def every_other_round(t):
+        mask = np.ones(problem.net.n_edges, dtype=bool)
+        if t % 2 == 0:  # closed on even rounds
+            mask[closed] = False
+        return mask
 
-    p = Closure(**{f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)})
     cfg = SimulationConfig(seed=3, horizon=6, policy="bi-ts")
-    model = make_model("bi", p.prior_mean, prior_var=p.prior_var, noise_var=p.noise_var)
-    res = run_bandit(cfg, p, agent=(TruthPolicy(p.truth), model))
+    res = run_bandit(cfg, problem, agent=truth_agent(problem), env=env(every_other_round))
     for t, path in zip(res.rounds.t, res.rounds.path, strict=True):
         assert (closed in list(path)) == (t % 2 == 1)  # the clairvoyant route on odd rounds only
 
-    class AllClosed(type(problem)):
-        def available_edges(self, t):
-            mask = np.ones(self.net.n_edges, dtype=bool)
-            mask[self.net.conn_dst[self.net.conn_src == self.route.start]] = t < 3
-            return mask
+    def start_cut_off_from_round_3(t):
+        mask = np.ones(problem.net.n_edges, dtype=bool)
+        mask[problem.net.conn_dst[problem.net.conn_src == problem.route.start]] = t < 3
+        return mask
 
-    p = AllClosed(**{f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)})
-    model = make_model("bi", p.prior_mean, prior_var=p.prior_var, noise_var=p.noise_var)
     with pytest.raises(EvrouteError, match="^round 3: no route from edge"):
-        run_bandit(cfg, p, agent=(TruthPolicy(p.truth), model))
+        run_bandit(cfg, problem, agent=truth_agent(problem), env=env(start_cut_off_from_round_3))
 
 
 def test_too_long_horizon_is_refused_with_the_limit(tmp_path, capsys):
@@ -369,7 +371,7 @@ def test_logs_that_do_not_fit_are_refused(tmp_path, synthetic, monkeypatch):
     import shutil as sh
     from collections import namedtuple
 
-    import evroute.simulate as sim
+    import evroute.loop as sim
 
     Usage = namedtuple("Usage", "total used free")
     monkeypatch.setattr(sim.shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 10**5, 10**5))
@@ -386,7 +388,7 @@ def test_long_runs_are_logged_in_chunks(tmp_path, synthetic, monkeypatch):
     """Chunked logging (memory flat) writes exactly the tables of an in-memory run."""
     import pyarrow.parquet as pq
 
-    import evroute.simulate as sim
+    import evroute.loop as sim
 
     cfg = SimulationConfig(horizon=30, policy="gp-ucb", seed=2)
     whole = simulate(cfg, net=synthetic)  # in memory
@@ -412,6 +414,6 @@ def test_long_runs_are_logged_in_chunks(tmp_path, synthetic, monkeypatch):
     assert len(csv) == 30 and csv.path.iloc[0] == " ".join(map(str, whole.rounds.path.iloc[0]))
     assert len(pd.read_csv(out / "observations.csv")) == len(whole.observations)
     assert streamed.summary["final_cumulative_regret_wh"] == whole.summary["final_cumulative_regret_wh"]
-    from evroute.simulate import verify_run
+    from evroute.runs import verify_run
 
     assert verify_run(out) is None

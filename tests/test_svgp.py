@@ -9,17 +9,12 @@ import sys
 import numpy as np
 import pytest
 
+from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
-from evroute.models import make_model, register_model
-from evroute.simulate import (
-    NOISE_SCALE,
-    PRIOR_SCALE,
-    RUN_FILES,
-    SimulationConfig,
-    network_kernel,
-    simulate,
-)
-from evroute.svgp import make_svgp
+from evroute.models import make_model
+from evroute.prior import NOISE_SCALE, PRIOR_SCALE, DensePrior, NetworkPrior
+from evroute.runs import RUN_FILES
+from evroute.simulate import simulate
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("gpytorch")
@@ -34,11 +29,6 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _registered():
-    register_model("svgp", make_svgp, overwrite=True)
-
-
 @pytest.fixture(scope="module")
 def small():
     """A 130-edge synthetic city with the paper's prior and noise scales."""
@@ -50,15 +40,19 @@ def small():
     pm = edge_energies(net, load_vehicle(None))
     sd = float(np.std(pm))
     pv, nv = (PRIOR_SCALE * sd) ** 2, (NOISE_SCALE * sd) ** 2
-    K = network_kernel(net, "combined", 1.0, 1.0, 2.0, pv)
+    K = NetworkPrior(net, pm, "combined", 1.0, 1.0, 2.0, pv).dense()
     f = pm + np.linalg.cholesky(K + 1e-9 * pv * np.eye(net.n_edges)) @ np.random.default_rng(5).standard_normal(net.n_edges)
     return dict(net=net, pm=pm, pv=pv, nv=nv, K=K, f=f)
 
 
-def _svgp(s, **kw):
-    opts = dict(network=s["net"], inducing=500, batch_size=10_000, steps=1, learn_hyperparameters=False)
+def _prior(s, kind="combined", lengthscale=1.0):
+    return NetworkPrior(s["net"], s["pm"], kind, lengthscale, 1.0, 2.0, s["pv"])
+
+
+def _svgp(s, kind="combined", seed=0, **kw):
+    opts = dict(inducing=500, batch_size=10_000, steps=1, learn_hyperparameters=False)
     opts.update(kw)
-    return make_model("svgp", s["pm"], s["K"], noise_var=s["nv"], prior_var=s["pv"], **opts)
+    return make_model("svgp", _prior(s, kind), noise_var=s["nv"], seed=seed, **opts)
 
 
 def _rounds(s, n_rounds=8, k=12, seed=0):
@@ -72,15 +66,15 @@ def _rounds(s, n_rounds=8, k=12, seed=0):
 
 
 def test_import_does_not_import_torch():
-    code = "import sys, evroute.svgp, evroute.models; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, evroute.models.svgp, evroute.models; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize("kind", ["combined", "graph", "context"])
 def test_kernel_equals_the_exact_prior_at_initialisation(small, kind):
-    K = network_kernel(small["net"], kind, 0.7, 1.0, 2.0, small["pv"])
-    m = make_model("svgp", small["pm"], K, noise_var=small["nv"], prior_var=small["pv"],
-                   network=small["net"], kernel_kind=kind, lengthscale=0.7)
+    prior = _prior(small, kind, 0.7)
+    K = prior.dense()
+    m = make_model("svgp", prior, noise_var=small["nv"])
     assert np.max(np.abs(m.prior_covariance() - K)) <= 1e-10 * small["pv"]
     mu, sd = m.mean_std()  # the prior until the first observation
     assert np.array_equal(mu, small["pm"])
@@ -96,7 +90,7 @@ def test_posterior_approaches_the_exact_gp(small):
     by the 1e-6 (relative) jitter of K_ZZ (jitter 1e-8 gives 7e-9 / 5e-8); asserted at 2e-5.
     """
     m = _svgp(small)
-    ex = make_model("exact", small["pm"], small["K"], noise_var=small["nv"])
+    ex = make_model("exact", DensePrior(small["pm"], small["K"]), noise_var=small["nv"])
     for e, y in _rounds(small):
         m.update(e, y)  # one NGD step per round, q carried over when Z grows
         ex.update(e, y)
@@ -229,14 +223,19 @@ def test_learnt_noise_is_exposed_and_sampling(small):
 
 @pytest.mark.parametrize("opts, msg", [
     ({"inducing": 0}, "inducing"), ({"inducing": 2.5}, "inducing"), ({"batch_size": -1}, "batch_size"),
-    ({"steps": True}, "steps"), ({"device": "tpu"}, "device"), ({"kernel_kind": "rbf"}, "kernel kind"),
-    ({"learn_hyperparameters": "yes"}, "learn_hyperparameters"), ({"seed": -1}, "seed"),
-    ({"lengthscale": 2.0}, "differs"), ({"network": None}, "network"), ({"bogus": 1}, "unknown option"),
+    ({"steps": True}, "steps"), ({"device": "tpu"}, "device"), ({"kind": "rbf"}, "kernel"),
+    ({"learn_hyperparameters": "maybe"}, "learn_hyperparameters"), ({"seed": -1}, "seed"),
+    ({"bogus": 1}, "unknown option"),
 ])
 def test_bad_options_are_one_line_errors(small, opts, msg):
     with pytest.raises(EvrouteError, match=msg) as err:
         _svgp(small, **opts)
     assert "\n" not in str(err.value)
+
+
+def test_svgp_needs_a_network_prior(small):
+    with pytest.raises(EvrouteError, match="NetworkPrior"):
+        make_model("svgp", DensePrior(small["pm"], small["K"]), noise_var=small["nv"])
 
 
 def test_cuda_without_a_gpu_is_an_error(small):
