@@ -26,7 +26,7 @@ from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
 from .specs import Option, resolve_options
 from .validate import flag, nonneg_float
 
-__all__ = ["Decision", "Agent", "IndexAgent", "AgentSetup", "register_agent", "agent_names", "make_agent",
+__all__ = ["Decision", "Agent", "IndexAgent", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
            "agent_options", "policy_family"]
 
 
@@ -192,6 +192,11 @@ def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[O
     if key in _AGENTS and not overwrite:
         raise EvrouteError(f"policy {key!r} is already registered")
     _AGENTS[key] = _AgentEntry(key, factory, tuple(options), description)
+
+
+def unregister_agent(name: str) -> None:
+    """Remove a registration (tests, plug-ins that replace an agent)."""
+    _AGENTS.pop(str(name).strip().lower(), None)
 
 
 def agent_names() -> list[str]:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from .errors import EvrouteError
+from .validate import positive_int
 
 
 def compare_cmd(
@@ -53,10 +54,10 @@ def compare_cmd(
     from .grid import make_grid
     from .summaries import summary_markdown
 
-    if seeds is not None and seeds < 1:
-        raise EvrouteError(f"--seeds must be a positive integer (the number of seeds), got {seeds}")
-    if jobs is not None and jobs < 1:
-        raise EvrouteError(f"--jobs must be a positive integer, got {jobs}")
+    if seeds is not None:
+        positive_int("--seeds", seeds)
+    if jobs is not None:
+        positive_int("--jobs", jobs)
     grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
                      horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle,
                      truth_lengthscale=truth_lengthscale)
@@ -84,16 +85,17 @@ def export_cmd(
     directory: Annotated[Path, typer.Argument(help="A run directory, or a compare directory (see --run).")],
     geojson: Annotated[Path | None, typer.Option("--geojson", help="GeoJSON file to write (RFC 7946).")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Interactive HTML map (folium) to write.")] = None,
+    gpkg: Annotated[Path | None, typer.Option("--gpkg", help="GeoPackage to write (one layer each: edge, round, optimal; for GIS tools).")] = None,
     last: Annotated[int | None, typer.Option("--last", help="Only the last K rounds' routes.")] = None,
     run: Annotated[str | None, typer.Option(
         "--run", help="In a compare directory: the run's name (default: the first run).")] = None,
 ) -> None:
-    """Routes driven, the optimal route and per-edge visits / posterior as GeoJSON (and HTML)."""
+    """Routes driven, the optimal route and per-edge visits / posterior as GeoJSON, HTML or GeoPackage."""
     from .export import export
 
-    if geojson is None and html is None:
-        raise EvrouteError("nothing to write: give --geojson FILE and/or --html FILE")
-    for f in export(directory, geojson=geojson, html=html, last=last, run=run):
+    if geojson is None and html is None and gpkg is None:
+        raise EvrouteError("nothing to write: give --geojson FILE, --html FILE and/or --gpkg FILE")
+    for f in export(directory, geojson=geojson, html=html, last=last, run=run, gpkg=gpkg):
         print(f"wrote {f}")
 
 

@@ -46,6 +46,7 @@ from .grid import Cell, Grid, fmt_number, is_osm_file, load_grid
 from .io import atomic_write_json
 from .runs import is_finished_run
 from .summaries import collect_runs, summarize, write_summaries
+from .validate import positive_int
 
 __all__ = ["run_grid", "CompareResult", "GridStatus", "grid_status", "config_matches", "clean_stale",
            "check_compare_dir"]
@@ -219,8 +220,8 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
     """
     t_start = time.perf_counter()
     check_executor(executor)
-    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
-        raise EvrouteError(f"--jobs must be a positive integer, got {jobs!r}")
+    if jobs is not None:
+        positive_int("--jobs", jobs)
     if ray_address and executor != "ray":
         raise EvrouteError("--ray-address needs --executor ray")
     jobs = jobs or default_jobs()

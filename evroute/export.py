@@ -8,6 +8,9 @@ Layers (property ``layer``):
   energy ``energy_wh``, ``regret_wh``, observed energy and cumulative regret;
 - ``optimal``: the clairvoyant optimal route (``optimal_path`` of ``summary.json``).
 
+The same layers can be written as a GeoPackage (one table per layer, EPSG:4326) for GIS
+tools (QGIS, ArcGIS), through geopandas.
+
 Coordinates are WGS84 (lon, lat), 6 decimals. Geometry comes from the run's network,
 loaded as in the run (``config.json``: network, osm, dem).
 """
@@ -22,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import EvrouteError
-from .io import atomic_write_text
+from .io import atomic_write_text, atomic_write_with
 from .report import feature_collection, path_coordinates, write_geojson
+from .validate import positive_int
 
 COORD_DECIMALS = 6
 ATTRIBUTION = "© OpenStreetMap contributors"
@@ -83,8 +87,7 @@ def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -
     rounds = read_run_table(run_dir, "rounds")
     edges = read_run_table(run_dir, "edges")
     if last is not None:
-        if last < 1:
-            raise EvrouteError(f"--last must be a positive integer, got {last}")
+        positive_int("--last", last)
         rounds = rounds.tail(last)
     if net is None:
         from .network import load_network
@@ -172,11 +175,40 @@ def write_html(path: str | os.PathLike, fc: dict) -> None:
     atomic_write_text(path, m.get_root().render())
 
 
+def write_geopackage(path: str | os.PathLike, fc: dict) -> None:
+    """The layers of :func:`run_geojson` as a GeoPackage: one table per layer (``edge``,
+    ``round``, ``optimal``), WGS84; edge lists are stored as space-separated ids.
+    Written to a temporary file and renamed (a half-written file never has the name)."""
+    import geopandas as gpd
+
+    frames = {}
+    for layer in ("edge", "round", "optimal"):
+        feats = [f for f in fc["features"] if f["properties"]["layer"] == layer]
+        if not feats:
+            continue
+        gdf = gpd.GeoDataFrame.from_features(feats, crs="EPSG:4326")
+        if "edges" in gdf:
+            gdf["edges"] = gdf["edges"].map(lambda e: " ".join(map(str, e)))
+        frames[layer] = gdf.drop(columns=["layer"])
+
+    def write(tmp: Path) -> None:
+        staged = tmp.with_name(tmp.name + ".gpkg")  # GDAL wants the .gpkg extension
+        try:
+            for i, (layer, gdf) in enumerate(frames.items()):
+                gdf.to_file(staged, layer=layer, driver="GPKG", mode="a" if i else "w")
+            os.replace(staged, tmp)
+        finally:
+            staged.unlink(missing_ok=True)
+
+    atomic_write_with(path, write)
+
+
 def export(directory: str | os.PathLike, geojson: str | os.PathLike | None = None,
-           html: str | os.PathLike | None = None, last: int | None = None, run: str | None = None) -> list[Path]:
-    """Write the GeoJSON and/or HTML map of a run (or of one run of a compare directory)."""
-    if last is not None and last < 1:
-        raise EvrouteError(f"--last must be a positive integer, got {last}")
+           html: str | os.PathLike | None = None, last: int | None = None, run: str | None = None,
+           gpkg: str | os.PathLike | None = None) -> list[Path]:
+    """Write the GeoJSON, HTML map and/or GeoPackage of a run (or of one run of a compare directory)."""
+    if last is not None:
+        positive_int("--last", last)
     run_dir = resolve_run_dir(directory, run)
     fc = run_geojson(run_dir, last=last)
     files = []
@@ -186,4 +218,7 @@ def export(directory: str | os.PathLike, geojson: str | os.PathLike | None = Non
     if html is not None:
         write_html(html, fc)
         files.append(Path(html))
+    if gpkg is not None:
+        write_geopackage(gpkg, fc)
+        files.append(Path(gpkg))
     return files

@@ -19,6 +19,7 @@ from pathlib import Path
 from .config import SimulationConfig
 from .errors import EvrouteError
 from .specs import split_list
+from .validate import positive_float, positive_int
 
 __all__ = ["PRESETS", "PAPER_ROUTES", "DEFAULT_POLICIES", "GRID_FORMAT", "PolicySpec", "parse_policy_spec",
            "Cell", "Grid", "make_grid", "load_grid", "parse_routes", "parse_lengthscales",
@@ -156,14 +157,11 @@ def parse_policy_spec(text: str) -> PolicySpec:
 
 
 def _positive(value, error: str) -> float:
-    """``float(value)`` if that is a finite number > 0, else :class:`EvrouteError` ``error``."""
+    """:func:`evroute.validate.positive_float` with the caller's message."""
     try:
-        v = float(value)
-    except (TypeError, ValueError):
+        return positive_float("value", value)
+    except EvrouteError:
         raise EvrouteError(error) from None
-    if not (math.isfinite(v) and v > 0):
-        raise EvrouteError(error)
-    return v
 
 
 # --------------------------------------------------------------------------------------
@@ -257,12 +255,10 @@ class Grid:
             raise EvrouteError("no seeds given")
         if not self.lengthscales:
             raise EvrouteError("no lengthscales given")
-        if not isinstance(self.horizon, int) or self.horizon <= 0:
-            raise EvrouteError(f"--horizon must be a positive integer, got {self.horizon!r}")
+        positive_int("--horizon", self.horizon)
         get_backend(self.model).resolve(self.model_options)
         for ls in self.lengthscales:
-            if not (isinstance(ls, (int, float)) and math.isfinite(ls) and ls > 0):
-                raise EvrouteError(f"lengthscales must be positive numbers, got {ls!r}")
+            positive_float("lengthscales", ls)
         tl = self.truth_lengthscale
         if tl != "same" and not (isinstance(tl, (int, float)) and not isinstance(tl, bool)
                                  and math.isfinite(tl) and tl > 0):
@@ -412,11 +408,9 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
     if policies is not None and not policy_specs:
         raise EvrouteError("--policies is empty")
     n_seeds = seeds if seeds is not None else base.get("seeds", 5)
-    if not isinstance(n_seeds, int) or n_seeds < 1:
-        raise EvrouteError(f"--seeds must be a positive integer (the number of seeds), got {n_seeds!r}")
+    positive_int("--seeds (the number of seeds)", n_seeds)
     hz = horizon if horizon is not None else base.get("horizon", 500)
-    if not isinstance(hz, int) or hz < 1:
-        raise EvrouteError(f"--horizon must be a positive integer, got {hz!r}")
+    positive_int("--horizon", hz)
     ls = parse_lengthscales(lengthscales) if lengthscales is not None else list(base.get("lengthscales", (1.0,)))
     truth = parse_truth_lengthscale(truth_lengthscale if truth_lengthscale is not None
                                     else base.get("truth_lengthscale", 1.0))

@@ -21,9 +21,7 @@ imported only when a network has to be built.
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,7 +33,18 @@ import pandas as pd
 from .cache import CacheEntry, hash_bytes, hash_file, make_key
 from .errors import EvrouteError
 from .io import atomic_write_with
+from .osm import (
+    SEGMENTS,
+    first_tag,
+    is_reversed,
+    merge_segment_tags,
+    node_elevations,
+    read_osm_graph,
+    read_restrictions,
+    simplify_graph,
+)
 from .registry import load_registry
+from .validate import positive_float
 
 #: Bump when the processing changes: it is part of every cache key.
 PIPELINE_VERSION = 6
@@ -229,8 +238,7 @@ def load_network(
     use_cache : bool
         Read and write the on-disk cache.
     """
-    if not (isinstance(max_grade, (int, float)) and math.isfinite(max_grade) and max_grade > 0):
-        raise EvrouteError(f"max grade must be a positive number, got {max_grade!r}")
+    positive_float("max grade", max_grade)
     name_path = Path(name)
     if osm is None and name not in load_registry("networks") and name_path.suffix.lower() in (".osm", ".xml"):
         osm, name = name_path, name_path.stem
@@ -271,10 +279,10 @@ def load_network(
         meta = {"source": f"synthetic(seed={seed}, size={size})",
                 "route_points": {k: [list(a), list(b)] for k, (a, b) in points.items()}}
     else:
-        graph = _read_osm_graph(source)
+        graph = read_osm_graph(source)
         meta = {"source": str(source), "osm_sha256": params["osm_sha256"]}
     net = build_network(graph, name=name, dem=dem, max_grade=max_grade,
-                        restrictions=_read_restrictions(source) if source else [])
+                        restrictions=read_restrictions(source) if source else [])
     if params["kind"] == "synthetic" and dem is None:
         net.meta["elevation_source"] = "synthetic"
     net.meta.update(meta)
@@ -291,211 +299,6 @@ def _warn_if_flat(net: Network) -> None:
     if net.meta.get("elevation_source") == "none":
         warnings.warn(f"network {net.name!r} has no elevation (no OSM ele tags, no --dem): it is "
                       "treated as flat, so every grade is 0", stacklevel=3)
-
-
-def _read_osm_graph(path: Path):
-    """Read an OSM XML file into an unsimplified osmnx MultiDiGraph."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError as exc:
-        raise EvrouteError(f"cannot read {path}: {exc.strerror}") from None
-    if path.suffix.lower() == ".pbf":
-        raise EvrouteError(f"{path}: .pbf files are not supported by osmnx; convert to OSM XML (osmium cat)")
-    if b"<osm" not in head:
-        raise EvrouteError(f"{path} is not an OSM XML file (no <osm> root element)")
-    import osmnx as ox
-
-    for tag in ("ele",):
-        if tag not in ox.settings.useful_tags_node:
-            ox.settings.useful_tags_node = [*ox.settings.useful_tags_node, tag]
-    for tag in ("maxspeed", "lanes", "oneway", "highway"):
-        if tag not in ox.settings.useful_tags_way:
-            ox.settings.useful_tags_way = [*ox.settings.useful_tags_way, tag]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            graph = ox.graph_from_xml(path, simplify=False, retain_all=True)
-        except Exception as exc:  # osmnx raises many kinds for bad XML
-            raise EvrouteError(f"{path} could not be read as OSM XML: {str(exc).splitlines()[0][:200]}") from None
-    if graph.number_of_edges() == 0:
-        raise EvrouteError(f"{path} holds no roads")
-    return graph
-
-
-def _read_restrictions(path: Path) -> list[dict]:
-    """Turn-restriction relations (type=restriction) of an OSM XML file."""
-    import xml.etree.ElementTree as ET
-
-    out = []
-    try:
-        for _, elem in ET.iterparse(path, events=("end",)):
-            if elem.tag == "relation":
-                tags = {t.get("k"): t.get("v") for t in elem.findall("tag")}
-                if tags.get("type") == "restriction":
-                    members = {"from": [], "to": [], "via": []}
-                    for m in elem.findall("member"):
-                        role = m.get("role")
-                        if role in members:
-                            members[role].append((m.get("type"), int(m.get("ref"))))
-                    kind = tags.get("restriction") or next(
-                        (v for k, v in tags.items() if k.startswith("restriction:")), "")
-                    if (len(members["from"]) == 1 and len(members["to"]) == 1
-                            and len(members["via"]) == 1 and members["via"][0][0] == "node"):
-                        out.append({"kind": kind, "from": members["from"][0][1],
-                                    "to": members["to"][0][1], "via": members["via"][0][1]})
-                elem.clear()
-            elif elem.tag in ("node", "way"):
-                elem.clear()
-    except ET.ParseError as exc:
-        raise EvrouteError(f"{path} is not well-formed XML: {exc}") from None
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# Processing
-# --------------------------------------------------------------------------------------
-
-
-def _first(value):
-    if isinstance(value, (list, tuple)):
-        return value[0] if value else None
-    return value
-
-
-_SEGMENTS = "evroute_segments"
-
-
-def _concat(lists) -> list:
-    """Concatenate per-segment lists in path order (an osmnx edge_attr_aggs function)."""
-    return [x for part in lists for x in part]
-
-
-def _unique_in_order(values):
-    """The distinct values in path order; one value stays a scalar (as osmnx does)."""
-    out = []
-    for v in values:
-        for x in (v if isinstance(v, list) else [v]):
-            if x not in out:
-                out.append(x)
-    return out[0] if len(out) == 1 else out
-
-
-def _is_reversed(value) -> bool:
-    """A merged edge is ``reversed`` only if every segment is driven against its way."""
-    values = value if isinstance(value, (list, tuple)) else [value]
-    return bool(values) and all(bool(v) for v in values)
-
-
-def _by_length(pairs) -> object:
-    """The value covering the most length; ties go to the smallest value (sorted order)."""
-    total: dict = {}
-    for value, length in pairs:
-        total[value] = total.get(value, 0.0) + length
-    if not total:
-        return None
-    best = max(total.values())
-    return min(v for v, w in total.items() if w >= best - 1e-9 * max(best, 1.0))
-
-
-def merge_segment_tags(segments) -> dict:
-    """Road class, speed limit and lanes of an edge made of several OSM segments.
-
-    Parameters
-    ----------
-    segments : list of (highway, maxspeed, lanes, length_m)
-        The raw tags of each segment, in path order.
-
-    Returns
-    -------
-    dict
-        ``highway`` (str), ``maxspeed`` (m/s, NaN if no segment has a readable tag) and
-        ``lanes`` (str, ``""`` if none): each is the value covering the most length
-        among the segments that have one, ties broken by sorted order (the smallest
-        class name, the lowest speed, the smallest lanes string). The rule depends on
-        the tags and lengths only, never on set or hash order.
-    """
-    hw = _by_length((str(h), ln) for h, _, _, ln in segments if h is not None)
-    speeds = [(parse_maxspeed(m), ln) for _, m, _, ln in segments]
-    ms = _by_length((v, ln) for v, ln in speeds if math.isfinite(v))
-    lanes = _by_length((str(_first(la)), ln) for _, _, la, ln in segments
-                       if la is not None and _first(la) is not None)
-    return {"highway": "None" if hw is None else hw,
-            "maxspeed": math.nan if ms is None else float(ms),
-            "lanes": "" if lanes is None else lanes}
-
-
-def parse_maxspeed(value) -> float:
-    """A ``maxspeed`` tag in m/s (``50``, ``50 mph``, ``30;50`` → the first), NaN if unreadable."""
-    value = _first(value)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return math.nan
-    if isinstance(value, (int, float)):
-        return float(value) / 3.6 if value > 0 else math.nan
-    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(mph|km/h|kmh|kph)?", str(value))
-    if not m:
-        return math.nan
-    speed = float(m.group(1))
-    if speed <= 0:
-        return math.nan
-    return speed * 0.44704 if m.group(2) == "mph" else speed / 3.6
-
-
-def _node_elevations(graph, dem: Path | None) -> tuple[dict, str]:
-    nodes = list(graph.nodes)
-    if dem is not None:
-        return dict(zip(nodes, _sample_dem(dem, graph), strict=True)), "dem"
-    ele = {}
-    for n, d in graph.nodes(data=True):
-        v = d.get("ele", d.get("elevation"))
-        try:
-            ele[n] = float(v)
-        except (TypeError, ValueError):
-            ele[n] = math.nan
-    values = np.array(list(ele.values()), dtype=float)
-    if len(values) and np.isfinite(values).mean() > 0.5:
-        # fill the few nodes without a tag from the mean of their tagged neighbours
-        fill = np.nanmean(values)
-        for n, v in ele.items():
-            if not math.isfinite(v):
-                nb = [ele[m] for m in graph.neighbors(n) if math.isfinite(ele.get(m, math.nan))]
-                ele[n] = float(np.mean(nb)) if nb else float(fill)
-        return ele, "osm"
-    return dict.fromkeys(nodes, 0.0), "none"  # load_network warns on every load
-
-
-def _sample_dem(dem: Path, graph) -> np.ndarray:
-    try:
-        import rasterio
-        from rasterio.warp import transform as warp_transform
-    except ImportError:  # pragma: no cover - rasterio is a dependency
-        raise EvrouteError("reading a DEM needs rasterio (pip install rasterio)") from None
-    lon = np.array([d["x"] for _, d in graph.nodes(data=True)])
-    lat = np.array([d["y"] for _, d in graph.nodes(data=True)])
-    try:
-        with rasterio.open(dem) as src:
-            xs, ys = (lon, lat)
-            if src.crs is not None and src.crs.to_epsg() != 4326:
-                xs, ys = warp_transform("EPSG:4326", src.crs, lon.tolist(), lat.tolist())
-            xs, ys = np.asarray(xs), np.asarray(ys)
-            b = src.bounds
-            inside = (xs >= b.left) & (xs <= b.right) & (ys >= b.bottom) & (ys <= b.top)
-            if inside.mean() < 0.99:
-                raise EvrouteError(f"the DEM {dem} does not cover the network "
-                                   f"({100 * (1 - inside.mean()):.1f}% of the nodes lie outside it)")
-            vals = np.array([v[0] for v in src.sample(zip(xs, ys, strict=True))], dtype=float)
-            nodata = src.nodata
-    except EvrouteError:
-        raise
-    except Exception as exc:
-        raise EvrouteError(f"cannot read the DEM {dem}: {str(exc).splitlines()[0][:200]}") from None
-    bad = ~np.isfinite(vals) | ((vals == nodata) if nodata is not None else False) | ~inside
-    if bad.mean() > 0.01:
-        raise EvrouteError(f"the DEM {dem} does not cover the network ({100 * bad.mean():.1f}% of the "
-                           "nodes have no elevation)")
-    if bad.any():
-        vals[bad] = np.nanmean(vals[~bad])
-    return vals
 
 
 def lipschitz_envelope(n_nodes: int, a: np.ndarray, b: np.ndarray, length: np.ndarray,
@@ -530,15 +333,13 @@ def lipschitz_envelope(n_nodes: int, a: np.ndarray, b: np.ndarray, length: np.nd
 def build_network(graph, name: str, dem: Path | None = None, max_grade: float = DEFAULT_MAX_GRADE,
                   restrictions: list[dict] | None = None) -> Network:
     """Process an unsimplified osmnx-style MultiDiGraph into a :class:`Network`."""
-    import osmnx as ox
-
     n_input_nodes = graph.number_of_nodes()
-    ele, elevation_source = _node_elevations(graph, dem)
+    ele, elevation_source = node_elevations(graph, dem)
     for n, v in ele.items():
         graph.nodes[n]["elevation"] = v
     drivable = set(DRIVABLE)
     drop = [(u, v, k) for u, v, k, d in graph.edges(keys=True, data=True)
-            if _first(d.get("highway")) not in drivable]
+            if first_tag(d.get("highway")) not in drivable]
     graph.remove_edges_from(drop)
     graph.remove_nodes_from([n for n in list(graph.nodes) if graph.degree(n) == 0])
     if graph.number_of_edges() == 0:
@@ -546,18 +347,7 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     n_drivable_nodes = graph.number_of_nodes()
     n_drivable_edges = graph.number_of_edges()
     km_drivable = sum(d.get("length", 0.0) for *_, d in graph.edges(data=True)) / 1000
-    # Tag values of the segments a simplified edge is made of are merged by a fixed rule
-    # (merge_segment_tags), never through a set: osmnx keeps the unique values of other
-    # attributes as list(set(...)), whose order follows Python's string-hash seed.
-    for *_, d in graph.edges(keys=True, data=True):
-        d[_SEGMENTS] = [(_first(d.get("highway")), d.get("maxspeed"), d.get("lanes"),
-                         float(d.get("length", 0.0)))]
-    aggs = {"length": sum, _SEGMENTS: _concat, "osmid": _unique_in_order,
-            "reversed": _unique_in_order, "oneway": _unique_in_order}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        graph = ox.simplify_graph(graph, edge_attr_aggs=aggs)
-        graph = ox.truncate.largest_component(graph, strongly=True)
+    graph = simplify_graph(graph)
     if graph.number_of_edges() < 2:
         raise EvrouteError(f"network {name!r} is empty after keeping the largest strongly connected component")
 
@@ -576,18 +366,18 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
 
     h = h_raw if elevation_source == "none" else lipschitz_envelope(len(node_ids), ui, vi, length, h_raw, max_grade)
     grade = (h[vi] - h[ui]) / length
-    merged = [merge_segment_tags(r[3][_SEGMENTS]) for r in rows]
+    merged = [merge_segment_tags(r[3][SEGMENTS]) for r in rows]
     highway = [m["highway"] for m in merged]
     maxspeed = np.array([m["maxspeed"] for m in merged])
     imputed = np.array([DEFAULT_SPEEDS_KMH.get(hw, 40.0) / 3.6 for hw in highway])
     speed = np.where(np.isfinite(maxspeed), maxspeed, imputed)
-    n_segments = np.array([len(r[3][_SEGMENTS]) for r in rows], dtype=np.int64)
+    n_segments = np.array([len(r[3][SEGMENTS]) for r in rows], dtype=np.int64)
     ways = []
     for r in rows:
         osmid = r[3].get("osmid")
         ids = osmid if isinstance(osmid, (list, tuple)) else [osmid]
         ways.append(tuple(int(x) for x in ids if x is not None))
-    rev = np.array([_is_reversed(r[3].get("reversed", False)) for r in rows])
+    rev = np.array([is_reversed(r[3].get("reversed", False)) for r in rows])
     lanes = [m["lanes"] for m in merged]
     geometry = []
     for r, a, b in zip(rows, ui, vi, strict=True):

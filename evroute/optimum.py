@@ -326,19 +326,14 @@ def _reduce(n_edges, src, dst, eu, ev, start, end, ends):
 
 
 def _highs_class():
-    """HiGHS's own Python class as shipped inside SciPy (private; ``None`` if absent).
+    """HiGHS's Python class and model-status enum (the public ``highspy`` package).
 
-    Used only to re-solve the LP relaxation warm-started after adding cuts, which is 5–20×
-    faster than a cold :func:`scipy.optimize.milp` call per round. Everything works without it.
+    Used to re-solve the LP relaxation warm-started after adding cuts, which is 5–20×
+    faster than a cold :func:`scipy.optimize.milp` call per round.
     """
-    try:
-        from scipy.optimize._highspy._core import HighsModelStatus, _Highs
-    except Exception:  # pragma: no cover - depends on the SciPy build
-        return None
-    needed = ("addVars", "addRows", "changeColsCost", "run", "getSolution", "getModelStatus")
-    if not all(hasattr(_Highs, a) for a in needed):  # pragma: no cover
-        return None
-    return _Highs, HighsModelStatus
+    import highspy
+
+    return highspy.Highs, highspy.HighsModelStatus
 
 
 class _CutModel:

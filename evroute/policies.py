@@ -25,6 +25,7 @@ import numpy as np
 from scipy.special import erfcx, ndtr, ndtri_exp
 
 from .errors import EvrouteError
+from .validate import flag, nonneg_float, positive_int
 
 __all__ = [
     "beta_ucb",
@@ -65,28 +66,6 @@ def _check_t(t) -> float:
     return tf
 
 
-def _check_arms(n_arms) -> int:
-    try:
-        n = int(n_arms)
-    except (TypeError, ValueError):
-        raise EvrouteError(f"n_arms must be a positive integer, got {n_arms!r}") from None
-    if n < 1 or n != n_arms:
-        raise EvrouteError(f"n_arms must be a positive integer, got {n_arms!r}")
-    return n
-
-
-def _check_param(name: str, value, *, positive: bool = False) -> float:
-    """A finite, non-negative (or positive) float; otherwise a one-line EvrouteError."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise EvrouteError(f"{name} must be a non-negative number, got {value!r}") from None
-    if not math.isfinite(v) or v < 0 or (positive and v == 0):
-        kind = "positive" if positive else "non-negative"
-        raise EvrouteError(f"{name} must be a finite {kind} number, got {value!r}")
-    return v
-
-
 def beta_ucb(t, n_arms, scale: float = 1.0) -> float:
     """GP-UCB confidence parameter β_t = scale · 2 ln(|A| t² / √(2π)) (Theorem 3.1).
 
@@ -105,16 +84,16 @@ def beta_ucb(t, n_arms, scale: float = 1.0) -> float:
         The formula's value; it is negative only when |A| t² < √(2π) (one or two arms at
         t = 1), where :class:`UCBPolicy` uses 0.
     """
-    tf, n = _check_t(t), _check_arms(n_arms)
-    scale = _check_param("beta_scale", scale)
+    tf, n = _check_t(t), positive_int("n_arms", n_arms)
+    scale = nonneg_float("beta_scale", scale)
     return scale * 2.0 * (math.log(n) + 2.0 * math.log(tf) - _LOG_SQRT_2PI)
 
 
 def log_eta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
     """ln η_t for GP-BUCB (exact in log space, never underflows)."""
-    tf, n = _check_t(t), _check_arms(n_arms)
-    omega = _check_param("omega", omega)
-    xi = _check_param("xi", xi)
+    tf, n = _check_t(t), positive_int("n_arms", n_arms)
+    omega = nonneg_float("omega", omega)
+    xi = nonneg_float("xi", xi)
     return omega * _LOG_SQRT_2PI - math.log(2.0) - omega * math.log(n) - xi * math.log(tf)
 
 
@@ -144,7 +123,7 @@ def beta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0, scale: float = 1.0
     η_t-quantile of N(μ, σ²), also when η_t ≥ 0.5 (then β ≤ 0 and the index lies at or
     above the mean).
     """
-    scale = _check_param("beta_scale", scale)
+    scale = nonneg_float("beta_scale", scale)
     z = bucb_quantile_z(t, n_arms, omega, xi)
     return -math.copysign(scale * z * z, z) if z != 0 else 0.0
 
@@ -256,7 +235,7 @@ class UCBPolicy(Policy):
     name = "ucb"
 
     def __init__(self, beta_scale: float = 1.0):
-        self.beta_scale = _check_param("beta_scale", beta_scale)
+        self.beta_scale = nonneg_float("beta_scale", beta_scale)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -277,9 +256,9 @@ class BayesUCBPolicy(Policy):
     name = "bucb"
 
     def __init__(self, omega: float = 1.0, xi: float = 1.0, beta_scale: float = 1.0):
-        self.omega = _check_param("omega", omega)
-        self.xi = _check_param("xi", xi)
-        self.beta_scale = _check_param("beta_scale", beta_scale)
+        self.omega = nonneg_float("omega", omega)
+        self.xi = nonneg_float("xi", xi)
+        self.beta_scale = nonneg_float("beta_scale", beta_scale)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -298,9 +277,7 @@ class ThompsonPolicy(Policy):
     name = "ts"
 
     def __init__(self, joint: bool = False):
-        if not isinstance(joint, bool | np.bool_):
-            raise EvrouteError(f"joint must be true or false, got {joint!r}")
-        self.joint = bool(joint)
+        self.joint = flag("joint", joint)
 
     @property
     def params(self) -> dict[str, Any]:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import EvrouteError
+from .geo import EARTH_RADIUS_M
 from .registry import load_registry
 
 #: A point farther than this from every edge is "outside the network".
 MAX_SNAP_M = 1000.0
-EARTH_RADIUS_M = 6_371_008.8
 
 
 @dataclass(frozen=True)

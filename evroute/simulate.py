@@ -43,10 +43,11 @@ import pandas as pd
 
 from . import __version__
 from .config import SimulationConfig
-from .errors import EvrouteError, Interrupted
+from .errors import Interrupted
 from .prior import NOISE_SCALE, PRIOR_SCALE
 from .problem import Problem, exact_optimum_cached, make_agent, make_environment, prepare_problem
 from .runs import RunResult, prepare_out_dir, write_run
+from .validate import nonneg_int
 
 __all__ = ["simulate", "run_bandit", "run_config", "limit_blas"]
 
@@ -151,8 +152,8 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
         default).
     """
     cfg.validate()
-    if blas_threads is not None and (not isinstance(blas_threads, int) or blas_threads < 0):
-        raise EvrouteError(f"blas_threads must be an integer >= 0, got {blas_threads!r}")
+    if blas_threads is not None:
+        nonneg_int("blas_threads", blas_threads)
     out_path = Path(out) if out is not None else None
     tmp = prepare_out_dir(out_path, overwrite) if out_path is not None else None
     reached = [0]

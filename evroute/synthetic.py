@@ -41,6 +41,7 @@ from numpy.random import PCG64, Generator
 from scipy.spatial import ConvexHull, Delaunay, cKDTree
 
 from evroute.errors import EvrouteError
+from evroute.geo import EARTH_RADIUS_M
 
 __all__ = ["SYNTHETIC_DEFAULT", "synthetic_graph", "synthetic_route_points"]
 
@@ -49,7 +50,6 @@ SYNTHETIC_DEFAULT = {"seed": 0, "size": 400}
 
 _LAT0 = 45.0
 _LON0 = 7.0
-_EARTH_RADIUS_M = 6_371_009.0  # osmnx's default, so lengths match osmnx's own
 _SPACING_M = 160.0  # mean distance between neighbouring intersections
 _NODE_ID0 = 1_000_001
 _WAY_ID0 = 5_000_001
@@ -73,7 +73,7 @@ def _great_circle(lat1, lon1, lat2, lon2):
     dx = np.deg2rad(lon2) - np.deg2rad(lon1)
     h = np.sin(dy / 2) ** 2 + np.cos(y1) * np.cos(y2) * np.sin(dx / 2) ** 2
     h = np.minimum(1, h)
-    return 2 * np.arcsin(np.sqrt(h)) * _EARTH_RADIUS_M
+    return 2 * np.arcsin(np.sqrt(h)) * EARTH_RADIUS_M
 
 
 def _check_int(name: str, value, lo: int, hi: int) -> int:
@@ -485,8 +485,8 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
 
     # coordinates: local metres -> WGS84 around (_LAT0, _LON0), 7 decimals like OSM
     deg = 180.0 / math.pi
-    lat = np.round(_LAT0 + Y / _EARTH_RADIUS_M * deg, 7)
-    lon = np.round(_LON0 + X / (_EARTH_RADIUS_M * math.cos(math.radians(_LAT0))) * deg, 7)
+    lat = np.round(_LAT0 + Y / EARTH_RADIUS_M * deg, 7)
+    lon = np.round(_LON0 + X / (EARTH_RADIUS_M * math.cos(math.radians(_LAT0))) * deg, 7)
 
     # assemble like osmnx: nodes {y, x, tags}; edges {osmid, tags, oneway, reversed, length}
     G = nx.MultiDiGraph(crs="epsg:4326", name=f"evroute synthetic city (seed={seed}, size={size})")
@@ -547,7 +547,7 @@ def synthetic_route_points(
     except (KeyError, TypeError, ValueError) as exc:
         raise EvrouteError(f"synthetic route points: node without x/y/ele ({exc})") from None
     lat0 = float(np.mean(lat))
-    m_per_deg = _EARTH_RADIUS_M * math.pi / 180.0
+    m_per_deg = EARTH_RADIUS_M * math.pi / 180.0
     X = (lon - float(np.mean(lon))) * m_per_deg * math.cos(math.radians(lat0))
     Y = (lat - lat0) * m_per_deg
     XY = np.column_stack([X, Y])

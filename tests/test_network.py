@@ -14,8 +14,8 @@ from evroute.network import (
     lipschitz_envelope,
     load_network,
     network_fingerprint,
-    parse_maxspeed,
 )
+from evroute.osm import parse_maxspeed
 
 from .osmxml import WAYS, elevation, write_osm
 
@@ -254,7 +254,7 @@ def test_ways_fixture_sanity():
 # --- merged tags: a fixed rule, never set order (issue: reproducible across processes) ---
 
 def test_merge_segment_tags_rule():
-    from evroute.network import merge_segment_tags
+    from evroute.osm import merge_segment_tags
 
     # the class covering the most length wins, whatever the segment order
     segs = [("secondary", "50", "2", 40.0), ("residential", "30", None, 70.0), ("secondary", None, "2", 20.0)]

@@ -1,0 +1,87 @@
+"""The package's shape: no import cycles (lazy imports inside functions included), no private
+names imported across modules, and third-party imports that match the declared dependencies."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import tomllib
+from pathlib import Path
+
+import networkx as nx
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "evroute"
+
+#: import name → distribution name, where they differ
+DISTRIBUTIONS = {"linear_operator": "linear-operator"}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for f in sorted(PACKAGE.rglob("*.py")):
+        parts = f.relative_to(REPO).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = f
+    return out
+
+
+def imports(name: str, path: Path):
+    """(target module, imported name or None) for every evroute import in a module."""
+    pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                yield target, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None
+
+
+def evroute_graph() -> tuple[nx.DiGraph, list]:
+    mods = modules()
+    g = nx.DiGraph()
+    g.add_nodes_from(mods)
+    private = []
+    for name, path in mods.items():
+        for target, what in imports(name, path):
+            if not target.startswith("evroute"):
+                continue
+            sub = f"{target}.{what}" if what else None
+            dep = sub if sub in mods else target
+            if dep in mods and dep != name:
+                g.add_edge(name, dep)
+            if dep == target and what and what.startswith("_") and what != "__version__":
+                private.append(f"{name} imports {target}.{what}")
+    return g, private
+
+
+def test_no_import_cycles():
+    g, _ = evroute_graph()
+    cycles = list(nx.simple_cycles(g))
+    assert cycles == [], f"import cycles: {cycles[:5]}"
+
+
+def test_no_private_names_across_modules():
+    _, private = evroute_graph()
+    assert private == []
+
+
+def test_third_party_imports_are_declared_and_used():
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    names = {d.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
+             for d in declared["dependencies"] + declared["optional-dependencies"]["ray"]}
+    used = set()
+    for name, path in modules().items():
+        for target, _ in imports(name, path):
+            top = target.split(".")[0]
+            if top and top != "evroute" and top not in sys.stdlib_module_names:
+                used.add(DISTRIBUTIONS.get(top, top).lower().replace("_", "-"))
+    names = {n.replace("_", "-") for n in names}
+    assert used - names == set(), f"imported but not declared: {sorted(used - names)}"
+    assert names - used == set(), f"declared but not imported: {sorted(names - used)}"

@@ -1,0 +1,187 @@
+"""Checks every registered posterior backend must pass (the contract of
+:class:`evroute.models.PosteriorModel`), in the spirit of scikit-learn's estimator checks.
+
+A new backend is picked up automatically (``available_models()``); it needs an entry in
+``AGREEMENT`` saying where it must agree with the exact posterior.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evroute.errors import EvrouteError
+from evroute.models import PosteriorModel, available_models, make_model
+from evroute.prior import DensePrior, DiagonalPrior, NetworkPrior
+
+# options that keep the heavier backends fast on the small network
+FAST = {"svgp": {"inducing": 200, "batch_size": 5000, "learn_hyperparameters": False}}
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A ~130-edge synthetic city with the paper's prior, noise and a GP truth."""
+    from evroute.energy import load_vehicle
+    from evroute.network import load_network
+    from evroute.routes import edge_energies
+
+    net = load_network("synthetic", size=60)
+    pm = edge_energies(net, load_vehicle(None))
+    sd = float(np.std(pm))
+    prior = NetworkPrior(net, pm, "combined", 1.0, 1.0, 2.0, (0.25 * sd) ** 2)
+    truth = prior.sample(np.random.default_rng(11))
+    return {"net": net, "prior": prior, "nv": (0.1 * sd) ** 2, "truth": truth}
+
+
+def rounds(s, n=6, k=10, seed=0):
+    rng = np.random.default_rng(seed)
+    E = s["prior"].n_edges
+    hot = rng.choice(E, size=12, replace=False)  # repeated edges, as routes repeat
+    out = []
+    for _ in range(n):
+        e = np.concatenate([rng.choice(hot, size=k // 2), rng.choice(E, size=k - k // 2)])
+        out.append((e, s["truth"][e] + np.sqrt(s["nv"]) * rng.standard_normal(e.size)))
+    return out
+
+
+def build(name, s, seed=0):
+    return make_model(name, s["prior"], noise_var=s["nv"], seed=seed, **FAST.get(name, {}))
+
+
+def fed(name, s, seed=0):
+    model = build(name, s, seed)
+    for e, y in rounds(s):
+        model.update(e, y)
+    return model
+
+
+BACKENDS = available_models()
+
+
+def _needs_torch(name):
+    if name == "svgp":
+        pytest.importorskip("torch")
+        pytest.importorskip("gpytorch")
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_shapes_types_and_read_only_outputs(name, small):
+    _needs_torch(name)
+    model = build(name, small)
+    E = small["prior"].n_edges
+    assert isinstance(model, PosteriorModel) and model.n_arms == E
+    assert model.noise_var == pytest.approx(small["nv"])
+    for model in (model, fed(name, small)):
+        mu, sd = model.mean_std()
+        assert mu.shape == sd.shape == (E,) and mu.dtype == sd.dtype == np.float64
+        assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(sd >= 0)
+        assert not mu.flags.writeable and not sd.flags.writeable
+        draw = model.sample(np.random.default_rng(0))
+        assert draw.shape == (E,) and np.all(np.isfinite(draw))
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_counts_follow_the_observations(name, small):
+    _needs_torch(name)
+    model = fed(name, small)
+    want = np.zeros(small["prior"].n_edges, np.int64)
+    for e, _ in rounds(small):
+        np.add.at(want, e, 1)
+    np.testing.assert_array_equal(model.counts, want)
+    assert model.n_distinct == np.count_nonzero(want)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_deterministic_given_the_seed(name, small):
+    _needs_torch(name)
+    a, b = fed(name, small, seed=3), fed(name, small, seed=3)
+    for x, y in zip(a.mean_std(), b.mean_std(), strict=True):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(a.sample(np.random.default_rng(5)), b.sample(np.random.default_rng(5)))
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_the_prior_before_any_data(name, small):
+    _needs_torch(name)
+    mu, sd = build(name, small).mean_std()
+    np.testing.assert_allclose(mu, small["prior"].mean, rtol=1e-12)
+    np.testing.assert_allclose(sd, np.sqrt(small["prior"].diag()), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_posterior_never_wider_than_the_prior(name, small):
+    _needs_torch(name)
+    _, sd = fed(name, small).mean_std()
+    prior_sd = np.sqrt(small["prior"].diag())
+    assert np.all(sd <= prior_sd * (1 + 1e-6))
+    observed = np.flatnonzero(fed(name, small).counts)
+    assert np.all(sd[observed] < prior_sd[observed])  # every observed edge learnt something
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_bad_rounds_are_one_line_errors(name, small):
+    _needs_torch(name)
+    model = build(name, small)
+    E = small["prior"].n_edges
+    for edges, values in (([E], [1.0]), ([0, 1], [1.0]), ([0], [np.nan]), ([0.5], [1.0])):
+        with pytest.raises(EvrouteError) as err:
+            model.update(np.asarray(edges), np.asarray(values))
+        assert "\n" not in str(err.value)
+    model.update(np.array([], np.int64), np.array([]))  # an empty round changes nothing
+    assert model.n_distinct == 0
+
+
+def _exact(prior, nv, data):
+    model = make_model("exact", prior, noise_var=nv)
+    for e, y in data:
+        model.update(e, y)
+    return model.mean_std()
+
+
+def _agree_bi(s):
+    """BI ignores correlations: it is the exact posterior of the diagonal prior."""
+    prior = DiagonalPrior(s["prior"].mean, s["prior"].diag())
+    bi = make_model("bi", s["prior"], noise_var=s["nv"])
+    data = rounds(s)
+    for e, y in data:
+        bi.update(e, y)
+    return bi.mean_std(), _exact(DensePrior(prior.mean, np.diag(prior.diag())), s["nv"], data), 1e-10
+
+
+def _agree_exact(s):
+    """The incremental posterior equals the textbook formula with every observation listed."""
+    data = rounds(s)
+    K = s["prior"].dense()
+    e = np.concatenate([d[0] for d in data])
+    y = np.concatenate([d[1] for d in data])
+    m = s["prior"].mean
+    gram = K[np.ix_(e, e)] + s["nv"] * np.eye(e.size)
+    sol = np.linalg.solve(gram, np.column_stack([y - m[e], K[e]]))
+    mean = m + K[:, e] @ sol[:, 0]
+    var = np.diag(K) - np.einsum("ij,ji->i", K[:, e], sol[:, 1:])
+    return _exact(s["prior"], s["nv"], data), (mean, np.sqrt(var)), 1e-8
+
+
+def _agree_svgp(s):
+    """M ≥ distinct edges, full batch, fixed hyperparameters: close to exact after NGD steps
+    (floor set by the 1e-6 relative jitter of K_ZZ; tests/test_svgp.py measures it)."""
+    data = rounds(s)
+    model = build("svgp", s)
+    for e, y in data:
+        model.update(e, y)
+    model.optimise(100)
+    return model.mean_std(), _exact(s["prior"], s["nv"], data), 1e-3
+
+
+#: where each backend must agree with the exact posterior (ours, reference, relative tolerance)
+AGREEMENT = {"bi": _agree_bi, "exact": _agree_exact, "svgp": _agree_svgp}
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_agrees_with_the_exact_posterior_where_it_should(name, small):
+    _needs_torch(name)
+    assert name in AGREEMENT, f"backend {name!r}: add where it must agree with 'exact' to AGREEMENT"
+    (mu, sd), (mu_ref, sd_ref), rtol = AGREEMENT[name](small)
+    scale = float(np.sqrt(small["prior"].prior_var))
+    assert np.max(np.abs(mu - mu_ref)) <= rtol * scale
+    assert np.max(np.abs(sd - sd_ref)) <= rtol * scale
