@@ -25,7 +25,9 @@ def compare_cmd(
              "(default gp-ucb,gp-bucb,gp-ts,bi-ucb,bi-bucb,bi-ts).")] = None,
     seeds: Annotated[int | None, typer.Option(help="Number of seeds: 0..N-1 (default 5).")] = None,
     horizon: Annotated[int | None, typer.Option(help="Rounds T per run (default 500).")] = None,
-    model: Annotated[str | None, typer.Option(help="GP backend of the gp-* policies (default exact).")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="GP backend of the gp-* policies (default exact), options as a spec: svgp[inducing=500] "
+             "(see `evroute models`).")] = None,
     lengthscales: Annotated[str | None, typer.Option(
         help="Comma-separated lengthscales of the agents' prior kernel (default 1.0).")] = None,
     truth_lengthscale: Annotated[str | None, typer.Option(

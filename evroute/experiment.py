@@ -3,7 +3,7 @@
 A comparison is a grid of cells: route × policy (with its β_t variant) × lengthscale × seed
 (paper 003 Sec. 4.2: 6 policies × 4 routes × 5 seeds × T = 500, the β_t parametrisations
 of Fig. 3 and the lengthscale sweep of App. C.1). Every cell is one ordinary run directory
-(:func:`evroute.simulate.write_run`) under ``DIR/runs/<name>``, so the grid inherits the
+(:func:`evroute.runs.write_run`) under ``DIR/runs/<name>``, so the grid inherits the
 run's guarantees: a run is written into a temporary sibling folder and renamed at the end,
 so a killed run never looks finished.
 
@@ -129,7 +129,7 @@ class GridStatus:
     finished: list[str]
     pending: list[str]
     mismatched: dict[str, str]
-    #: finished runs whose files are damaged (:func:`evroute.simulate.verify_run`): recomputed
+    #: finished runs whose files are damaged (:func:`evroute.runs.verify_run`): recomputed
     damaged: dict[str, str] = dataclasses.field(default_factory=dict)
 
 

@@ -124,9 +124,11 @@ class Prior(ABC):
                 "that works from kernel rows or the sparse precision")
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
-        """One draw f = m + L z, L Lᵀ = k (jittered Cholesky of the dense covariance), z ~ N(0, I)
-        drawn from ``rng`` (E standard normals)."""
-        chol = jittered_cholesky(self.dense(), what="prior covariance")
+        """One draw f = m + L z, L Lᵀ = k (jittered Cholesky of the dense covariance, computed
+        on the first draw and kept), z ~ N(0, I) drawn from ``rng`` (E standard normals)."""
+        chol = getattr(self, "_chol", None)
+        if chol is None:
+            chol = self._chol = jittered_cholesky(self.dense(), what="prior covariance")
         return self.mean + chol @ rng.standard_normal(self.n_edges)
 
     @property

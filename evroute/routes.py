@@ -14,11 +14,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import EvrouteError
-from .geo import EARTH_RADIUS_M
 from .registry import load_registry
 
 #: A point farther than this from every edge is "outside the network".
 MAX_SNAP_M = 1000.0
+#: Radius of the local projection used to snap points to roads (the IUGG mean radius). It
+#: differs from :data:`evroute.geo.EARTH_RADIUS_M` (osmnx's) in the 8th digit, and is kept:
+#: a named route's end often lies at equal distance from several edges (the two directions
+#: of a two-way road, the edges at a node), and which one ``argmin`` picks depends on the
+#: last bits of these distances, so changing the radius would change the paper's routes.
+#: Breaking such ties by a rule is a behaviour change left to its own issue.
+SNAP_EARTH_RADIUS_M = 6_371_008.8
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ def route_names(network: str | None = None) -> list[str]:
 def _segment_distances(net, lat: float, lon: float) -> np.ndarray:
     """Distance (m) from a point to every edge's polyline (local equirectangular projection)."""
     cos_lat = math.cos(math.radians(lat))
-    k = math.radians(1.0) * EARTH_RADIUS_M
+    k = math.radians(1.0) * SNAP_EARTH_RADIUS_M
     offsets = np.cumsum([0] + [len(g) for g in net.geometry])
     coords = np.concatenate(net.geometry)
     x = (coords[:, 0] - lon) * k * cos_lat

@@ -51,7 +51,6 @@ from .validate import nonneg_int
 
 __all__ = ["simulate", "run_bandit", "run_config", "limit_blas"]
 
-
 def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
     """The run's ``config.json``: the configuration and what it resolved to."""
     return {"evroute_version": __version__, **asdict(cfg),
@@ -59,7 +58,6 @@ def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
                          "vehicle": problem.vehicle.to_dict(), "backend": cfg.backend,
                          "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
                          "network_source": problem.net.meta.get("source")}}
-
 
 def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=None, env=None,
                log_dir: str | os.PathLike | None = None) -> RunResult:
@@ -115,7 +113,6 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
             summary["rectification_gap_wh"] = optimal - opt["energy"]
     return RunResult(res.rounds, res.observations, edges, summary, log_dir=Path(log_dir) if log_dir is not None else None)
 
-
 def limit_blas(threads: int | None):
     """A context limiting the BLAS libraries to ``threads`` threads (None or 0: no limit).
 
@@ -131,8 +128,6 @@ def limit_blas(threads: int | None):
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=int(threads), user_api="blas")
-
-
 
 def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwrite: bool = False,
              csv: bool = False, show_progress: bool | None = None, net=None,

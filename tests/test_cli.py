@@ -63,6 +63,12 @@ def test_route_from_to(capsys, synthetic):
     (["route", "--from", "oops", "--to", "2,2"], "LAT,LON"),
     (["route", "--vehicle", "hovercraft"], "unknown vehicle"),
     (["networks", "fetch", "synthetic"], "nothing to fetch"),
+    (["simulate", "--model", "exact[merge=often]"], "unknown merge 'often'"),
+    (["simulate", "--model", "exact[rank=3]"], "unknown option(s) for model 'exact': rank (accepted: merge"),
+    (["simulate", "--model", "svgp[inducing=5]", "--inducing", "4"], "inducing given both"),
+    (["simulate", "--inducing", "4"], "--inducing is an option of --model svgp"),
+    (["simulate", "--model", "svgp[inducing"], "cannot parse model"),
+    (["compare", "--out", "/tmp/evroute-never", "--model", "exact[merge=often]"], "unknown merge"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, msg):
     code, out, err = run(capsys, *args)
@@ -97,6 +103,23 @@ def test_networks_info_reports_kept_share_of_segments_and_length(capsys, monaco)
     # it lies near the length share, not at the ratio of node counts
     seg, km = monaco.meta["component_edge_share"], monaco.meta["component_km_share"]
     assert 0.5 < seg <= 1.0 and abs(seg - km) < 0.15
+
+
+def test_models_lists_backends_options_and_policies(capsys):
+    code, out, _ = run(capsys, "models")
+    assert code == 0
+    for text in ("bi:", "exact:", "svgp:", "inducing = 1000", "merge = 'auto'", "gp-bucb [omega=1.0, xi=1.0",
+                 "bi-ts [joint=False]"):
+        assert text in out
+
+
+def test_model_spec_options_reach_the_run(capsys, tmp_path):
+    out = tmp_path / "r"
+    code, _, err = run(capsys, "simulate", "--model", "exact[merge=always,max_active=7]", "--horizon", "3",
+                       "--out", str(out))
+    assert code == 0, err
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model"] == "exact" and cfg["model_options"] == {"merge": "always", "max_active": 7}
 
 
 def test_svgp_with_a_bi_policy_is_refused(capsys, tmp_path):

@@ -79,6 +79,27 @@ def test_geojson_layers_and_rfc7946(run_dir, synthetic, tmp_path, capsys):
     assert fc["properties"]["policy"] == "gp-ts" and fc["properties"]["seed"] == 2
 
 
+def test_geopackage_holds_the_geojson_layers(run_dir, synthetic, tmp_path, capsys):
+    """--gpkg: one table per layer, EPSG:4326, the same features as the GeoJSON (read back
+    with pyogrio, GDAL's reader, independently of the writer's geopandas frames)."""
+    import pyogrio
+
+    gj, gpkg = tmp_path / "run.geojson", tmp_path / "run.gpkg"
+    assert main(["export", str(run_dir), "--geojson", str(gj), "--gpkg", str(gpkg)]) == 0
+    fc = json.loads(gj.read_text())
+    assert sorted(name for name, _ in pyogrio.list_layers(gpkg)) == ["edge", "optimal", "round"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+    rounds = pyogrio.read_dataframe(gpkg, layer="round")
+    assert rounds.crs.to_epsg() == 4326 and len(rounds) == HORIZON
+    want = [f for f in fc["features"] if f["properties"]["layer"] == "round"]
+    assert rounds.t.tolist() == [f["properties"]["t"] for f in want]
+    np.testing.assert_allclose(rounds.regret_wh, [f["properties"]["regret_wh"] for f in want])
+    np.testing.assert_allclose(np.asarray(rounds.geometry.iloc[0].coords), want[0]["geometry"]["coordinates"])
+    assert rounds.edges.iloc[0] == " ".join(map(str, want[0]["properties"]["edges"]))
+    edges = pyogrio.read_dataframe(gpkg, layer="edge")
+    assert len(edges) == synthetic.n_edges and "post_mean_wh" in edges
+
+
 def test_last_k_and_html_without_network(run_dir, synthetic, tmp_path, monkeypatch):
     def no_network(*args, **kwargs):
         raise AssertionError("export must not open network connections")

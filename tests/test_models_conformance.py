@@ -67,11 +67,11 @@ def _needs_torch(name):
 @pytest.mark.parametrize("name", BACKENDS)
 def test_shapes_types_and_read_only_outputs(name, small):
     _needs_torch(name)
-    model = build(name, small)
+    fresh = build(name, small)
     E = small["prior"].n_edges
-    assert isinstance(model, PosteriorModel) and model.n_arms == E
-    assert model.noise_var == pytest.approx(small["nv"])
-    for model in (model, fed(name, small)):
+    assert isinstance(fresh, PosteriorModel) and fresh.n_arms == E
+    assert fresh.noise_var == pytest.approx(small["nv"])
+    for model in (fresh, fed(name, small)):
         mu, sd = model.mean_std()
         assert mu.shape == sd.shape == (E,) and mu.dtype == sd.dtype == np.float64
         assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(sd >= 0)
