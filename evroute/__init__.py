@@ -41,7 +41,7 @@ _API = {
     "Environment": "environments", "StaticEnvironment": "environments", "gp_truth": "environments",
     "run_loop": "loop",
     "SimulationConfig": "config",
-    "simulate": "simulate",
+    "simulate": "simulation",
     "prepare_problem": "problem",
     "make_grid": "grid", "run_grid": "experiment",
     "read_run_table": "runs", "verify_run": "runs", "read_run": "summaries",

@@ -241,7 +241,7 @@ def simulate_cmd(
     """
     from .config import SimulationConfig
     from .models import parse_model_spec
-    from .simulate import simulate
+    from .simulation import simulate
 
     model_name, model_options = parse_model_spec(model)
     flags = {"inducing": inducing, "batch_size": batch_size, "steps": steps,

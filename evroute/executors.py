@@ -25,7 +25,7 @@ from .config import SimulationConfig
 from .errors import EvrouteError
 from .problem import make_agent
 from .runs import prepare_out_dir, write_run
-from .simulate import limit_blas, run_bandit, run_config
+from .simulation import limit_blas, run_bandit, run_config
 
 __all__ = ["EXECUTORS", "RAY_HINT", "run_cell", "execute_task", "default_jobs", "clear_worker_caches",
            "cached_network", "cached_problem", "cached_prior", "check_executor", "executor_stream"]

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.special import erfcx, ndtr, ndtri_exp
 
 from .errors import EvrouteError
-from .validate import flag, nonneg_float, positive_int
+from .validate import nonneg_float, positive_int
 
 __all__ = [
     "beta_ucb",
@@ -277,7 +277,9 @@ class ThompsonPolicy(Policy):
     name = "ts"
 
     def __init__(self, joint: bool = False):
-        self.joint = flag("joint", joint)
+        if not isinstance(joint, bool | np.bool_):  # (a spec's text is converted by the agent's option)
+            raise EvrouteError(f"joint must be true or false, got {joint!r}")
+        self.joint = bool(joint)
 
     @property
     def params(self) -> dict[str, Any]:

@@ -227,7 +227,7 @@ def prepare_out_dir(out: Path, overwrite: bool) -> Path:
 def write_run(result: RunResult, config: dict, out: Path, overwrite: bool = False, csv: bool = False,
               tmp: Path | None = None) -> Path:
     """Write a run directory: ``config`` (the run's ``config.json``, see
-    :func:`evroute.simulate.run_config`), the tables and the summary of ``result``. Files go
+    :func:`evroute.simulation.run_config`), the tables and the summary of ``result``. Files go
     to a temporary folder (``tmp``, else a fresh one) renamed to ``out`` at the end."""
     tmp = tmp or prepare_out_dir(out, overwrite)
     atomic_write_json(tmp / "config.json", config)

@@ -89,7 +89,7 @@ def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], window: i
     """
     from evroute.config import SimulationConfig
     from evroute.problem import prepare_problem
-    from evroute.simulate import run_bandit
+    from evroute.simulation import run_bandit
 
     print(f"| route | policy | model | median ms | p95 ms | max ms | worst {window}-round median ms (rounds) "
           "| distinct edges | final regret Wh | peak RSS GB |")
@@ -122,7 +122,7 @@ def main() -> None:
                              "default: gp-ts, gp-ucb, gp-bucb, bi-ts on luxembourg:A and monaco:B")
     args = parser.parse_args()
     if args.blas_threads is not None:
-        from evroute.simulate import limit_blas
+        from evroute.simulation import limit_blas
 
         limit_blas(args.blas_threads)  # for the whole process (not used as a context)
     os.environ.setdefault("EVROUTE_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))

@@ -46,7 +46,7 @@ os.environ.setdefault("EVROUTE_DATA_DIR", "/work/shared/data")
 
 from evroute.config import SimulationConfig  # noqa: E402
 from evroute.problem import prepare_problem  # noqa: E402
-from evroute.simulate import run_bandit  # noqa: E402
+from evroute.simulation import run_bandit  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -24,7 +24,7 @@ from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
 from evroute.policies import beta_ucb, rectified_mean
 from evroute.problem import agent_prior, prepare_problem
-from evroute.simulate import simulate
+from evroute.simulation import simulate
 
 
 @pytest.fixture(scope="module")

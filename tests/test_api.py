@@ -27,6 +27,15 @@ def test_every_documented_name_resolves():
     assert set(evroute.__all__) <= set(dir(evroute))
 
 
+def test_api_names_are_not_submodule_names():
+    """``import evroute.x`` sets the attribute ``x`` of the package: an API name equal to a
+    submodule's would be replaced by the module."""
+    import pkgutil
+
+    submodules = {m.name for m in pkgutil.iter_modules(evroute.__path__)}
+    assert set(evroute.__all__) & submodules == set()
+
+
 def test_import_is_cheap():
     code = "import sys, evroute; assert not {'torch', 'scipy', 'pandas', 'osmnx'} & set(sys.modules), sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -24,7 +24,7 @@ from evroute.executors import run_cell
 from evroute.experiment import clean_stale, run_grid
 from evroute.grid import PRESETS, Grid, PolicySpec, make_grid, parse_policy_spec
 from evroute.runs import is_finished_run
-from evroute.simulate import simulate
+from evroute.simulation import simulate
 from evroute.summaries import (
     TIMING_COLUMNS,
     collect_runs,

@@ -15,7 +15,7 @@ from evroute.errors import EvrouteError
 from evroute.experiment import run_grid
 from evroute.export import export, resolve_run_dir, run_geojson
 from evroute.grid import make_grid
-from evroute.simulate import simulate
+from evroute.simulation import simulate
 
 HORIZON = 7
 

@@ -14,7 +14,7 @@ from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
 from evroute.experiment import run_grid
 from evroute.grid import make_grid
-from evroute.simulate import simulate
+from evroute.simulation import simulate
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from evroute.policies import Policy
 from evroute.prior import DiagonalPrior
 from evroute.problem import prepare_problem
 from evroute.runs import RUN_FILES, is_finished_run
-from evroute.simulate import run_bandit, simulate
+from evroute.simulation import run_bandit, simulate
 
 
 class TruthPolicy(Policy):
@@ -267,7 +267,7 @@ def test_simulate_runs_with_the_requested_blas_threads(monkeypatch, tmp_path, sy
     0 leaves the libraries alone; the limit is lifted when the run ends."""
     from threadpoolctl import threadpool_limits
 
-    import evroute.simulate as sim
+    import evroute.simulation as sim
 
     seen = []
     real = sim.run_bandit

@@ -14,7 +14,7 @@ from evroute.errors import EvrouteError
 from evroute.models import make_model
 from evroute.prior import NOISE_SCALE, PRIOR_SCALE, DensePrior, NetworkPrior
 from evroute.runs import RUN_FILES
-from evroute.simulate import simulate
+from evroute.simulation import simulate
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("gpytorch")
