@@ -575,3 +575,14 @@ def test_damaged_run_files_one_line_errors_and_recompute(capsys, tmp_path, synth
     for n in ("synthetic-B-bi-ts-s1", "synthetic-B-bi-ts-s2"):
         assert verify_run(out / "runs" / n) is None
     assert (out / "runs" / "synthetic-B-bi-ts-s0" / "rounds.parquet").stat().st_mtime_ns == good["synthetic-B-bi-ts-s0"]
+
+
+def test_model_spec_of_a_grid_reaches_its_gp_runs():
+    grid = make_grid(network="synthetic", routes="A", policies="gp-ucb,bi-ucb", seeds=1, horizon=3,
+                     model="exact[merge=always]")
+    assert (grid.model, grid.model_options) == ("exact", {"merge": "always"})
+    gp, bi = (grid.config(c) for c in grid.cells())
+    assert gp.model_options == {"merge": "always"} and bi.backend == "bi"
+    assert Grid.from_dict(json.loads(json.dumps(grid.to_dict()))).model_options == {"merge": "always"}
+    with pytest.raises(EvrouteError, match="unknown option"):
+        make_grid(network="synthetic", routes="A", policies="gp-ucb", seeds=1, model="exact[rank=2]")
