@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import EvrouteError
 from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
-from .specs import Option, resolve_options
+from .specs import Option, Registry
 from .validate import flag, nonneg_float
 
 __all__ = ["Decision", "Agent", "IndexAgent", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
@@ -167,15 +166,7 @@ class AgentSetup:
     seed: int = 0
 
 
-@dataclass(frozen=True)
-class _AgentEntry:
-    name: str
-    factory: Callable[..., Agent]
-    options: tuple[Option, ...]
-    description: str
-
-
-_AGENTS: dict[str, _AgentEntry] = {}
+_AGENTS = Registry("policy", sort=False)
 
 
 def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[Option, ...] = (),
@@ -186,34 +177,22 @@ def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[O
     given value converted, else its default). A second registration of a name is an error
     unless ``overwrite``.
     """
-    key = str(name).strip().lower()
-    if not key or "[" in key or "," in key:
-        raise EvrouteError(f"invalid policy name {name!r}")
-    if key in _AGENTS and not overwrite:
-        raise EvrouteError(f"policy {key!r} is already registered")
-    _AGENTS[key] = _AgentEntry(key, factory, tuple(options), description)
+    _AGENTS.register(name, factory, options, description, overwrite)
 
 
 def unregister_agent(name: str) -> None:
     """Remove a registration (tests, plug-ins that replace an agent)."""
-    _AGENTS.pop(str(name).strip().lower(), None)
+    _AGENTS.unregister(name)
 
 
 def agent_names() -> list[str]:
     """Registered policy names, in registration order (the paper's first)."""
-    return list(_AGENTS)
-
-
-def _entry(name: str) -> _AgentEntry:
-    key = str(name).strip().lower()
-    if key not in _AGENTS:
-        raise EvrouteError(f"unknown policy {name!r}; choose one of: {', '.join(agent_names())}")
-    return _AGENTS[key]
+    return _AGENTS.names()
 
 
 def agent_options(name: str) -> tuple[Option, ...]:
     """The options a policy accepts (``beta_scale``, ``omega``, ``xi``, ``joint``, ...)."""
-    return _entry(name).options
+    return _AGENTS.get(name).options
 
 
 def policy_family(name: str) -> str:
@@ -223,8 +202,8 @@ def policy_family(name: str) -> str:
 
 def make_agent(name: str, setup: AgentSetup, **options) -> Agent:
     """Create the agent of policy ``name`` for ``setup`` (options as declared by the policy)."""
-    entry = _entry(name)
-    return entry.factory(setup, **resolve_options(entry.options, options, f"policy {entry.name!r}"))
+    entry = _AGENTS.get(name)
+    return entry.factory(setup, **entry.resolve(options))
 
 
 _BETA_SCALE = Option("beta_scale", nonneg_float, 1.0, "multiplier of β_t (003 Fig. 3 also runs 0.5)")

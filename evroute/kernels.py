@@ -26,7 +26,7 @@ from scipy.linalg import blas, lapack
 from scipy.spatial.distance import cdist
 
 from .errors import EvrouteError
-from .validate import positive_float
+from .validate import positive_float, positive_int
 
 __all__ = [
     "line_graph_weights",
@@ -173,9 +173,9 @@ def incidence_matrix(n_edges: int, conn_src, conn_dst, lengths) -> sp.csr_matrix
 
 
 def _n_edges(n_edges) -> int:
-    if isinstance(n_edges, bool) or not isinstance(n_edges, int | np.integer) or n_edges < 1:
+    if isinstance(n_edges, str):
         raise EvrouteError(f"n_edges must be a positive integer, got {n_edges!r}")
-    return int(n_edges)
+    return positive_int("n_edges", n_edges)
 
 
 def incidence_laplacian(n_edges: int, conn_src, conn_dst, lengths) -> sp.csr_matrix:

@@ -11,7 +11,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from .errors import EvrouteError
-from .validate import positive_float
+from .validate import positive_float, positive_int
 
 __all__ = ["cholesky_with_jitter", "jittered_cholesky"]
 
@@ -47,8 +47,7 @@ def cholesky_with_jitter(K, jitter: float = 1e-10, max_tries: int = 8,
         Bad parameters, or no attempt succeeded.
     """
     jitter = positive_float("jitter", jitter)
-    if isinstance(max_tries, bool) or not isinstance(max_tries, int | np.integer) or max_tries < 1:
-        raise EvrouteError(f"max_tries must be a positive integer, got {max_tries!r}")
+    max_tries = positive_int("max_tries", max_tries)
     K = np.asarray(K, dtype=np.float64)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise EvrouteError(f"K must be a square matrix, got shape {K.shape}")

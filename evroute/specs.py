@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import EvrouteError
 
-__all__ = ["Option", "parse_spec", "format_spec", "resolve_options", "split_list"]
+__all__ = ["Option", "Entry", "Registry", "parse_spec", "format_spec", "resolve_options", "split_list"]
 
 _SPEC = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\[\]]*)\])?\s*")
 
@@ -81,6 +81,77 @@ def resolve_options(options: tuple[Option, ...], given: dict, owner: str) -> dic
         raise EvrouteError(f"unknown option(s) for {owner}: {', '.join(unknown)} "
                            f"(accepted: {', '.join(declared) or 'none'})")
     return {name: (o.convert(name, given[name]) if name in given else o.default) for name, o in declared.items()}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registered factory: its name, the options it declares and a one-line description."""
+
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    options: tuple[Option, ...] = ()
+    description: str = ""
+
+    def resolve(self, given: dict) -> dict:
+        """Every declared option: the given ones converted, the others at their defaults."""
+        return resolve_options(self.options, given, f"{self.kind} {self.name!r}")
+
+    def help(self) -> str:
+        """The name, the description and the options with their defaults, one per line."""
+        lines = [f"{self.name}: {self.description}"]
+        lines += [f"  {o.name} = {o.default!r}: {o.help}" for o in self.options]
+        return "\n".join(lines)
+
+
+class Registry:
+    """Named factories with declared options (posterior backends, agents): registration is
+    explicit, a second registration of a name is an error, and an unknown name is one line
+    listing the known ones.
+
+    Parameters
+    ----------
+    kind : str
+        What is registered, for messages (``model``, ``policy``).
+    sort : bool
+        List the names sorted (else in registration order).
+    """
+
+    def __init__(self, kind: str, sort: bool = True):
+        self.kind, self.sort = kind, sort
+        self._entries: dict[str, Entry] = {}
+
+    def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
+                 description: str = "", overwrite: bool = False) -> Entry:
+        key, extra = parse_spec(str(name), f"{self.kind} name")
+        if extra or key != str(name).strip().lower():
+            raise EvrouteError(f"invalid {self.kind} name {name!r}")
+        names = [o.name for o in options]
+        if len(set(names)) != len(names):
+            raise EvrouteError(f"{self.kind} {key!r} declares an option twice")
+        if key in self._entries and not overwrite:
+            raise EvrouteError(f"{self.kind} {key!r} is already registered")
+        entry = self._entries[key] = Entry(self.kind, key, factory, tuple(options), description)
+        return entry
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(str(name).strip().lower(), None)
+
+    def names(self) -> list[str]:
+        return sorted(self._entries) if self.sort else list(self._entries)
+
+    def get(self, name: str) -> Entry:
+        key = str(name).strip().lower()
+        if key not in self._entries:
+            raise EvrouteError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
+        return self._entries[key]
+
+    def parse(self, text: str, example: str) -> tuple[str, dict]:
+        """``NAME[key=value,...]`` → the registered name and the given options, converted."""
+        name, raw = parse_spec(text, self.kind, example)
+        entry = self.get(name)
+        resolved = entry.resolve(raw)
+        return entry.name, {k: resolved[k] for k in raw}
 
 
 def _fmt(value) -> str:

@@ -111,6 +111,14 @@ class PosteriorModel(ABC):
     #: Per-edge observation counts (int64, length E); every backend keeps it current.
     _counts: np.ndarray
 
+    def _record(self, edges, observed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Group a round per distinct edge (:func:`aggregate_observations`) and add it to the
+        per-edge counts and sums (``_counts``, ``_sums``); returns (edges, counts, sums)."""
+        uniq, dc, ds = aggregate_observations(edges, observed, self.n_arms)
+        self._counts[uniq] += dc.astype(np.int64)
+        self._sums[uniq] += ds
+        return uniq, dc, ds
+
     @property
     def counts(self) -> np.ndarray:
         """Per-edge number of observations (int64, length E, read-only copy)."""

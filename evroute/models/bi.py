@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import EvrouteError
 from ..validate import positive_float
-from .base import PosteriorModel, aggregate_observations, readonly
+from .base import PosteriorModel, readonly
 
 __all__ = ["BIModel", "make_bi", "OPTIONS"]
 
@@ -51,11 +51,9 @@ class BIModel(PosteriorModel):
         self._cache: tuple[np.ndarray, np.ndarray] | None = None
 
     def update(self, edges, observed) -> None:
-        uniq, dc, ds = aggregate_observations(edges, observed, self.n_arms)
+        uniq, dc, ds = self._record(edges, observed)
         if uniq.size == 0:
             return
-        self._counts[uniq] += dc.astype(np.int64)
-        self._sums[uniq] += ds
         prec = self._prior_prec[uniq] + self._counts[uniq] / self.noise_var
         self._mean[uniq] = (
             self._m[uniq] * self._prior_prec[uniq] + self._sums[uniq] / self.noise_var

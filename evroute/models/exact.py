@@ -12,7 +12,7 @@ from ..errors import EvrouteError
 from ..linalg import jittered_cholesky
 from ..specs import Option
 from ..validate import choice, nonneg_int, positive_float, positive_int
-from .base import PosteriorModel, aggregate_observations, readonly
+from .base import PosteriorModel, readonly
 
 __all__ = ["ExactGPModel", "make_exact", "OPTIONS", "MERGE_RULES"]
 
@@ -152,11 +152,9 @@ class ExactGPModel(PosteriorModel):
         return self._n0, self._b
 
     def update(self, edges, observed) -> None:
-        uniq, dc, ds = aggregate_observations(edges, observed, self.n_arms)
+        uniq, dc, ds = self._record(edges, observed)
         if uniq.size == 0:
             return
-        self._counts[uniq] += dc.astype(np.int64)
-        self._sums[uniq] += ds
         self._cache = None
         self._rounds_since_refactor += 1
         if self.refactor_every and self._rounds_since_refactor >= self.refactor_every:

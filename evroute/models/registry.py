@@ -14,11 +14,10 @@ by :func:`evroute.specs.parse_spec` like the policy specs of ``evroute compare``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import EvrouteError
-from ..specs import Option, format_spec, parse_spec, resolve_options
+from ..specs import Entry, Option, Registry, format_spec
 from ..validate import positive_float
 from .base import PosteriorModel
 
@@ -26,28 +25,10 @@ __all__ = ["Option", "Backend", "register_model", "unregister_model", "available
            "parse_model_spec", "model_label", "make_model"]
 
 
-@dataclass(frozen=True)
-class Backend:
-    """A registered backend: its name, factory, options and a one-line description."""
+#: A registered backend (:class:`evroute.specs.Entry`): name, factory, options, description.
+Backend = Entry
 
-    name: str
-    factory: Callable[..., PosteriorModel]
-    options: tuple[Option, ...] = ()
-    description: str = ""
-
-    def resolve(self, given: dict) -> dict:
-        """Every declared option: the given ones converted, the others at their defaults.
-        An undeclared option is a one-line error naming the accepted ones."""
-        return resolve_options(self.options, given, f"model {self.name!r}")
-
-    def help(self) -> str:
-        """Options and defaults, one per line (for ``evroute models``)."""
-        lines = [f"{self.name}: {self.description}"]
-        lines += [f"  {o.name} = {o.default!r}: {o.help}" for o in self.options]
-        return "\n".join(lines)
-
-
-_BACKENDS: dict[str, Backend] = {}
+_BACKENDS = Registry("model", sort=True)
 
 
 def register_model(name: str, factory: Callable[..., PosteriorModel], *, options: tuple[Option, ...] = (),
@@ -57,7 +38,7 @@ def register_model(name: str, factory: Callable[..., PosteriorModel], *, options
     Parameters
     ----------
     name : str
-        Backend name as used by ``--model`` (letters, digits, ``-``, ``_``; stored lower case).
+        Backend name as used by ``--model`` (letters, digits, ``-``, ``_``, ``.``; stored lower case).
     factory : callable
         ``factory(prior, *, noise_var, seed, **options)`` returning a :class:`PosteriorModel`.
     options : tuple of Option
@@ -68,44 +49,28 @@ def register_model(name: str, factory: Callable[..., PosteriorModel], *, options
         Replace an existing registration; without it a second registration of a name is an
         error.
     """
-    key, extra = parse_spec(str(name), "model name")
-    if extra or key != str(name).strip().lower():
-        raise EvrouteError(f"invalid model name {name!r}")
-    names = [o.name for o in options]
-    if len(set(names)) != len(names):
-        raise EvrouteError(f"model {key!r} declares an option twice")
-    if key in _BACKENDS and not overwrite:
-        raise EvrouteError(f"model {key!r} is already registered")
-    backend = Backend(key, factory, tuple(options), description)
-    _BACKENDS[key] = backend
-    return backend
+    return _BACKENDS.register(name, factory, options, description, overwrite)
 
 
 def unregister_model(name: str) -> None:
     """Remove a registration (tests, plug-ins that replace a backend)."""
-    _BACKENDS.pop(str(name).strip().lower(), None)
+    _BACKENDS.unregister(name)
 
 
 def available_models() -> list[str]:
     """Names of the registered backends, sorted."""
-    return sorted(_BACKENDS)
+    return _BACKENDS.names()
 
 
 def get_backend(name: str) -> Backend:
     """The registered backend ``name`` (one-line error listing the names otherwise)."""
-    key = str(name).strip().lower()
-    if key not in _BACKENDS:
-        raise EvrouteError(f"unknown model {name!r}; choose one of: {', '.join(available_models())}")
-    return _BACKENDS[key]
+    return _BACKENDS.get(name)
 
 
 def parse_model_spec(text: str) -> tuple[str, dict]:
     """``"svgp[inducing=500]"`` → ``("svgp", {"inducing": 500})``: the backend's name and the
     given options, checked and converted by the backend's declared options."""
-    name, raw = parse_spec(text, "model", "svgp[inducing=500]")
-    backend = get_backend(name)
-    resolved = backend.resolve(raw)
-    return backend.name, {k: resolved[k] for k in raw}
+    return _BACKENDS.parse(text, "svgp[inducing=500]")
 
 
 def model_label(name: str, options: dict) -> str:
