@@ -91,6 +91,14 @@ def atomic_write_with(path: str | os.PathLike, writer: Callable[[Path], None]) -
         writer(tmp)
 
 
+def available_memory() -> int | None:
+    """Bytes of physical memory available now (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return None
+
+
 def directory_entries(path: str | os.PathLike, what: str = "output directory") -> list[str] | None:
     """Sorted names in the directory ``path``, or None when it does not exist.
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from .config import LOG_BYTES_PER_EDGE, LOG_BYTES_PER_ROUND
 from .errors import EvrouteError
+from .io import available_memory
 
 __all__ = ["run_loop", "LoopResult", "RoundLog", "ROUND_COLUMNS", "OBSERVATION_COLUMNS", "LOG_CHUNK_ROUNDS",
            "log_size_bytes", "check_log_room"]
@@ -123,9 +124,8 @@ def check_log_room(horizon: int, route_edges: int, directory: Path | None) -> No
     (half the memory available), on disk when they go to ``directory`` (its free space)."""
     need = log_size_bytes(horizon, route_edges)
     if directory is None:
-        try:
-            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        avail = available_memory()
+        if avail is None:  # pragma: no cover - not POSIX
             return
         if need > avail / 2:
             raise EvrouteError(

@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import EvrouteError
 
-__all__ = ["read_osm_graph", "read_restrictions", "node_elevations", "simplify_graph", "merge_segment_tags",
+__all__ = ["read_osm_graph", "write_osm_xml", "read_restrictions", "node_elevations", "simplify_graph", "merge_segment_tags",
            "parse_maxspeed", "first_tag", "is_reversed", "SEGMENTS"]
 
 
@@ -246,3 +246,53 @@ def simplify_graph(graph):
         warnings.simplefilter("ignore")
         graph = ox.simplify_graph(graph, edge_attr_aggs=aggs)
         return ox.truncate.largest_component(graph, strongly=True)
+
+
+#: Way tags written by :func:`write_osm_xml` (besides ``oneway``), in this order.
+_WAY_TAGS = ("highway", "name", "maxspeed", "lanes", "bridge")
+
+
+def write_osm_xml(graph, path, generator: str = "evroute") -> int:
+    """Write an unsimplified osmnx-style road graph (as :func:`evroute.synthetic.synthetic_graph`
+    returns) as an OSM XML file, so that the OSM reading path can be run on it.
+
+    Nodes keep their ids, ``lat``/``lon`` and an ``ele`` tag (exact float text); every way id
+    (edge attribute ``osmid``) becomes one ``<way>`` whose nodes are its forward segments
+    (``reversed`` False) chained in driving order, with the tags ``highway``, ``name``,
+    ``maxspeed``, ``lanes``, ``bridge`` present on its edges and ``oneway=yes`` for one-way
+    ways. Written to a temporary file and renamed. Returns the number of ways.
+    """
+    from xml.sax.saxutils import quoteattr
+
+    from .io import atomic_path
+
+    segments: dict[int, dict] = {}
+    tags: dict[int, dict] = {}
+    for u, v, d in graph.edges(data=True):
+        if d.get("reversed"):
+            continue  # the other direction of a two-way way: implied by the way
+        wid = int(d["osmid"])
+        nxt = segments.setdefault(wid, {})
+        if u in nxt:
+            raise EvrouteError(f"way {wid} branches at node {u}: not a simple path, cannot be written as one way")
+        nxt[u] = v
+        tags.setdefault(wid, {**{k: d[k] for k in _WAY_TAGS if d.get(k) is not None},
+                              **({"oneway": "yes"} if d.get("oneway") else {})})
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<osm version="0.6" generator={quoteattr(generator)}>\n')
+        for n, d in sorted(graph.nodes(data=True)):
+            ele = f'<tag k="ele" v="{float(d["ele"])!r}"/>' if d.get("ele") is not None else ""
+            fh.write(f'<node id="{int(n)}" lat="{float(d["y"])!r}" lon="{float(d["x"])!r}" version="1">{ele}</node>\n')
+        for wid in sorted(segments):
+            nxt = segments[wid]
+            heads = set(nxt) - set(nxt.values())
+            node = min(heads) if heads else min(nxt)  # a closed way starts anywhere
+            seq = [node]
+            while node in nxt and len(seq) <= len(nxt):
+                node = nxt[node]
+                seq.append(node)
+            body = "".join(f'<nd ref="{int(n)}"/>' for n in seq)
+            body += "".join(f"<tag k={quoteattr(k)} v={quoteattr(str(v))}/>" for k, v in tags[wid].items())
+            fh.write(f'<way id="{wid}" version="1">{body}</way>\n')
+        fh.write("</osm>\n")
+    return len(segments)

@@ -57,7 +57,12 @@ def parse_latlon(text: str, label: str = "point") -> tuple[float, float]:
 
 
 def route_names(network: str | None = None) -> list[str]:
-    """Named routes, optionally only those of one network."""
+    """Named routes, optionally only those of one network (a synthetic city, ``synthetic``
+    or ``synthetic-<N>k``, has its own routes A and B)."""
+    from .network import SYNTHETIC_SIZED
+
+    if network is not None and SYNTHETIC_SIZED.match(network):
+        return [f"{network}:A", f"{network}:B"]
     names = list(load_registry("routes")) + ["synthetic:A", "synthetic:B"]
     return [n for n in names if network is None or n.split(":")[0] == network]
 

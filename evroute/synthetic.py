@@ -37,7 +37,9 @@ import math
 
 import networkx as nx
 import numpy as np
+import scipy.sparse as sp
 from numpy.random import PCG64, Generator
+from scipy.sparse import csgraph
 from scipy.spatial import ConvexHull, Delaunay, cKDTree
 
 from evroute.errors import EvrouteError
@@ -54,7 +56,7 @@ _SPACING_M = 160.0  # mean distance between neighbouring intersections
 _NODE_ID0 = 1_000_001
 _WAY_ID0 = 5_000_001
 _MIN_SIZE = 50
-_MAX_SIZE = 200_000
+_MAX_SIZE = 1_000_000  # ~3M edges; the memory check of evroute.network refuses what does not fit
 
 _CLASS_RANK = {"primary": 0, "secondary": 1, "tertiary": 2, "residential": 3}
 _NAME_PREFIX = {
@@ -289,12 +291,18 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
         edge_list.append((i, new))
         dead_nodes.add(new)
 
-    # 3. road classes from shortest paths on the undirected street graph
+    # 3. road classes from shortest paths on the undirected street graph (SciPy's Dijkstra:
+    # one single-source search per path, in C; the city's size grows the number of paths)
     ug = nx.Graph()
     ug.add_nodes_from(range(len(pos)))
     for u, v in edge_list:
         ug.add_edge(u, v, w=math.dist(pos[u], pos[v]))
     main = sorted(max(nx.connected_components(ug), key=lambda c: (len(c), -min(c))))
+    und = np.array([(u, v) for u, v in ug.edges()], dtype=np.int64).reshape(-1, 2)
+    und_w = np.array([ug.edges[u, v]["w"] for u, v in und], dtype=float)
+    street = sp.csr_matrix((np.concatenate([und_w, und_w]), (np.concatenate([und[:, 0], und[:, 1]]),
+                                                             np.concatenate([und[:, 1], und[:, 0]]))),
+                           shape=(len(pos), len(pos)))
     mpts = np.asarray([pos[i] for i in main])
     mtree = cKDTree(mpts)
 
@@ -306,7 +314,10 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
     def mark(a: int, b: int, cls: str) -> None:
         if a == b:
             return
-        path = nx.shortest_path(ug, a, b, weight="w")
+        pred = csgraph.dijkstra(street, indices=a, return_predecessors=True)[1]
+        path = [b]
+        while path[-1] != a:
+            path.append(int(pred[path[-1]]))
         for u, v in zip(path[:-1], path[1:], strict=True):
             key = (min(u, v), max(u, v))
             old = klass.get(key, "residential")

@@ -141,3 +141,15 @@ def test_flat_network_warns_on_every_run(tmp_path):
         assert proc.returncode == 0, proc.stderr
         warns = [x for x in proc.stderr.splitlines() if x.strip()]
         assert len(warns) == 1 and warns[0].startswith("warning: network 'flat' has no elevation"), proc.stderr
+
+
+def test_networks_osm_writes_a_synthetic_city(capsys, tmp_path):
+    out = tmp_path / "city.osm"
+    code, stdout, _ = run(capsys, "networks", "osm", "synthetic-1k", "--out", str(out))
+    assert code == 0 and f"wrote {out}" in stdout and out.read_text().startswith("<?xml")
+    code, _, err = run(capsys, "networks", "osm", "synthetic-1k", "--out", str(out))
+    assert code == 2 and "exists" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "networks", "osm", "monaco", "--out", str(tmp_path / "m.osm"))
+    assert code == 2 and "only synthetic" in err and not (tmp_path / "m.osm").exists()
+    code, stdout, _ = run(capsys, "networks", "info", str(out))
+    assert code == 0 and "edges" in stdout

@@ -158,3 +158,74 @@ def test_other_seeds_and_sizes(seed):
 def test_bad_arguments(kwargs):
     with pytest.raises(EvrouteError):
         synthetic_graph(**kwargs)
+
+
+# --------------------------------------------------------------------------------------
+# sized cities (synthetic-<N>k) and the OSM XML writer
+# --------------------------------------------------------------------------------------
+
+
+def _graph_hash(g) -> str:
+    import hashlib
+
+    return hashlib.sha256(repr(sorted((u, v, sorted(d.items())) for u, v, d in g.edges(data=True))).encode()).hexdigest()[:12]
+
+
+def test_default_city_unchanged_by_the_faster_shortest_paths():
+    """Road classes come from SciPy's Dijkstra since the sized cities; the default city is the
+    same graph as with networkx's (hash taken before the switch)."""
+    assert _graph_hash(synthetic_graph(size=400)) == "baebc144a5f1"
+    assert _graph_hash(synthetic_graph(size=2000)) == "8e15cd10188d"
+
+
+@pytest.mark.parametrize("name,target", [("synthetic-2k", 2000), ("synthetic-4.5k", 4500)])
+def test_sized_city_has_about_n_thousand_edges_and_the_same_character(name, target):
+    from evroute.network import load_network, network_fingerprint
+    from evroute.routes import resolve_route, route_names
+
+    net = load_network(name, use_cache=False)
+    assert abs(net.n_edges - target) <= 0.15 * target
+    assert network_fingerprint(load_network(name, use_cache=False)) == network_fingerprint(net)
+    classes = set(net.edges.highway)
+    assert {"primary", "secondary", "tertiary", "residential"} <= classes
+    assert 0 < net.edges.grade.abs().max() <= 0.25 + 1e-9
+    assert route_names(name) == [f"{name}:A", f"{name}:B"]
+    for r in ("A", "B"):
+        route = resolve_route(net, r)
+        assert route.name == f"{name}:{r}" and route.start != route.end
+
+
+def test_osm_writer_round_trips_through_osmnx(tmp_path):
+    """The raw graph written as OSM XML reads back (osmnx) with the same nodes, segments,
+    way ids, tags and lengths, and prepares to the same network."""
+    from evroute.network import load_network
+    from evroute.osm import read_osm_graph, write_osm_xml
+
+    g = synthetic_graph(size=500)
+    path = tmp_path / "city.osm"
+    n_ways = write_osm_xml(g, path)
+    assert n_ways == len({d["osmid"] for *_, d in g.edges(data=True)})
+    h = read_osm_graph(path)
+    ge = {(u, v): d for u, v, d in g.edges(data=True)}
+    he = {(u, v): d for u, v, d in h.edges(data=True)}
+    assert set(ge) == set(he) and dict(g.nodes(data="y")) == dict(h.nodes(data="y"))
+    for k, d in ge.items():
+        e = he[k]
+        assert (d["osmid"], d["highway"], d["oneway"], d["reversed"]) == (e["osmid"], e["highway"], e["oneway"], e["reversed"])
+        assert str(d.get("maxspeed")) == str(e.get("maxspeed"))
+        assert d["length"] == pytest.approx(e["length"], abs=1e-9)
+    assert all(float(h.nodes[n]["ele"]) == g.nodes[n]["ele"] for n in g.nodes)
+    direct = load_network("synthetic", size=500, use_cache=False)
+    via_osm = load_network(str(path), use_cache=False)
+    for col in ("u", "v", "speed_mps", "highway"):
+        assert direct.edges[col].tolist() == via_osm.edges[col].tolist()
+    for col in ("length_m", "grade"):  # (sums of segment lengths: the last bits may differ)
+        np.testing.assert_allclose(direct.edges[col], via_osm.edges[col], rtol=1e-12, atol=1e-12)
+
+
+def test_too_large_a_city_is_refused_before_building(capsys):
+    from evroute.cli import main
+
+    assert main(["networks", "info", "synthetic-5000k"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs about" in err[0] and "GB is available" in err[0]
