@@ -186,6 +186,22 @@ class DiagonalPrior(Prior):
         return sp.diags(1.0 / self._var, format="csc")
 
 
+def _check_symmetric(K: np.ndarray, scale: float, tile: int = 512) -> None:
+    """Finite and symmetric (to 1e-10 relative), checked tile by tile (cache-friendly)."""
+    E = K.shape[0]
+    worst = 0.0
+    for i in range(0, E, tile):
+        for j in range(i, E, tile):
+            a, b = K[i : i + tile, j : j + tile], K[j : j + tile, i : i + tile]
+            with np.errstate(invalid="ignore"):
+                diff = np.max(np.abs(a - b.T))
+            if not np.isfinite(diff):
+                raise EvrouteError("kernel matrix contains NaN or infinite values")
+            worst = max(worst, float(diff))
+    if worst > 1e-10 * max(scale, 1e-300):
+        raise EvrouteError(f"kernel matrix is not symmetric (max |K - K^T| = {worst:.3g})")
+
+
 class DensePrior(Prior):
     """A covariance matrix held in memory (small problems, tests, user-supplied kernels).
 
@@ -207,6 +223,7 @@ class DensePrior(Prior):
         self._diag = _readonly(np.diagonal(K).copy())
         if not np.all(np.isfinite(self._diag)) or np.any(self._diag < 0):
             raise EvrouteError("kernel matrix has a negative or non-finite diagonal")
+        _check_symmetric(K, float(np.max(self._diag)))
 
     def diag(self) -> np.ndarray:
         return self._diag

@@ -115,14 +115,14 @@ class ExactGPModel(PosteriorModel):
         self._m = np.array(prior.mean, dtype=np.float64)
         E = self.n_arms = int(self._m.size)
         self.noise_var = positive_float("noise_var", noise_var)
-        K = np.asarray(prior.dense())
-        if K.shape != (E, E):
-            raise EvrouteError(f"kernel matrix must have shape ({E}, {E}), got {K.shape}")
-        self._K = np.ascontiguousarray(K, dtype=np.float64)
-        self._kdiag = np.diagonal(self._K).copy()
+        # the prior is read through its rows k(S, ·) and its diagonal only: a dense matrix
+        # (rows are slices) or a sparse precision (rows are sparse solves) serve alike
+        self._prior = prior
+        self._kdiag = np.array(prior.diag(), dtype=np.float64)
+        if self._kdiag.shape != (E,):
+            raise EvrouteError(f"the prior's diagonal must have length {E}, got shape {self._kdiag.shape}")
         if not np.all(np.isfinite(self._kdiag)) or np.any(self._kdiag < 0):
             raise EvrouteError("kernel matrix has a negative or non-finite diagonal")
-        self._check_symmetric()
         self.merge = choice("merge", merge, MERGE_RULES)
         self.max_active = positive_int("max_active", max_active)
         self.refactor_every = nonneg_int("refactor_every", refactor_every)
@@ -135,7 +135,6 @@ class ExactGPModel(PosteriorModel):
         self._mean = self._m.copy()
         self._var = self._kdiag.copy()
         self._cache: tuple[np.ndarray, np.ndarray] | None = None
-        self._prior_chol: np.ndarray | None = None
         self._rounds_since_refactor = 0
         self._need_refactor = False
         # diagnostics (also used by tests and the benchmark)
@@ -208,9 +207,7 @@ class ExactGPModel(PosteriorModel):
         if not joint:
             mu, sd = self.mean_std()
             return mu + sd * rng.standard_normal(self.n_arms)
-        if self._prior_chol is None:
-            self._prior_chol = jittered_cholesky(self._K, what="kernel matrix")
-        f0 = self._m + self._prior_chol @ rng.standard_normal(self.n_arms)
+        f0 = self._prior.sample(rng)  # a prior draw (Matheron's rule below conditions it)
         self._merge()
         n0 = self._n0
         if n0 == 0:
@@ -226,7 +223,7 @@ class ExactGPModel(PosteriorModel):
         """Dense posterior covariance K − K_*S A⁻¹ K_S* (E×E; for checks on small problems)."""
         self._merge()
         n0 = self._n0
-        cov = self._K.copy()
+        cov = np.array(self._prior.dense())
         if n0:
             KS = self._KS0[:n0]
             cov -= KS.T @ self._solve_A0(KS)
@@ -249,7 +246,7 @@ class ExactGPModel(PosteriorModel):
         c = self._counts[S].astype(np.float64)
         ybar = self._sums[S] / c
         d = self.noise_var / c
-        self._KS0[:n] = self._K[S, :]  # rows = columns (K symmetric)
+        self._KS0[:n] = self._prior.rows(S)  # rows = columns (K symmetric)
         KS = self._KS0[:n]
         KSS = KS[:, S]
         A = KSS + np.diag(d)
@@ -269,22 +266,6 @@ class ExactGPModel(PosteriorModel):
         self._n0 = n
 
     # -- internals ------------------------------------------------------------------------
-
-    def _check_symmetric(self) -> None:
-        """Finite and symmetric (to 1e-10 relative), checked tile by tile (cache-friendly)."""
-        K, E, tile = self._K, self.n_arms, 512
-        worst = 0.0
-        for i in range(0, E, tile):
-            for j in range(i, E, tile):
-                a, b = K[i : i + tile, j : j + tile], K[j : j + tile, i : i + tile]
-                with np.errstate(invalid="ignore"):
-                    diff = np.max(np.abs(a - b.T))
-                if not np.isfinite(diff):
-                    raise EvrouteError("kernel matrix contains NaN or infinite values")
-                worst = max(worst, float(diff))
-        scale = float(np.max(np.abs(self._kdiag)))
-        if worst > 1e-10 * max(scale, 1e-300):
-            raise EvrouteError(f"kernel matrix is not symmetric (max |K - K^T| = {worst:.3g})")
 
     def _reset_levels(self, cap0: int) -> None:
         E = self.n_arms
@@ -376,7 +357,7 @@ class ExactGPModel(PosteriorModel):
 
     def _fresh_columns(self, qn: np.ndarray) -> np.ndarray:
         """Base columns Σ⁰_{:,q} = K_{:,q} − K_{*S₀} A₀⁻¹ K_{S₀,q} of never-observed edges."""
-        Kq = self._K[qn, :]  # rows = columns of K
+        Kq = self._prior.rows(qn)  # rows = columns of K
         cols = np.asfortranarray(Kq.T)
         n0 = self._n0
         if n0:
@@ -479,7 +460,7 @@ class ExactGPModel(PosteriorModel):
             cols = np.asfortranarray(self._W[:, new])
             cols = dgemm(-1.0, W, T[:, n0:], beta=1.0, c=cols, overwrite_c=1)
             self._C0[:, n0:need] = cols
-            self._KS0[n0:need] = self._K[qn, :]
+            self._KS0[n0:need] = self._prior.rows(qn)
             self._base_edges[n0:need] = qn
             knew = self._KS0[n0:need][:, self._base_edges[:need]]  # K_{new, S₀'}
             self._KSS[n0:need, :need] = knew
