@@ -34,10 +34,10 @@ from .kernels import (
     incidence_laplacian,
     standardize_context,
 )
-from .linalg import jittered_cholesky
+from .linalg import SparseCholesky, jittered_cholesky
 from .validate import choice, positive_float
 
-__all__ = ["Prior", "DiagonalPrior", "DensePrior", "NetworkPrior", "network_prior", "graph_kernel",
+__all__ = ["Prior", "DiagonalPrior", "DensePrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
            "network_kernel", "DENSE_MAX_EDGES", "KERNEL_KINDS",
            "PRIOR_SCALE", "NOISE_SCALE"]
 
@@ -48,6 +48,11 @@ NOISE_SCALE = 0.1
 
 #: ``dense()`` refuses networks with more edges: E² float64 would exceed ~13 GB.
 DENSE_MAX_EDGES = 40_000
+#: A :class:`NetworkPrior` with the graph kernel and an integer ν works from its sparse
+#: precision (:class:`GraphMaternPrior`) from this many edges on, densely below. Provisional:
+#: below it both agree to ~1e-11 and the dense kernel is cached; the crossover is to be
+#: measured by ``scripts/bench_scale.py``.
+SPARSE_FROM_EDGES = 10_000
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -240,6 +245,109 @@ class DensePrior(Prior):
 # --------------------------------------------------------------------------------------
 
 
+def graph_laplacian(net) -> sp.csr_matrix:
+    """The incidence Laplacian Δ of the network's line graph (003 Eq. 132–133)."""
+    return incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
+
+
+def graph_matern_inverse_diagonal(net, nu: int, kappa: float) -> np.ndarray:
+    """diag(P^−ν), P = 2ν/κ² I + Δ, exactly by selected inversion of the sparse Cholesky
+    factor of P^ν (cached on disk with the network)."""
+
+    def build():
+        P = (graph_laplacian(net) + sp.identity(net.n_edges, format="csr") * (2.0 * nu / kappa ** 2)).tocsc()
+        return {"value": SparseCholesky(_matrix_power(P, nu), "graph Matérn precision").inverse_diagonal()}
+
+    params = {"network": net.cache_key, "nu": float(nu), "kappa": float(kappa), "what": "graph-matern-inverse-diag"}
+    return cached_arrays("kernels", params, build)["value"]
+
+
+def _matrix_power(P: sp.csc_matrix, nu: int) -> sp.csc_matrix:
+    out = P
+    for _ in range(nu - 1):
+        out = (out @ P).tocsc()
+    out.sort_indices()
+    return out
+
+
+class GraphMaternPrior(Prior):
+    """The graph Matérn prior as a Gaussian Markov random field (003 Eq. 134; SPEC §4;
+    Borovitskiy et al. 2021): k = σ₀² P^−ν / s with P = 2ν/κ² I + Δ and s = mean diag(P^−ν),
+    i.e. the same covariance as ``NetworkPrior(kind="graph")``, never formed: the precision
+    Q = (s/σ₀²) P^ν is sparse (ν-hop neighbourhoods of the line graph).
+
+    - the normalisation s and the prior variances diag(k) come from selected inversion of
+      the sparse Cholesky factor of P^ν (:meth:`evroute.linalg.SparseCholesky.inverse_diagonal`),
+      exactly, cached on disk with the network;
+    - rows k(idx, ·) are sparse solves, |idx| right-hand sides;
+    - a draw is one triangular solve with the factor: f = m + √(σ₀²/s) L⁻ᵀ D^(−1/2) z.
+
+    Parameters
+    ----------
+    net : evroute.network.Network
+    mean : array (E,)
+    kappa : float
+    nu : int
+        An integer ν ≥ 1 (other ν have no sparse precision).
+    prior_var : float
+        σ₀², the mean prior variance.
+    """
+
+    def __init__(self, net, mean, kappa: float = 1.0, nu: float = 2.0, prior_var: float = 1.0):
+        self.net = net
+        self.mean = _as_mean(mean)
+        if self.mean.size != net.n_edges:
+            raise EvrouteError(f"prior mean has {self.mean.size} entries but the network has {net.n_edges} edges")
+        self.kappa = positive_float("kappa", kappa)
+        nu = positive_float("nu", nu)
+        if not nu.is_integer():
+            raise EvrouteError(f"the graph Matérn kernel with nu={nu:g} has no sparse precision (nu must be an "
+                               "integer); the dense prior serves it up to "
+                               f"{DENSE_MAX_EDGES:,} edges (exact, svgp and bi backends)")
+        self.nu = int(nu)
+        self._prior_var = positive_float("prior_var", prior_var)
+        P = (graph_laplacian(net) + sp.identity(net.n_edges, format="csr") * (2.0 * self.nu / self.kappa ** 2)).tocsc()
+        self._Pnu = _matrix_power(P, self.nu)
+        self._chol = SparseCholesky(self._Pnu, "graph Matérn precision")
+        d = graph_matern_inverse_diagonal(net, self.nu, self.kappa)
+        self._s = float(np.mean(d))
+        self._scale = self._prior_var / self._s  # k = scale · P^−ν
+        self._diag = _readonly(self._scale * d)
+
+    @property
+    def prior_var(self) -> float:
+        return self._prior_var
+
+    @property
+    def normalisation(self) -> float:
+        """s = mean diag(P^−ν)."""
+        return self._s
+
+    def diag(self) -> np.ndarray:
+        return self._diag
+
+    def rows(self, idx) -> np.ndarray:
+        idx = _as_index(idx, self.n_edges)
+        rhs = np.zeros((self.n_edges, idx.size))
+        rhs[idx, np.arange(idx.size)] = 1.0
+        return np.ascontiguousarray((self._scale * self._chol.solve(rhs)).T)
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        return self.mean + math.sqrt(self._scale) * self._chol.half_solve(rng.standard_normal(self.n_edges))
+
+    @property
+    def is_markov(self) -> bool:
+        return True
+
+    def precision(self) -> sp.csc_matrix:
+        return (self._Pnu / self._scale).tocsc()
+
+    def describe(self) -> dict:
+        return {"prior": "graph-matern-gmrf", "kappa": self.kappa, "nu": self.nu, "prior_var": self._prior_var,
+                "n_edges": self.n_edges}
+
+
+
 def graph_kernel(net, nu: float = 2.0, kappa: float = 1.0) -> np.ndarray:
     """The graph Matérn kernel k_G on the edges of ``net``, normalised to unit mean
     variance (003 Eq. 134; cached on disk with the network)."""
@@ -311,7 +419,20 @@ class NetworkPrior(Prior):
         """The normalised graph Matérn matrix k_G (E×E, cached on disk)."""
         return graph_kernel(self.net, self.nu, self.kappa)
 
+    @property
+    def representation(self) -> str:
+        """``"sparse"`` (the graph kernel with an integer ν on :data:`SPARSE_FROM_EDGES` edges
+        or more: served by :class:`GraphMaternPrior`) or ``"dense"``."""
+        return "sparse" if self.is_markov and self.n_edges >= SPARSE_FROM_EDGES else "dense"
+
+    def _gmrf(self) -> GraphMaternPrior:
+        if getattr(self, "_gmrf_prior", None) is None:
+            self._gmrf_prior = GraphMaternPrior(self.net, self.mean, self.kappa, self.nu, self._prior_var)
+        return self._gmrf_prior
+
     def dense(self) -> np.ndarray:
+        if self.representation == "sparse":
+            return Prior.dense(self)
         if self._K is None:
             self._check_dense()
             self._K = _readonly(network_kernel(self.net, self.kind, self.lengthscale, self.kappa, self.nu,
@@ -319,34 +440,31 @@ class NetworkPrior(Prior):
         return self._K
 
     def diag(self) -> np.ndarray:
+        if self.representation == "sparse":
+            return self._gmrf().diag()
         return _readonly(np.diagonal(self.dense()).copy())
 
     def rows(self, idx) -> np.ndarray:
+        if self.representation == "sparse":
+            return self._gmrf().rows(idx)
         return self.dense()[_as_index(idx, self.n_edges)]
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        if self.representation == "sparse":
+            return self._gmrf().sample(rng)
+        return Prior.sample(self, rng)
 
     @property
     def is_markov(self) -> bool:
         return self.kind == "graph" and float(self.nu).is_integer()
 
     def precision(self) -> sp.csc_matrix:
-        """Q = k⁻¹ = (s/σ₀²) (2ν/κ² I + Δ)^ν for the graph kernel with integer ν (003 Eq. 134;
-        SPEC §4), with s = mean diag((2ν/κ² I + Δ)^−ν) the normalisation constant.
-
-        s is read off the dense kernel here (s = σ₀² E / tr(P^ν k)); the sparse path of
-        large networks computes it without a dense matrix.
-        """
+        """Q = k⁻¹ = (s/σ₀²)(2ν/κ² I + Δ)^ν for the graph kernel with integer ν (003 Eq. 134;
+        SPEC §4), s = mean diag((2ν/κ² I + Δ)^−ν) by selected inversion (no dense inverse)."""
         if not self.is_markov:
             raise EvrouteError(f"the {self.kind!r} prior with nu={self.nu:g} has no sparse precision "
                                "(only the graph kernel with an integer nu is a Markov random field)")
-        lap = incidence_laplacian(self.net.n_edges, self.net.conn_src, self.net.conn_dst,
-                                  self.net.edges.length_m.to_numpy())
-        P = (lap + sp.identity(self.n_edges, format="csr") * (2.0 * self.nu / self.kappa ** 2)).tocsc()
-        Pnu = sp.identity(self.n_edges, format="csc")
-        for _ in range(int(self.nu)):
-            Pnu = (Pnu @ P).tocsc()
-        trace = float(np.sum(Pnu.multiply(self.dense()).sum(axis=0)))  # tr(P^ν k), both symmetric
-        s = self._prior_var * self.n_edges / trace
-        return (Pnu * (s / self._prior_var)).tocsc()
+        return self._gmrf().precision()
 
     def describe(self) -> dict:
         return {"prior": "network", "kind": self.kind, "lengthscale": self.lengthscale, "kappa": self.kappa,

@@ -111,3 +111,111 @@ def test_bad_priors_and_the_dense_limit(small, monkeypatch):
     monkeypatch.setattr(prior_mod, "DENSE_MAX_EDGES", 50)
     with pytest.raises(EvrouteError, match="does not fit as a dense matrix"):
         NetworkPrior(net, pm).dense()
+
+
+# --------------------------------------------------------------------------------------
+# the sparse graph Matérn prior (a GMRF)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nu", [1, 2, 3])
+def test_selected_inversion_equals_the_dense_inverse(small, nu):
+    from evroute.linalg import SparseCholesky
+    from evroute.prior import graph_laplacian
+
+    net, _ = small
+    P = (graph_laplacian(net) + sp.identity(net.n_edges) * (2.0 * nu / 0.8**2)).tocsc()
+    A = P
+    for _ in range(nu - 1):
+        A = (A @ P).tocsc()
+    chol = SparseCholesky(A)
+    dense_inv = np.linalg.inv(A.toarray())
+    np.testing.assert_allclose(chol.inverse_diagonal(), np.diag(dense_inv), rtol=1e-10)
+    b = np.random.default_rng(0).standard_normal((net.n_edges, 2))
+    np.testing.assert_allclose(chol.solve(b), dense_inv @ b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("fixture", ["monaco", "luxembourg"])
+def test_gmrf_prior_equals_the_dense_graph_prior(request, fixture):
+    """On the real networks: prior variances, rows and the precision of the sparse prior
+    agree with the dense graph Matérn kernel (eigen-free Cholesky route) to 1e-9."""
+    from evroute.prior import GraphMaternPrior
+    from evroute.routes import edge_energies
+
+    net = request.getfixturevalue(fixture)
+    pm = edge_energies(net)
+    dense = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, 3.0)
+    assert dense.representation == "dense"
+    gmrf = GraphMaternPrior(net, pm, 1.0, 2.0, 3.0)
+    K = dense.dense()
+    np.testing.assert_allclose(gmrf.diag(), np.diag(K), rtol=1e-9)
+    idx = np.array([0, 17, net.n_edges - 1])
+    np.testing.assert_allclose(gmrf.rows(idx), K[idx], rtol=1e-9, atol=1e-12 * 3.0)
+    Q = gmrf.precision()
+    probe = np.random.default_rng(1).standard_normal((net.n_edges, 3))
+    np.testing.assert_allclose(Q @ (K @ probe), probe, rtol=1e-7, atol=1e-7)
+
+
+def test_gmrf_draws_have_the_kernel_as_covariance(small):
+    from evroute.prior import GraphMaternPrior
+
+    net, pm = small
+    p = GraphMaternPrior(net, pm, 1.0, 2.0, 2.0)
+    K = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, 2.0).dense()
+    rng = np.random.default_rng(3)
+    n = 20_000
+    draws = np.array([p.sample(rng) for _ in range(n)]) - pm
+    sd = np.sqrt(np.diag(K))
+    assert np.all(np.abs(draws.mean(0)) < 5 * sd / np.sqrt(n))
+    se = np.sqrt((np.outer(sd**2, sd**2) + K**2) / n)
+    assert np.mean(np.abs(np.cov(draws, rowvar=False) - K) < 4 * se) > 0.999
+
+
+def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(monaco):
+    """The exact backend reads rows and the diagonal only: on the sparse prior it gives the
+    dense posterior (every edge, several rounds) to 1e-8, and GP-UCB drives the same routes."""
+    from evroute.agents import AgentSetup, make_agent
+    from evroute.environments import StaticEnvironment
+    from evroute.loop import run_loop
+    from evroute.models import make_model
+    from evroute.oracle import Oracle
+    from evroute.prior import GraphMaternPrior
+    from evroute.routes import edge_energies, resolve_route
+
+    pm = edge_energies(monaco)
+    pv, nv = (0.25 * np.std(pm)) ** 2, (0.1 * np.std(pm)) ** 2
+    dense = NetworkPrior(monaco, pm, "graph", 1.0, 1.0, 2.0, pv)
+    gmrf = GraphMaternPrior(monaco, pm, 1.0, 2.0, pv)
+    a = make_model("exact", dense, noise_var=nv)
+    b = make_model("exact", gmrf, noise_var=nv)
+    rng = np.random.default_rng(5)
+    truth = dense.sample(np.random.default_rng(9))
+    for _ in range(6):
+        e = rng.choice(monaco.n_edges, size=40)
+        y = truth[e] + np.sqrt(nv) * rng.standard_normal(e.size)
+        a.update(e, y)
+        b.update(e, y)
+        (ma, sa), (mb, sb) = a.mean_std(), b.mean_std()
+        np.testing.assert_allclose(mb, ma, rtol=1e-8, atol=1e-8 * np.sqrt(pv))
+        np.testing.assert_allclose(sb, sa, rtol=1e-8)
+    oracle = Oracle.from_network(monaco)
+    trip = resolve_route(monaco, "B")
+    paths = []
+    for prior in (dense, gmrf):
+        env = StaticEnvironment(truth, np.sqrt(nv), oracle, trip.start, trip.end, seed=2)
+        agent = make_agent("gp-ucb", AgentSetup(prior, nv, oracle, trip.start, trip.end))
+        res = run_loop(env, agent, 25, seed=2)
+        paths.append([tuple(p) for p in res.rounds.path])
+    assert paths[0] == paths[1]
+
+
+def test_network_prior_switches_to_the_sparse_representation(small, monkeypatch):
+    net, pm = small
+    monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
+    p = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, 2.0)
+    assert p.representation == "sparse"
+    np.testing.assert_allclose(p.diag(), np.diag(network_kernel(net, "graph", 1.0, 1.0, 2.0, 2.0)), rtol=1e-9)
+    assert p._K is None  # no dense matrix was built
+    assert NetworkPrior(net, pm, "combined").representation == "dense"
+    with pytest.raises(EvrouteError, match="no sparse precision.*integer"):
+        prior_mod.GraphMaternPrior(net, pm, 1.0, 1.5)
