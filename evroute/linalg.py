@@ -153,28 +153,32 @@ class SparseCholesky:
         L, n = self.L, self.n
         indptr, indices, data = L.indptr, L.indices, L.data
         sigma = np.zeros_like(data)
-        diag_pos = np.empty(n, dtype=np.int64)
-        for j in range(n):
-            rows = indices[indptr[j]:indptr[j + 1]]
-            k = np.searchsorted(rows, j)
-            if k >= rows.size or rows[k] != j:
-                raise EvrouteError("selected inversion: the factor has no stored diagonal")
-            diag_pos[j] = indptr[j] + k
+        # every stored entry (row i, column j) as one sorted key j·n + i: the entries of a
+        # column's block Σ_{I,I} are then found by one vectorised search per column
+        keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices
+        diag_pos = np.searchsorted(keys, np.arange(n, dtype=np.int64) * (n + 1))
+        if np.any(diag_pos >= keys.size) or np.any(keys[np.minimum(diag_pos, keys.size - 1)] !=
+                                                   np.arange(n, dtype=np.int64) * (n + 1)):
+            raise EvrouteError("selected inversion: the factor has no stored diagonal")
+        tri: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for j in range(n - 1, -1, -1):
             lo, hi = diag_pos[j] + 1, indptr[j + 1]
-            below = indices[lo:hi]
-            if below.size == 0:
+            if lo == hi:
                 sigma[diag_pos[j]] = 1.0 / self.D[j]
                 continue
+            below = indices[lo:hi].astype(np.int64)
             lvals = data[lo:hi]
-            block = np.empty((below.size, below.size))
-            for t, a in enumerate(below):
-                a_lo, a_hi = diag_pos[a], indptr[a + 1]
-                pos = a_lo + np.searchsorted(indices[a_lo:a_hi], below[t:])
-                if pos[-1] >= a_hi or not np.array_equal(indices[pos], below[t:]):
-                    raise EvrouteError("selected inversion: the factor's pattern is not closed")
-                block[t:, t] = sigma[pos]
-                block[t, t:] = sigma[pos]
+            c = below.size
+            if c not in tri:
+                tri[c] = np.triu_indices(c)
+            tt, uu = tri[c]
+            want = below[tt] * n + below[uu]  # Σ[below[uu], below[tt]], lower triangle
+            pos = np.searchsorted(keys, want)
+            if np.any(pos >= keys.size) or np.any(keys[np.minimum(pos, keys.size - 1)] != want):
+                raise EvrouteError("selected inversion: the factor's pattern is not closed")
+            block = np.empty((c, c))
+            block[uu, tt] = sigma[pos]
+            block[tt, uu] = sigma[pos]
             s = -block @ lvals
             sigma[lo:hi] = s
             sigma[diag_pos[j]] = 1.0 / self.D[j] - lvals @ s

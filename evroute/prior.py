@@ -323,6 +323,11 @@ class GraphMaternPrior(Prior):
         """s = mean diag(P^−ν)."""
         return self._s
 
+    @property
+    def factor_nnz(self) -> int:
+        """Stored entries of the sparse Cholesky factor of P^ν (its memory, its cost)."""
+        return int(self._chol.L.nnz)
+
     def diag(self) -> np.ndarray:
         return self._diag
 
