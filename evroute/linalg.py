@@ -149,39 +149,59 @@ class SparseCholesky:
         Sec. 2.4.1, as R-INLA): Σ = (L D Lᵀ)⁻¹ is computed on the pattern of L only, column by
         column from the last, Σ_{I,j} = −Σ_{I,I} L_{I,j}, Σ_jj = 1/D_j − L_{I,j}ᵀ Σ_{I,j} (I the
         rows below j in column j; the pattern of a Cholesky factor is closed under this
-        recursion). Cost ~ Σ_j |I_j|² (comparable to the factorisation)."""
+        recursion).
+
+        Supernodal: columns j0..j1 whose patterns nest (below(k) = {k+1} ∪ below(k+1)) share
+        one dense block, gathered once from the stored Σ (one vectorised search) and grown by
+        a row and a column per column, so each column costs one dense matrix-vector product.
+        Cost ~ Σ_j |I_j|² flops (comparable to the factorisation).
+        """
         L, n = self.L, self.n
         indptr, indices, data = L.indptr, L.indices, L.data
         sigma = np.zeros_like(data)
-        # every stored entry (row i, column j) as one sorted key j·n + i: the entries of a
-        # column's block Σ_{I,I} are then found by one vectorised search per column
+        # every stored entry (row i, column j) as one sorted key j·n + i
         keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices
-        diag_pos = np.searchsorted(keys, np.arange(n, dtype=np.int64) * (n + 1))
-        if np.any(diag_pos >= keys.size) or np.any(keys[np.minimum(diag_pos, keys.size - 1)] !=
-                                                   np.arange(n, dtype=np.int64) * (n + 1)):
+        want_diag = np.arange(n, dtype=np.int64) * (n + 1)
+        diag_pos = np.searchsorted(keys, want_diag)
+        if np.any(diag_pos >= keys.size) or np.any(keys[np.minimum(diag_pos, keys.size - 1)] != want_diag):
             raise EvrouteError("selected inversion: the factor has no stored diagonal")
-        tri: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for j in range(n - 1, -1, -1):
-            lo, hi = diag_pos[j] + 1, indptr[j + 1]
-            if lo == hi:
-                sigma[diag_pos[j]] = 1.0 / self.D[j]
-                continue
-            below = indices[lo:hi].astype(np.int64)
-            lvals = data[lo:hi]
-            c = below.size
-            if c not in tri:
-                tri[c] = np.triu_indices(c)
-            tt, uu = tri[c]
-            want = below[tt] * n + below[uu]  # Σ[below[uu], below[tt]], lower triangle
-            pos = np.searchsorted(keys, want)
-            if np.any(pos >= keys.size) or np.any(keys[np.minimum(pos, keys.size - 1)] != want):
-                raise EvrouteError("selected inversion: the factor's pattern is not closed")
-            block = np.empty((c, c))
-            block[uu, tt] = sigma[pos]
-            block[tt, uu] = sigma[pos]
-            s = -block @ lvals
-            sigma[lo:hi] = s
-            sigma[diag_pos[j]] = 1.0 / self.D[j] - lvals @ s
+        n_below = indptr[1:] - diag_pos - 1
+        first_below = np.where(n_below > 0, indices[np.minimum(diag_pos + 1, data.size - 1)], -1)
+
+        def nests(k: int) -> bool:  # does column k − 1 belong to the supernode of column k?
+            return (n_below[k - 1] == n_below[k] + 1 and first_below[k - 1] == k and np.array_equal(
+                indices[diag_pos[k - 1] + 2:indptr[k]], indices[diag_pos[k] + 1:indptr[k + 1]]))
+
+        j1 = n - 1
+        while j1 >= 0:
+            j0 = j1
+            while j0 > 0 and nests(j0):
+                j0 -= 1
+            w = j1 - j0 + 1
+            rest = indices[diag_pos[j1] + 1:indptr[j1 + 1]].astype(np.int64)
+            c = rest.size
+            block = np.empty((w + c, w + c))  # Σ over [j0..j1] ∪ rest, filled from the bottom right
+            if c:
+                tt, uu = np.triu_indices(c)
+                want = rest[tt] * n + rest[uu]  # Σ[rest[uu], rest[tt]], lower triangle
+                pos = np.searchsorted(keys, want)
+                if np.any(pos >= keys.size) or np.any(keys[np.minimum(pos, keys.size - 1)] != want):
+                    raise EvrouteError("selected inversion: the factor's pattern is not closed")
+                tail = block[w:, w:]
+                tail[uu, tt] = sigma[pos]
+                tail[tt, uu] = sigma[pos]
+            for t in range(w - 1, -1, -1):
+                col = j0 + t
+                lo, hi = diag_pos[col] + 1, indptr[col + 1]
+                lvals = data[lo:hi]
+                s = -(block[t + 1:, t + 1:] @ lvals)
+                d = 1.0 / self.D[col] - lvals @ s
+                sigma[lo:hi] = s
+                sigma[diag_pos[col]] = d
+                block[t, t] = d
+                block[t + 1:, t] = s
+                block[t, t + 1:] = s
+            j1 = j0 - 1
         out = np.empty(n)
         out[self.order] = sigma[diag_pos]
         return out
