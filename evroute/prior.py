@@ -279,8 +279,9 @@ class GraphMaternPrior(Prior):
     - the normalisation s and the prior variances diag(k) come from selected inversion of
       the sparse Cholesky factor of P^ν (:meth:`evroute.linalg.SparseCholesky.inverse_diagonal`),
       exactly, cached on disk with the network;
-    - rows k(idx, ·) are sparse solves, |idx| right-hand sides;
-    - a draw is one triangular solve with the factor: f = m + √(σ₀²/s) L⁻ᵀ D^(−1/2) z.
+    - rows k(idx, ·) are ν sparse solves with the factor of P (sparser than that of P^ν),
+      |idx| right-hand sides;
+    - a draw is ⌊ν/2⌋ solves (and, for odd ν, one triangular solve) with the factor of P.
 
     Parameters
     ----------
@@ -306,9 +307,9 @@ class GraphMaternPrior(Prior):
                                f"{DENSE_MAX_EDGES:,} edges (exact, svgp and bi backends)")
         self.nu = int(nu)
         self._prior_var = positive_float("prior_var", prior_var)
-        P = (graph_laplacian(net) + sp.identity(net.n_edges, format="csr") * (2.0 * self.nu / self.kappa ** 2)).tocsc()
-        self._Pnu = _matrix_power(P, self.nu)
-        self._chol = SparseCholesky(self._Pnu, "graph Matérn precision")
+        self._P = (graph_laplacian(net) + sp.identity(net.n_edges, format="csr")
+                   * (2.0 * self.nu / self.kappa ** 2)).tocsc()
+        self._chol = SparseCholesky(self._P, "graph Matérn precision")  # P itself: sparser than P^ν
         d = graph_matern_inverse_diagonal(net, self.nu, self.kappa)
         self._s = float(np.mean(d))
         self._scale = self._prior_var / self._s  # k = scale · P^−ν
@@ -325,7 +326,7 @@ class GraphMaternPrior(Prior):
 
     @property
     def factor_nnz(self) -> int:
-        """Stored entries of the sparse Cholesky factor of P^ν (its memory, its cost)."""
+        """Stored entries of the sparse Cholesky factor of P (its memory, the cost of a solve)."""
         return int(self._chol.L.nnz)
 
     def diag(self) -> np.ndarray:
@@ -333,19 +334,28 @@ class GraphMaternPrior(Prior):
 
     def rows(self, idx) -> np.ndarray:
         idx = _as_index(idx, self.n_edges)
-        rhs = np.zeros((self.n_edges, idx.size))
-        rhs[idx, np.arange(idx.size)] = 1.0
-        return np.ascontiguousarray((self._scale * self._chol.solve(rhs)).T)
+        x = np.zeros((self.n_edges, idx.size))
+        x[idx, np.arange(idx.size)] = 1.0
+        for _ in range(self.nu):  # P^−ν e_idx: ν solves with the factor of P
+            x = self._chol.solve(x)
+        return np.ascontiguousarray((self._scale * x).T)
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
-        return self.mean + math.sqrt(self._scale) * self._chol.half_solve(rng.standard_normal(self.n_edges))
+        """f = m + √(σ₀²/s) P^−⌊ν/2⌋ x, x = z for even ν and x = L⁻ᵀ D^(−1/2) z (covariance P⁻¹)
+        for odd ν: Cov = P^−ν."""
+        x = rng.standard_normal(self.n_edges)
+        if self.nu % 2:
+            x = self._chol.half_solve(x)
+        for _ in range(self.nu // 2):
+            x = self._chol.solve(x)
+        return self.mean + math.sqrt(self._scale) * x
 
     @property
     def is_markov(self) -> bool:
         return True
 
     def precision(self) -> sp.csc_matrix:
-        return (self._Pnu / self._scale).tocsc()
+        return (_matrix_power(self._P, self.nu) / self._scale).tocsc()
 
     def describe(self) -> dict:
         return {"prior": "graph-matern-gmrf", "kappa": self.kappa, "nu": self.nu, "prior_var": self._prior_var,
