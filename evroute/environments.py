@@ -122,7 +122,9 @@ class StaticEnvironment(Environment):
 
 def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 1.0) -> np.ndarray:
     """f = E_det + L z: one draw of GP(E_det, k) with the paper's combined kernel (003 Sec. 4.1),
-    cached on disk per (network, seed, σ₀², E_det, lengthscale).
+    cached on disk per (network, seed, σ₀², E_det, lengthscale). On networks of
+    :data:`evroute.prior.SPARSE_FROM_EDGES` edges or more it is drawn without an E×E matrix
+    (:meth:`evroute.prior.NetworkPrior.sample_features`).
 
     ``lengthscale`` is the context lengthscale of the kernel (the paper's is 1; κ = 1, ν = 2).
     The same z (stream ``[seed, 1]``) for every lengthscale: the seed fixes the draw, the
@@ -131,15 +133,17 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
     from .prior import NetworkPrior
 
     prior_mean = np.asarray(prior_mean, dtype=np.float64)
+    prior = NetworkPrior(net, prior_mean, "combined", lengthscale, 1.0, 2.0, prior_var)
 
     def build():
-        prior = NetworkPrior(net, prior_mean, "combined", lengthscale, 1.0, 2.0, prior_var)
         return {"value": prior.sample(np.random.default_rng([seed, 1]))}
 
     params = {"network": net.cache_key, "seed": int(seed), "prior_var": float(prior_var),
               "prior_mean": hash_bytes(np.ascontiguousarray(prior_mean).tobytes())[:20], "what": "truth-v1"}
     if float(lengthscale) != 1.0:  # (ℓ = 1 keeps the key of the entries cached before this option)
         params["lengthscale"] = float(lengthscale)
+    if prior.sampler != "dense":  # large networks: drawn without an E×E matrix
+        params["sampler"] = prior.sampler
     if not math.isfinite(float(prior_var)) or prior_var <= 0:
         raise EvrouteError(f"prior_var must be positive, got {prior_var!r}")
     return cached_arrays("truth", params, build)["value"]

@@ -53,6 +53,8 @@ DENSE_MAX_EDGES = 40_000
 #: below it both agree to ~1e-11 and the dense kernel is cached; the crossover is to be
 #: measured by ``scripts/bench_scale.py``.
 SPARSE_FROM_EDGES = 10_000
+#: Random Fourier features per context kernel in the draws of the combined prior at scale.
+RANDOM_FEATURES = 256
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -464,10 +466,55 @@ class NetworkPrior(Prior):
             return self._gmrf().rows(idx)
         return self.dense()[_as_index(idx, self.n_edges)]
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
+    @property
+    def sampler(self) -> str:
+        """How :meth:`sample` draws: ``"dense"`` (Cholesky of the E×E kernel), ``"gmrf"`` or
+        ``"features-<R>"`` (:meth:`sample_features`), by :data:`SPARSE_FROM_EDGES`."""
         if self.representation == "sparse":
+            return "gmrf"
+        if self.kind == "combined" and self.n_edges >= SPARSE_FROM_EDGES and float(self.nu).is_integer():
+            return f"features-{RANDOM_FEATURES}"
+        return "dense"
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """One draw of the prior: from the dense Cholesky factor below :data:`SPARSE_FROM_EDGES`
+        edges; above, without an E×E matrix: the graph kernel from its GMRF, the combined
+        kernel by :meth:`sample_features` (see :attr:`sampler`)."""
+        sampler = self.sampler
+        if sampler == "gmrf":
             return self._gmrf().sample(rng)
+        if sampler != "dense":
+            return self.sample_features(rng)
         return Prior.sample(self, rng)
+
+    def sample_features(self, rng: np.random.Generator, n_features: int = RANDOM_FEATURES) -> np.ndarray:
+        """A draw of the combined prior σ₀²·normalise(k_G·k_f + k_f′) without an E×E matrix.
+
+        k_f and k_f′ (Matérn-5/2, lengthscale ℓ, on the 3-D standardised context) are written as
+        random Fourier features (Rahimi & Recht 2007): φ_r(x) = √2 cos(ω_r·x + b_r) with
+        ω_r = g √(5/u)/ℓ, g ~ N(0, I₃), u ~ χ²₅ (the Matérn-5/2 spectral density, a Student-t
+        with 5 degrees of freedom) and b_r ~ U(0, 2π), so E[φ_r(x) φ_r(x′)] = k_f(x, x′). Then
+
+            f − m = √(σ₀²/2) · ( R^(−1/2) Σ_r φ_r ∘ g_r + R^(−1/2) Σ_r φ′_r w_r ),
+
+        g_r independent draws of the graph Matérn GMRF (covariance k_G, unit mean variance),
+        w_r ~ N(0, 1): its covariance is exactly σ₀²·(k_G ∘ k_f + k_f′)/2, the combined kernel (the
+        normalisation is exactly 2: k_f(x, x) = k_f′(x, x) = 1 and mean diag k_G = 1). Given the
+        features the draw is Gaussian with covariance k_G ∘ (ΦΦᵀ/R) + Φ′Φ′ᵀ/R; over the
+        features it is a sum of R independent terms, Gaussian only as R → ∞ (R = 256 by default).
+        """
+        if self.kind != "combined" or not float(self.nu).is_integer():
+            raise EvrouteError("random-feature draws are for the combined kernel with an integer nu")
+        R = int(n_features)
+        graph = GraphMaternPrior(self.net, np.zeros(self.n_edges), self.kappa, self.nu, 1.0)
+        x = self.context
+        out = np.zeros(self.n_edges)
+        for part in ("product", "sum"):
+            for _ in range(R):
+                omega = rng.standard_normal(x.shape[1]) * math.sqrt(5.0 / rng.chisquare(5.0)) / self.lengthscale
+                phi = math.sqrt(2.0) * np.cos(x @ omega + rng.uniform(0.0, 2.0 * math.pi))
+                out += phi * (graph.sample(rng) if part == "product" else rng.standard_normal())
+        return self.mean + math.sqrt(self._prior_var / 2.0 / R) * out
 
     @property
     def is_markov(self) -> bool:

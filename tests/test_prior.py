@@ -219,3 +219,35 @@ def test_network_prior_switches_to_the_sparse_representation(small, monkeypatch)
     assert NetworkPrior(net, pm, "combined").representation == "dense"
     with pytest.raises(EvrouteError, match="no sparse precision.*integer"):
         prior_mod.GraphMaternPrior(net, pm, 1.0, 1.5)
+
+
+def test_combined_prior_draws_by_random_features_have_the_kernel_as_covariance(small):
+    """Without an E×E matrix: the random-feature draw of σ₀²·normalise(k_G·k_f + k_f′) has
+    that covariance (Monte Carlo over draws and features)."""
+    net, pm = small
+    p = NetworkPrior(net, pm, "combined", 0.8, 1.0, 2.0, 2.0)
+    K = network_kernel(net, "combined", 0.8, 1.0, 2.0, 2.0)
+    rng = np.random.default_rng(4)
+    n = 1500
+    draws = np.array([p.sample_features(rng, 16) for _ in range(n)]) - pm
+    sd = np.sqrt(np.diag(K))
+    assert np.all(np.abs(draws.mean(0)) < 5 * sd / np.sqrt(n))
+    se = np.sqrt((np.outer(sd**2, sd**2) + K**2) / n)
+    assert np.mean(np.abs(np.cov(draws, rowvar=False) - K) < 4 * se) > 0.995
+    with pytest.raises(EvrouteError, match="combined"):
+        NetworkPrior(net, pm, "graph").sample_features(rng)
+
+
+def test_large_networks_draw_their_truth_without_a_dense_kernel(small, monkeypatch):
+    from evroute.environments import gp_truth
+
+    net, pm = small
+    monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
+    built = []
+    monkeypatch.setattr(prior_mod, "network_kernel", lambda *a, **k: built.append(1))
+    f = gp_truth(net, pm, 2.345, seed=3)  # (a σ₀² no other test caches)
+    assert built == [] and f.shape == pm.shape and np.all(np.isfinite(f))
+    p = NetworkPrior(net, pm, "combined", 1.0, 1.0, 2.0, 2.345)
+    assert p.sampler == f"features-{prior_mod.RANDOM_FEATURES}"
+    np.testing.assert_array_equal(p.sample(np.random.default_rng([3, 1])), f)  # deterministic
+    np.testing.assert_array_equal(gp_truth(net, pm, 2.345, seed=3), f)  # from the cache
