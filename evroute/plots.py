@@ -352,6 +352,10 @@ def _load_network_of(run_dir: Path):
     return load_network(cfg["network"], osm=cfg.get("osm"), dem=cfg.get("dem"))
 
 
+#: Networks with more edges draw their grey background as pixels in vector outputs.
+RASTERIZE_FROM_EDGES = 20_000
+
+
 def plot_exploration(runs: pd.DataFrame, out_dir: Path, nets: dict | None = None) -> list[Path]:
     """One figure per route, one panel per policy: edges coloured by visits summed over seeds
     (log scale), the clairvoyant optimal route of the lowest seed shown, start and end
@@ -395,7 +399,9 @@ def plot_exploration(runs: pd.DataFrame, out_dir: Path, nets: dict | None = None
         lat0 = float(np.mean(net.nodes.lat))
         fig, axes = _panels(plt, len(policies), kind="map", sharex=False, aspect=network_aspect(net))
         for ax, pol in zip(axes, policies, strict=True):
-            ax.add_collection(LineCollection(segs, colors="#d4d4d4", linewidths=0.5, zorder=1))
+            # the grey network as pixels in the SVG of a large network (100k edges: 16 MB of paths)
+            ax.add_collection(LineCollection(segs, colors="#d4d4d4", linewidths=0.5, zorder=1,
+                                             rasterized=len(segs) > RASTERIZE_FROM_EDGES))
             v = visits[pol]
             idx = np.flatnonzero(v > 0)
             idx = idx[np.argsort(v[idx], kind="stable")]  # most visited on top
