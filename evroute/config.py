@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .errors import EvrouteError
 from .kernels import KERNEL_KINDS
-from .validate import choice, nonneg_int, positive_float, positive_int
+from .validate import nonneg_int, positive_float, positive_int
 
 __all__ = ["SimulationConfig", "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE"]
 
@@ -82,8 +82,7 @@ class SimulationConfig:
             raise EvrouteError(f"seed must be a non-negative integer, got {self.seed!r}")
         nonneg_int("seed", self.seed)
         if self.kernel not in KERNEL_KINDS:
-            choice("kernel", self.kernel, KERNEL_KINDS)  # one line naming the kinds
-            raise EvrouteError(f"kernel must be written in lower case: {self.kernel!r}")
+            raise EvrouteError(f"unknown kernel {self.kernel!r}; choose one of: {', '.join(KERNEL_KINDS)}")
         for name in ("lengthscale", "truth_lengthscale", "kappa", "nu", "omega", "xi", "beta_scale"):
             positive_float(name, getattr(self, name))
         if str(self.policy).strip().lower() not in agent_names():

@@ -18,7 +18,6 @@ truths and road closures subclass :class:`Environment`.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -58,11 +57,6 @@ class Environment(ABC):
     def optimal_energy(self, t: int) -> float:
         """True energy of :meth:`reference_route` in round t."""
         return float(self.expected(t)[self.reference_route(t)].sum())
-
-    def describe(self) -> dict:
-        """What the environment is, for logs and summaries."""
-        return {"environment": type(self).__name__}
-
 
 class StaticEnvironment(Environment):
     """A static truth f and Gaussian observation noise (paper 003, Sec. 4.1).
@@ -116,10 +110,6 @@ class StaticEnvironment(Environment):
             self._reference.flags.writeable = False
         return self._reference
 
-    def describe(self) -> dict:
-        return {"environment": "static", "noise_std_wh": self.noise_std}
-
-
 def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 1.0) -> np.ndarray:
     """f = E_det + L z: one draw of GP(E_det, k) with the paper's combined kernel (003 Sec. 4.1),
     cached on disk per (network, seed, σ₀², E_det, lengthscale). On networks of
@@ -144,6 +134,4 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
         params["lengthscale"] = float(lengthscale)
     if prior.sampler != "dense":  # large networks: drawn without an E×E matrix
         params["sampler"] = prior.sampler
-    if not math.isfinite(float(prior_var)) or prior_var <= 0:
-        raise EvrouteError(f"prior_var must be positive, got {prior_var!r}")
     return cached_arrays("truth", params, build)["value"]

@@ -162,6 +162,12 @@ SYNTHETIC_SIZED = re.compile(r"^synthetic-(\d+(?:\.\d+)?)k$")
 _SYNTHETIC_EDGES_PER_SIZE = (2.962, 13.39)
 
 
+def synthetic_edges_for(size: int) -> float:
+    """About how many edges a synthetic city of ``size`` intersections has."""
+    a, b = _SYNTHETIC_EDGES_PER_SIZE
+    return max(a * size - b * math.sqrt(size), 0.0)
+
+
 def synthetic_size_for(edges: int) -> int:
     """The synthetic city size (intersections) that gives about ``edges`` edges."""
     a, b = _SYNTHETIC_EDGES_PER_SIZE
@@ -200,8 +206,7 @@ def check_build_memory(name: str, size: int) -> None:
     available now (one line with the estimate and the limit)."""
     from .io import available_memory
 
-    a, b = _SYNTHETIC_EDGES_PER_SIZE
-    edges = max(a * size - b * math.sqrt(size), 0.0)
+    edges = synthetic_edges_for(size)
     need = BUILD_BYTES_BASE + BUILD_BYTES_PER_EDGE * edges
     avail = available_memory()
     if avail is not None and need > avail:

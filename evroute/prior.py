@@ -147,11 +147,6 @@ class Prior(ABC):
         """The sparse precision matrix k⁻¹ (E×E); only for GMRF priors (:attr:`is_markov`)."""
         raise EvrouteError(f"{type(self).__name__} has no sparse precision (not a Gaussian Markov random field)")
 
-    def describe(self) -> dict:
-        """What the prior is, for logs and run files."""
-        return {"prior": type(self).__name__, "n_edges": self.n_edges}
-
-
 class DiagonalPrior(Prior):
     """Independent edges: f(e) ~ N(m_e, v_e) (the BI baseline's prior; Åkerblom et al. 2023).
 
@@ -252,12 +247,17 @@ def graph_laplacian(net) -> sp.csr_matrix:
     return incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
 
 
+def graph_matern_operator(net, nu: float, kappa: float) -> sp.csc_matrix:
+    """P = 2ν/κ² I + Δ, the sparse operator whose −ν-th power is the graph Matérn kernel."""
+    return (graph_laplacian(net) + sp.identity(net.n_edges, format="csr") * (2.0 * nu / kappa ** 2)).tocsc()
+
+
 def graph_matern_inverse_diagonal(net, nu: int, kappa: float) -> np.ndarray:
     """diag(P^−ν), P = 2ν/κ² I + Δ, exactly by selected inversion of the sparse Cholesky
     factor of P^ν (cached on disk with the network)."""
 
     def build():
-        P = (graph_laplacian(net) + sp.identity(net.n_edges, format="csr") * (2.0 * nu / kappa ** 2)).tocsc()
+        P = graph_matern_operator(net, nu, kappa)
         return {"value": SparseCholesky(_matrix_power(P, nu), "graph Matérn precision").inverse_diagonal()}
 
     params = {"network": net.cache_key, "nu": float(nu), "kappa": float(kappa), "what": "graph-matern-inverse-diag"}
@@ -309,8 +309,7 @@ class GraphMaternPrior(Prior):
                                f"{DENSE_MAX_EDGES:,} edges (exact, svgp and bi backends)")
         self.nu = int(nu)
         self._prior_var = positive_float("prior_var", prior_var)
-        self._P = (graph_laplacian(net) + sp.identity(net.n_edges, format="csr")
-                   * (2.0 * self.nu / self.kappa ** 2)).tocsc()
+        self._P = graph_matern_operator(net, self.nu, self.kappa)
         self._chol = SparseCholesky(self._P, "graph Matérn precision")  # P itself: sparser than P^ν
         d = graph_matern_inverse_diagonal(net, self.nu, self.kappa)
         self._s = float(np.mean(d))
@@ -358,12 +357,6 @@ class GraphMaternPrior(Prior):
 
     def precision(self) -> sp.csc_matrix:
         return (_matrix_power(self._P, self.nu) / self._scale).tocsc()
-
-    def describe(self) -> dict:
-        return {"prior": "graph-matern-gmrf", "kappa": self.kappa, "nu": self.nu, "prior_var": self._prior_var,
-                "n_edges": self.n_edges}
-
-
 
 def graph_kernel(net, nu: float = 2.0, kappa: float = 1.0) -> np.ndarray:
     """The graph Matérn kernel k_G on the edges of ``net``, normalised to unit mean
@@ -527,11 +520,6 @@ class NetworkPrior(Prior):
             raise EvrouteError(f"the {self.kind!r} prior with nu={self.nu:g} has no sparse precision "
                                "(only the graph kernel with an integer nu is a Markov random field)")
         return self._gmrf().precision()
-
-    def describe(self) -> dict:
-        return {"prior": "network", "kind": self.kind, "lengthscale": self.lengthscale, "kappa": self.kappa,
-                "nu": self.nu, "prior_var": self._prior_var, "n_edges": self.n_edges}
-
 
 def network_prior(net, mean, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
                   nu: float = 2.0, prior_var: float | None = None) -> NetworkPrior:

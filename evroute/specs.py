@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import EvrouteError
 
-__all__ = ["Option", "Entry", "Registry", "parse_spec", "format_spec", "resolve_options", "split_list"]
+__all__ = ["Option", "Entry", "Registry", "parse_spec", "resolve_options", "split_list"]
 
 _SPEC = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\[\]]*)\])?\s*")
 
@@ -152,21 +152,6 @@ class Registry:
         entry = self.get(name)
         resolved = entry.resolve(raw)
         return entry.name, {k: resolved[k] for k in raw}
-
-
-def _fmt(value) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def format_spec(name: str, options: dict) -> str:
-    """The canonical text of a spec: ``name`` or ``name[k=v,...]`` (keys in the given order)."""
-    if not options:
-        return name
-    return f"{name}[{','.join(f'{k}={_fmt(v)}' for k, v in options.items())}]"
 
 
 def split_list(text: str) -> list[str]:

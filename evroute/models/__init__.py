@@ -28,7 +28,6 @@ from .registry import (
     available_models,
     get_backend,
     make_model,
-    model_label,
     parse_model_spec,
     register_model,
     unregister_model,
@@ -46,7 +45,6 @@ __all__ = [
     "available_models",
     "get_backend",
     "parse_model_spec",
-    "model_label",
     "aggregate_observations",
 ]
 

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import EvrouteError
-from ..specs import Entry, Option, Registry, format_spec
+from ..specs import Entry, Option, Registry
 from ..validate import positive_float
 from .base import PosteriorModel
 
 __all__ = ["Option", "Backend", "register_model", "unregister_model", "available_models", "get_backend",
-           "parse_model_spec", "model_label", "make_model"]
+           "parse_model_spec", "make_model"]
 
 
 #: A registered backend (:class:`evroute.specs.Entry`): name, factory, options, description.
@@ -71,11 +71,6 @@ def parse_model_spec(text: str) -> tuple[str, dict]:
     """``"svgp[inducing=500]"`` → ``("svgp", {"inducing": 500})``: the backend's name and the
     given options, checked and converted by the backend's declared options."""
     return _BACKENDS.parse(text, "svgp[inducing=500]")
-
-
-def model_label(name: str, options: dict) -> str:
-    """The canonical spec text of a backend with options (``svgp[inducing=500]``)."""
-    return format_spec(str(name).lower(), options)
 
 
 def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) -> PosteriorModel:
