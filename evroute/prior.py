@@ -139,6 +139,12 @@ class Prior(ABC):
         return self.mean + chol @ rng.standard_normal(self.n_edges)
 
     @property
+    def representation(self) -> str:
+        """How the covariance is held: ``"dense"`` (rows are read from an E×E matrix or
+        computed directly) or ``"sparse"`` (only the sparse precision: no E×E matrix)."""
+        return "dense"
+
+    @property
     def is_markov(self) -> bool:
         """Whether :meth:`precision` is available (a Gaussian Markov random field)."""
         return False
@@ -330,6 +336,10 @@ class GraphMaternPrior(Prior):
         """Stored entries of the sparse Cholesky factor of P (its memory, the cost of a solve)."""
         return int(self._chol.L.nnz)
 
+    @property
+    def representation(self) -> str:
+        return "sparse"
+
     def diag(self) -> np.ndarray:
         return self._diag
 
@@ -434,6 +444,11 @@ class NetworkPrior(Prior):
         """``"sparse"`` (the graph kernel with an integer ν on :data:`SPARSE_FROM_EDGES` edges
         or more: served by :class:`GraphMaternPrior`) or ``"dense"``."""
         return "sparse" if self.is_markov and self.n_edges >= SPARSE_FROM_EDGES else "dense"
+
+    @property
+    def factor_nnz(self) -> int | None:
+        """Stored entries of the sparse factor of P in the sparse representation (else None)."""
+        return self._gmrf().factor_nnz if self.representation == "sparse" else None
 
     def _gmrf(self) -> GraphMaternPrior:
         if getattr(self, "_gmrf_prior", None) is None:

@@ -13,11 +13,9 @@ from ..linalg import jittered_cholesky
 from ..specs import Option
 from ..validate import choice, nonneg_int, positive_float, positive_int
 from .base import PosteriorModel, readonly
+from .gmrf import MERGE_RULES, GMRFPosterior
 
 __all__ = ["ExactGPModel", "make_exact", "OPTIONS", "MERGE_RULES"]
-
-
-MERGE_RULES = ("auto", "always", "never")
 
 
 class ExactGPModel(PosteriorModel):
@@ -543,6 +541,15 @@ OPTIONS = (
 
 def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refactor_every=0,
                check_tol=1e-8) -> ExactGPModel:
-    """Factory of the ``exact`` backend (see :class:`ExactGPModel`); ``seed`` is unused."""
+    """Factory of the ``exact`` backend; ``seed`` is unused.
+
+    The representation follows the prior's: :class:`ExactGPModel` (kernel rows and
+    diagonal) for a dense prior, :class:`evroute.models.gmrf.GMRFPosterior` (sparse
+    precision) when the prior's ``representation`` is ``"sparse"``. Both give the exact
+    posterior of paper 003 Eq. 2–3 and take the same options.
+    """
+    if getattr(prior, "representation", "dense") == "sparse":
+        return GMRFPosterior(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,
+                             check_tol=check_tol)
     return ExactGPModel(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,
                         check_tol=check_tol)
