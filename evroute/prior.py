@@ -32,6 +32,7 @@ from .kernels import (
     combined_kernel,
     graph_matern,
     incidence_laplacian,
+    matern52,
     standardize_context,
 )
 from .linalg import SparseCholesky, jittered_cholesky
@@ -440,6 +441,29 @@ class NetworkPrior(Prior):
         return graph_kernel(self.net, self.nu, self.kappa)
 
     @property
+    def _graph_sparse(self) -> bool:
+        return float(self.nu).is_integer() and self.n_edges >= SPARSE_FROM_EDGES
+
+    def _unit_graph(self) -> GraphMaternPrior:
+        """k_G (unit mean variance) as a GMRF, built once."""
+        if getattr(self, "_unit_graph_prior", None) is None:
+            self._unit_graph_prior = GraphMaternPrior(self.net, np.zeros(self.n_edges), self.kappa, self.nu, 1.0)
+        return self._unit_graph_prior
+
+    def graph_rows(self, idx) -> np.ndarray:
+        """Rows k_G(idx, ·) of the normalised graph Matérn kernel: slices of the cached matrix,
+        or sparse solves from :data:`SPARSE_FROM_EDGES` edges (integer ν; no E×E matrix)."""
+        if self._graph_sparse:
+            return self._unit_graph().rows(idx)
+        return np.array(self.graph_kernel()[_as_index(idx, self.n_edges)])
+
+    def graph_diag(self) -> np.ndarray:
+        """diag k_G (mean 1)."""
+        if self._graph_sparse:
+            return self._unit_graph().diag()
+        return _readonly(np.diagonal(self.graph_kernel()).copy())
+
+    @property
     def representation(self) -> str:
         """``"sparse"`` (the graph kernel with an integer ν on :data:`SPARSE_FROM_EDGES` edges
         or more: served by :class:`GraphMaternPrior`) or ``"dense"``."""
@@ -467,12 +491,32 @@ class NetworkPrior(Prior):
     def diag(self) -> np.ndarray:
         if self.representation == "sparse":
             return self._gmrf().diag()
+        if self._direct:
+            g = self.graph_diag() if self.kind == "combined" else np.zeros(self.n_edges)
+            return _readonly(self._prior_var * (g + 1.0) / (float(np.mean(g)) + 1.0))
         return _readonly(np.diagonal(self.dense()).copy())
 
     def rows(self, idx) -> np.ndarray:
         if self.representation == "sparse":
             return self._gmrf().rows(idx)
-        return self.dense()[_as_index(idx, self.n_edges)]
+        idx = _as_index(idx, self.n_edges)
+        if self._direct:
+            # σ₀²·(k_G ∘ k_f + k_f′)/mean diag, k_f = k_f′ (one lengthscale) with unit variance,
+            # so mean diag = mean diag(k_G) + 1; k_G rows by sparse solves (no E×E matrix)
+            x = self.context
+            kf = matern52(x[idx], x, self.lengthscale)
+            if self.kind == "context":
+                return self._prior_var * kf
+            g_mean = float(np.mean(self.graph_diag()))
+            return self._prior_var * (self.graph_rows(idx) * kf + kf) / (g_mean + 1.0)
+        return self.dense()[idx]
+
+    @property
+    def _direct(self) -> bool:
+        """Rows and diagonal computed directly (large networks, no dense matrix built yet):
+        the combined and context kernels with k_G from its sparse precision."""
+        return (self._K is None and self.n_edges >= SPARSE_FROM_EDGES and self.kind != "graph"
+                and (self.kind == "context" or float(self.nu).is_integer()))
 
     @property
     def sampler(self) -> str:
@@ -514,7 +558,7 @@ class NetworkPrior(Prior):
         if self.kind != "combined" or not float(self.nu).is_integer():
             raise EvrouteError("random-feature draws are for the combined kernel with an integer nu")
         R = int(n_features)
-        graph = GraphMaternPrior(self.net, np.zeros(self.n_edges), self.kappa, self.nu, 1.0)
+        graph = self._unit_graph()
         x = self.context
         out = np.zeros(self.n_edges)
         for part in ("product", "sum"):

@@ -171,9 +171,12 @@ def test_gmrf_draws_have_the_kernel_as_covariance(small):
     assert np.mean(np.abs(np.cov(draws, rowvar=False) - K) < 4 * se) > 0.999
 
 
-def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(monaco):
-    """The exact backend reads rows and the diagonal only: on the sparse prior it gives the
-    dense posterior (every edge, several rounds) to 1e-8, and GP-UCB drives the same routes."""
+@pytest.mark.parametrize("fixture", ["monaco", "luxembourg"])
+def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture):
+    """On the sparse prior the exact backend conditions the GMRF (models/gmrf.py): it gives
+    the dense posterior (every edge, several rounds) to 1e-8, and GP-UCB drives the same
+    routes."""
+    monaco = request.getfixturevalue(fixture)
     from evroute.agents import AgentSetup, make_agent
     from evroute.environments import StaticEnvironment
     from evroute.loop import run_loop
@@ -188,6 +191,7 @@ def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(monaco):
     gmrf = GraphMaternPrior(monaco, pm, 1.0, 2.0, pv)
     a = make_model("exact", dense, noise_var=nv)
     b = make_model("exact", gmrf, noise_var=nv)
+    assert type(b).__name__ == "GMRFPosterior"
     rng = np.random.default_rng(5)
     truth = dense.sample(np.random.default_rng(9))
     for _ in range(6):
@@ -251,3 +255,19 @@ def test_large_networks_draw_their_truth_without_a_dense_kernel(small, monkeypat
     assert p.sampler == f"features-{prior_mod.RANDOM_FEATURES}"
     np.testing.assert_array_equal(p.sample(np.random.default_rng([3, 1])), f)  # deterministic
     np.testing.assert_array_equal(gp_truth(net, pm, 2.345, seed=3), f)  # from the cache
+
+
+@pytest.mark.parametrize("kind", ["combined", "context"])
+def test_large_network_priors_give_rows_without_a_dense_matrix(small, kind, monkeypatch):
+    """From SPARSE_FROM_EDGES edges the combined and context priors compute rows and the
+    diagonal directly (k_G by sparse solves): the dense matrix's values, none built."""
+    net, pm = small
+    K = network_kernel(net, kind, 0.8, 1.0, 2.0, 2.5)
+    monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
+    monkeypatch.setattr(prior_mod, "network_kernel", lambda *a, **k: pytest.fail("dense kernel built"))
+    monkeypatch.setattr(prior_mod, "graph_kernel", lambda *a, **k: pytest.fail("dense k_G built"))
+    p = NetworkPrior(net, pm, kind, 0.8, 1.0, 2.0, 2.5)
+    idx = np.array([3, 0, 90, 3])
+    np.testing.assert_allclose(p.rows(idx), K[idx], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(p.diag(), np.diag(K), rtol=1e-9)
+    assert p.prior_var == pytest.approx(2.5)

@@ -258,3 +258,22 @@ def test_simulate_writes_a_complete_run_directory(tmp_path, small, policy):
     assert config["model_options"]["inducing"] == 40
     assert len(res.rounds) == 5 and np.all(np.isfinite(res.edges.post_std_final))
     assert np.all(res.edges.post_std_final > 0)
+
+
+@pytest.mark.parametrize("kind", ["combined", "graph"])
+def test_graph_kernel_rows_come_from_the_sparse_prior_on_large_networks(small, kind, monkeypatch):
+    """Above SPARSE_FROM_EDGES the svgp kernel reads k_G by sparse solves (no E×E matrix is
+    built) and predicts what it predicts from the dense matrix."""
+    import evroute.prior as prior_mod
+
+    dense = _svgp(small, kind, inducing=40)
+    monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
+    monkeypatch.setattr(prior_mod, "graph_kernel", lambda *a, **k: pytest.fail("dense k_G built"))
+    sparse = _svgp(small, kind, inducing=40)
+    for e, y in _rounds(small, n_rounds=4):
+        dense.update(e, y)
+        sparse.update(e, y)
+    held = sparse._covar.k_graph._edges.cpu().numpy()
+    assert held.size < small["net"].n_edges and set(held) >= set(sparse.inducing_edges)
+    for a, b in zip(dense.mean_std(), sparse.mean_std(), strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-7, atol=1e-9 * np.sqrt(small["pv"]))

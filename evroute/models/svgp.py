@@ -90,7 +90,7 @@ NGD_LR = 0.1
 #: Adam learning rate of the hyperparameters and inducing contexts (003 App. B.3).
 ADAM_LR = 0.01
 
-_LAZY = ("SVGPModel", "EdgeContextKernel", "EdgePriorMean", "SVGPModule")
+_LAZY = ("GraphRows", "SVGPModel", "EdgeContextKernel", "EdgePriorMean", "SVGPModule")
 
 
 def __getattr__(name: str):  # PEP 562: the torch-backed classes are built on first use
@@ -138,6 +138,44 @@ def _impl() -> SimpleNamespace:
     def edge_ids(x):
         return x[..., 0].round().long()
 
+    class GraphRows:
+        """k_G(e, ·) on demand: the rows of the edges asked for, computed once by ``rows_fn``
+        (slices of a dense matrix, or sparse solves with the graph Matérn precision) and kept
+        until :meth:`keep`; the diagonal of every edge. Nothing E×E is held (only the rows of
+        the inducing edges and those of a minibatch that asks for a full block)."""
+
+        def __init__(self, rows_fn, diag, device, dtype):
+            self._rows_fn = rows_fn
+            self.diag = torch.as_tensor(np.asarray(diag, dtype=np.float64), dtype=dtype, device=device)
+            E = self.diag.shape[0]
+            self._pos = torch.full((E,), -1, dtype=torch.long, device=device)
+            self._store = torch.zeros((0, E), dtype=dtype, device=device)
+            self._edges = torch.zeros(0, dtype=torch.long, device=device)
+
+        def holds(self, idx) -> bool:
+            return bool((self._pos[idx] >= 0).all())
+
+        def rows(self, idx):
+            """k_G[idx, :] (idx a 1-d tensor of edge ids)."""
+            if not self.holds(idx):
+                missing = torch.unique(idx[self._pos[idx] < 0])
+                new = torch.as_tensor(self._rows_fn(missing.cpu().numpy()), dtype=self._store.dtype,
+                                      device=self._store.device)
+                self._pos[missing] = torch.arange(self._edges.numel(), self._edges.numel() + missing.numel(),
+                                                  device=self._pos.device)
+                self._store = torch.cat([self._store, new])
+                self._edges = torch.cat([self._edges, missing])
+            return self._store[self._pos[idx]]
+
+        def keep(self, edges) -> None:
+            """Forget every stored row but those of ``edges`` (the inducing edges)."""
+            edges = torch.as_tensor(np.asarray(edges, dtype=np.int64), device=self._pos.device)
+            have = edges[self._pos[edges] >= 0]
+            store = self._store[self._pos[have]]
+            self._pos.fill_(-1)
+            self._pos[have] = torch.arange(have.numel(), device=self._pos.device)
+            self._store, self._edges = store, have
+
     class EdgePriorMean(gpytorch.means.Mean):
         """Prior mean looked up by edge id (column 0 of the input): m(e, x) = prior[e]."""
 
@@ -164,10 +202,7 @@ def _impl() -> SimpleNamespace:
             super().__init__()
             self.kind = kind
             self.n_context = int(n_context)
-            if kind in ("combined", "graph"):
-                self.register_buffer("k_graph", k_graph, persistent=False)
-            else:
-                self.k_graph = None
+            self.k_graph = k_graph if kind in ("combined", "graph") else None  # a GraphRows
             self.register_buffer("scale", torch.ones(()))
             if kind in ("combined", "context"):
                 self.k_f = gpytorch.kernels.ScaleKernel(
@@ -200,9 +235,14 @@ def _impl() -> SimpleNamespace:
                 self.graph_outputscale = 1.0
 
         def _graph(self, i1, i2, diag):
+            g = self.k_graph
             if diag:
-                return self.k_graph[i1, i2]
-            return self.k_graph[i1.unsqueeze(-1), i2.unsqueeze(-2)]
+                if i1.shape == i2.shape and torch.equal(i1, i2):
+                    return g.diag[i1]
+                return g.rows(i1)[torch.arange(i1.shape[-1], device=i1.device), i2]
+            if g.holds(i1) or not g.holds(i2):
+                return g.rows(i1)[:, i2]
+            return g.rows(i2)[:, i1].T
 
         def unscaled(self, x1, x2, diag=False):
             """k_G ∘ k_f + k_f' (or the ablation) without the fixed factor s."""
@@ -236,13 +276,23 @@ def _impl() -> SimpleNamespace:
     class SVGPModel(_SVGPMethods, PosteriorModel):
         __doc__ = _SVGPMethods.__doc__
 
-    for cls in (EdgePriorMean, EdgeContextKernel, SVGPModule, SVGPModel):
+    for cls in (GraphRows, EdgePriorMean, EdgeContextKernel, SVGPModule, SVGPModel):
         # found by pickle and Sphinx as evroute.models.svgp.<name> (through the module __getattr__)
         cls.__module__, cls.__qualname__ = __name__, cls.__name__
 
     return SimpleNamespace(torch=torch, gpytorch=gpytorch, psd_safe_cholesky=psd_safe_cholesky,
-                           EdgePriorMean=EdgePriorMean, EdgeContextKernel=EdgeContextKernel,
+                           EdgePriorMean=EdgePriorMean, EdgeContextKernel=EdgeContextKernel, GraphRows=GraphRows,
                            SVGPModule=SVGPModule, SVGPModel=SVGPModel)
+
+
+class _DenseRows:
+    """Rows of a dense matrix (picklable, unlike a lambda)."""
+
+    def __init__(self, K):
+        self.K = K
+
+    def __call__(self, idx):
+        return self.K[idx]
 
 
 # ---------------------------------------------------------------------------------------
@@ -339,13 +389,18 @@ class _SVGPMethods:
         kg = None
         if self.kernel_kind in ("combined", "graph"):
             if k_graph is None:
-                raise EvrouteError(f"kernel kind {self.kernel_kind!r} needs the graph kernel matrix")
-            kg_np = np.asarray(k_graph)
-            if kg_np.shape != (E, E):
-                raise EvrouteError(f"graph kernel must have shape ({E}, {E}), got {kg_np.shape}")
-            if kg_np.dtype != np.float64 or not kg_np.flags.c_contiguous or not kg_np.flags.writeable:
-                kg_np = np.array(kg_np, dtype=np.float64, order="C")
-            kg = torch.from_numpy(kg_np).to(self._device)
+                raise EvrouteError(f"kernel kind {self.kernel_kind!r} needs the graph kernel (a matrix, or "
+                                   "(rows_fn, diagonal))")
+            if isinstance(k_graph, tuple):  # rows on demand (a prior operator)
+                rows_fn, kg_diag = k_graph
+            else:
+                kg_np = np.asarray(k_graph, dtype=np.float64)
+                if kg_np.shape != (E, E):
+                    raise EvrouteError(f"graph kernel must have shape ({E}, {E}), got {kg_np.shape}")
+                rows_fn, kg_diag = _DenseRows(kg_np), np.diagonal(kg_np)
+            if np.shape(kg_diag) != (E,):
+                raise EvrouteError(f"the graph kernel's diagonal must have length {E}")
+            kg = ns.GraphRows(rows_fn, kg_diag, self._device, self._dtype)
 
         t = functools.partial(torch.as_tensor, dtype=self._dtype, device=self._device)
         self._X = torch.cat([t(np.arange(E, dtype=np.float64))[:, None], t(ctx)], dim=1)
@@ -544,6 +599,8 @@ class _SVGPMethods:
             self.n_inducing_changes += 1
         self._build(Z, nat_vec, nat_mat)
         self._Z_edges = new
+        if self._covar.k_graph is not None:
+            self._covar.k_graph.keep(new)
 
     def _chol(self, K):
         return self._ns.psd_safe_cholesky(K)
@@ -708,7 +765,8 @@ def make_svgp(prior, *, noise_var, seed=0, inducing=1000, batch_size=2500, steps
                            "works on (edge, context) inputs")
     E = prior.n_edges
     kind = prior.kind
-    k_graph = prior.graph_kernel() if kind in ("combined", "graph") else None
+    # k_G by rows from the prior operator (sparse solves on large networks): never E×E here
+    k_graph = (prior.graph_rows, prior.graph_diag()) if kind in ("combined", "graph") else None
     cls = _impl().SVGPModel
     model = cls(prior.mean, prior.context, k_graph, noise_var=noise_var, prior_var=prior.prior_var,
                 kernel_kind=kind, lengthscale=prior.lengthscale, seed=seed, inducing=inducing,
