@@ -256,7 +256,7 @@ class GMRFPosterior(PosteriorModel):
 
     def _merge(self) -> None:
         """Refactorise Q + D with all the data; carry the last round's columns to the new base."""
-        E, nv = self.n_arms, self.noise_var
+        nv = self.noise_var
         keep = self._last_round
         A = self._active
         carried = None
