@@ -131,7 +131,7 @@ class GMRFPosterior(PosteriorModel):
         self._col_edges = np.zeros(16, np.int64)
         self._col_pos = np.full(E, -1, np.int64)
         self._p = 0  # columns held
-        self._active = np.empty(0, np.int64)  # positions (into W) of the active columns
+        self._a = 0  # active columns: the first _a of W
         self._LB = np.zeros((0, 0))
         self._last_round = np.empty(0, np.int64)
         self._rounds_since_merge = 0
@@ -157,7 +157,7 @@ class GMRFPosterior(PosteriorModel):
         self._add_columns(uniq[self._col_pos[uniq] < 0])
         self._condition()
         self._rounds_since_merge += 1
-        b = self._active.size
+        b = self._a
         round_cost = self.n_arms * float(b) * b
         self._cycle_cost += round_cost
         if (self.merge == "always" or self._p > self.max_active
@@ -188,13 +188,13 @@ class GMRFPosterior(PosteriorModel):
             rhs = np.zeros(self.n_arms)
             rhs[S0] = c0 * (self._s0[S0] / c0 - f[S0] - eps) / self.noise_var
             f = f + self._F0.solve(rhs)
-        A = self._active
-        if A.size:  # then on the active pseudo-observations
-            edges = self._col_edges[A]
+        a = self._a
+        if a:  # then on the active pseudo-observations
+            edges = self._col_edges[:a]
             dc = self._counts[edges] - self._c0[edges]
-            eps = np.sqrt(self.noise_var / dc) * rng.standard_normal(A.size)
+            eps = np.sqrt(self.noise_var / dc) * rng.standard_normal(a)
             r = (self._sums[edges] - self._s0[edges]) / dc - f[edges] - eps
-            f = f + self._W[:, A] @ sla.cho_solve((self._LB, True), r, check_finite=False)
+            f = f + self._W[:, :a] @ sla.cho_solve((self._LB, True), r, check_finite=False)
         return f
 
     # -- internals ------------------------------------------------------------------------
@@ -213,7 +213,7 @@ class GMRFPosterior(PosteriorModel):
             return
         p, need = self._p, self._p + q.size
         if need > self._W.shape[1]:
-            cap = max(need, 2 * self._W.shape[1])
+            cap = max(need, min(2 * self._W.shape[1], self.max_active + 256))
             W = np.zeros((self.n_arms, cap), order="F")
             W[:, :p] = self._W[:, :p]
             self._W = W
@@ -227,19 +227,31 @@ class GMRFPosterior(PosteriorModel):
         self._col_pos[q] = np.arange(p, need)
         self._p = need
 
+    def _compact(self) -> int:
+        """Move the active columns (δc > 0) to the front of W by swaps; return their number."""
+        held = self._col_edges[:self._p]
+        active = (self._counts[held] - self._c0[held]) > 0
+        a = int(np.count_nonzero(active))
+        idle_front = np.flatnonzero(~active[:a])
+        busy_back = a + np.flatnonzero(active[a:])
+        for i, j in zip(idle_front, busy_back, strict=True):  # (few: columns carried but not re-observed)
+            tmp = self._W[:, i].copy()
+            self._W[:, i] = self._W[:, j]
+            self._W[:, j] = tmp
+            ei, ej = self._col_edges[i], self._col_edges[j]
+            self._col_edges[i], self._col_edges[j] = ej, ei
+            self._col_pos[ej], self._col_pos[ei] = i, j
+        return a
+
     def _condition(self) -> None:
         """μ, σ² from the base and the active columns (fresh every round)."""
-        held = self._col_edges[:self._p]
-        dc = self._counts[held] - self._c0[held]
-        A = np.flatnonzero(dc > 0)
-        self._active = A
-        if A.size == 0:
+        a = self._a = self._compact()
+        if a == 0:
             self._mean, self._var, self._LB = self._mean0, self._var0, np.zeros((0, 0))
             return
-        edges = held[A]
-        dc = dc[A]
-        # (usually every held column is active: then a view, no copy)
-        WA = self._W[:, :self._p] if A.size == self._p else np.asfortranarray(self._W[:, A])
+        edges = self._col_edges[:a]
+        dc = self._counts[edges] - self._c0[edges]
+        WA = self._W[:, :a]  # a view: no copy of the E×b block
         WAA = WA[edges]
         B = 0.5 * (WAA + WAA.T)
         B[np.diag_indices_from(B)] += self.noise_var / dc
@@ -247,7 +259,7 @@ class GMRFPosterior(PosteriorModel):
         alpha = sla.cho_solve((self._LB, True), (self._sums[edges] - self._s0[edges]) / dc - self._mean0[edges],
                               check_finite=False)
         self._mean = self._mean0 + WA @ alpha
-        Linv = sla.solve_triangular(self._LB, np.eye(A.size), lower=True, check_finite=False)
+        Linv = sla.solve_triangular(self._LB, np.eye(a), lower=True, check_finite=False)
         var = self._var0.copy()
         for lo in range(0, self.n_arms, _CHUNK):  # σ² −= rowsum((W_A L⁻ᵀ)²), in row blocks
             Z = dtrmm(1.0, Linv, WA[lo:lo + _CHUNK], side=1, lower=1, trans_a=1)  # (triangular: E·b² flops)
@@ -258,13 +270,12 @@ class GMRFPosterior(PosteriorModel):
         """Refactorise Q + D with all the data; carry the last round's columns to the new base."""
         nv = self.noise_var
         keep = self._last_round
-        A = self._active
+        a = self._a
         carried = None
-        if keep.size and A.size:  # Σ¹_{:,R} = W_R − W_A B⁻¹ W_{A,R}
+        if keep.size and a:  # Σ¹_{:,R} = W_R − W_A B⁻¹ W_{A,R}
             R = self._col_pos[keep]
-            WA = np.asfortranarray(self._W[:, A])
-            T = sla.cho_solve((self._LB, True), self._W[np.ix_(self._col_edges[A], R)], check_finite=False)
-            carried = dgemm(-1.0, WA, T, beta=1.0, c=np.asfortranarray(self._W[:, R]), overwrite_c=1)
+            T = sla.cho_solve((self._LB, True), self._W[np.ix_(self._col_edges[:a], R)], check_finite=False)
+            carried = dgemm(-1.0, self._W[:, :a], T, beta=1.0, c=np.asfortranarray(self._W[:, R]), overwrite_c=1)
         self._c0 = self._counts.astype(np.float64)
         self._s0 = self._sums.copy()
         D = sp.diags(self._c0 / nv, format="csc")
@@ -275,7 +286,7 @@ class GMRFPosterior(PosteriorModel):
         # empty the columns, keep the carried ones
         self._col_pos[self._col_edges[:self._p]] = -1
         self._p = 0
-        self._active = np.empty(0, np.int64)
+        self._a = 0
         self._LB = np.zeros((0, 0))
         if carried is not None:
             self._W[:, :keep.size] = carried
