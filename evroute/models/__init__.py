@@ -8,7 +8,9 @@ prior, noise_var=..., seed=...)``. The backends shipped with evroute, registered
 - ``bi`` (:class:`BIModel`): independent conjugate Gaussian per edge (the paper's BI
   baseline, Åkerblom et al. 2023).
 - ``exact`` (:class:`ExactGPModel`): the exact GP posterior of paper 003, Sec. 2.2,
-  Eq. 2–3, with incremental updates.
+  Eq. 2–3, with incremental updates; on a prior given by its sparse precision (the graph
+  Matérn kernel on large networks) it is :class:`GMRFPosterior` (:mod:`evroute.models.gmrf`),
+  chosen by the factory, the same posterior without an E×E or E×n matrix.
 - ``svgp`` (:mod:`evroute.models.svgp`): the sparse variational GP of 003 Algorithm 3, in
   GPyTorch (torch is imported on first use).
 
@@ -22,6 +24,7 @@ from . import bi, exact, svgp
 from .base import PosteriorModel, aggregate_observations
 from .bi import BIModel
 from .exact import ExactGPModel
+from .gmrf import GMRFPosterior
 from .registry import (
     Backend,
     Option,
@@ -37,6 +40,7 @@ __all__ = [
     "PosteriorModel",
     "BIModel",
     "ExactGPModel",
+    "GMRFPosterior",
     "Option",
     "Backend",
     "make_model",
