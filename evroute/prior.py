@@ -50,9 +50,16 @@ NOISE_SCALE = 0.1
 #: ``dense()`` refuses networks with more edges: E² float64 would exceed ~13 GB.
 DENSE_MAX_EDGES = 40_000
 #: A :class:`NetworkPrior` with the graph kernel and an integer ν works from its sparse
-#: precision (:class:`GraphMaternPrior`) from this many edges on, densely below. Provisional:
-#: below it both agree to ~1e-11 and the dense kernel is cached; the crossover is to be
-#: measured by ``scripts/bench_scale.py``.
+#: precision (:class:`GraphMaternPrior`; the ``exact`` backend then conditions the GMRF)
+#: from this many edges on, densely below. Measured (``scripts/bench_scale.py``, README
+#: "Performance"): from 1k edges the sparse form builds faster (Luxembourg 0.4 s vs 5.0 s)
+#: and runs every gp policy at least as fast per round (Luxembourg gp-ucb 0.049 vs 0.074 s);
+#: the two agree to ~1e-10.
+GMRF_FROM_EDGES = 1_000
+#: From this many edges the paper's combined (and the context) prior is never formed as an
+#: E×E matrix unless asked for: rows by k_G solves, the truth by random features
+#: (:meth:`NetworkPrior.sample_features`). Below it, the dense forms are exact and cached;
+#: lowering it would change the truths of the paper's networks (Luxembourg: 5,620 edges).
 SPARSE_FROM_EDGES = 10_000
 #: Random Fourier features per context kernel in the draws of the combined prior at scale.
 RANDOM_FEATURES = 256
@@ -465,9 +472,9 @@ class NetworkPrior(Prior):
 
     @property
     def representation(self) -> str:
-        """``"sparse"`` (the graph kernel with an integer ν on :data:`SPARSE_FROM_EDGES` edges
+        """``"sparse"`` (the graph kernel with an integer ν on :data:`GMRF_FROM_EDGES` edges
         or more: served by :class:`GraphMaternPrior`) or ``"dense"``."""
-        return "sparse" if self.is_markov and self.n_edges >= SPARSE_FROM_EDGES else "dense"
+        return "sparse" if self.is_markov and self.n_edges >= GMRF_FROM_EDGES else "dense"
 
     @property
     def factor_nnz(self) -> int | None:

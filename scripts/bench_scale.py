@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     pv, nv = (0.25 * np.std(pm)) ** 2, (0.1 * np.std(pm)) ** 2
     t = time.perf_counter()
     if args.dense:
-        prior_module.SPARSE_FROM_EDGES = 10**9  # keep the dense representation
+        prior_module.GMRF_FROM_EDGES = 10**9  # keep the dense representation
         prior = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, pv)
         prior.dense()
         name += " (dense)"

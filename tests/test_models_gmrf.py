@@ -24,6 +24,7 @@ def small():
     sd = float(np.std(pm))
     pv, nv = (0.25 * sd) ** 2, (0.1 * sd) ** 2
     dense = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, pv)
+    assert dense.representation == "dense"  # (below GMRF_FROM_EDGES)
     return {"net": net, "pm": pm, "pv": pv, "nv": nv, "dense": dense,
             "gmrf": GraphMaternPrior(net, pm, 1.0, 2.0, pv), "truth": dense.sample(np.random.default_rng(3))}
 
@@ -58,7 +59,7 @@ def test_exact_chooses_the_sparse_posterior_by_the_prior(small, monkeypatch):
 
     assert isinstance(make_model("exact", small["gmrf"], noise_var=small["nv"]), GMRFPosterior)
     assert isinstance(make_model("exact", small["dense"], noise_var=small["nv"]), ExactGPModel)
-    monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
+    monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 50)
     p = NetworkPrior(small["net"], small["pm"], "graph", 1.0, 1.0, 2.0, small["pv"])
     assert p.representation == "sparse" and p.factor_nnz > 0
     assert isinstance(make_model("exact[merge=always]", p, noise_var=small["nv"]), GMRFPosterior)

@@ -144,10 +144,8 @@ def test_gmrf_prior_equals_the_dense_graph_prior(request, fixture):
 
     net = request.getfixturevalue(fixture)
     pm = edge_energies(net)
-    dense = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, 3.0)
-    assert dense.representation == "dense"
     gmrf = GraphMaternPrior(net, pm, 1.0, 2.0, 3.0)
-    K = dense.dense()
+    K = network_kernel(net, "graph", 1.0, 1.0, 2.0, 3.0)  # the dense computation
     np.testing.assert_allclose(gmrf.diag(), np.diag(K), rtol=1e-9)
     idx = np.array([0, 17, net.n_edges - 1])
     np.testing.assert_allclose(gmrf.rows(idx), K[idx], rtol=1e-9, atol=1e-12 * 3.0)
@@ -172,7 +170,7 @@ def test_gmrf_draws_have_the_kernel_as_covariance(small):
 
 
 @pytest.mark.parametrize("fixture", ["monaco", "luxembourg"])
-def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture):
+def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture, monkeypatch):
     """On the sparse prior the exact backend conditions the GMRF (models/gmrf.py): it gives
     the dense posterior (every edge, several rounds) to 1e-8, and GP-UCB drives the same
     routes."""
@@ -187,7 +185,9 @@ def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture):
 
     pm = edge_energies(monaco)
     pv, nv = (0.25 * np.std(pm)) ** 2, (0.1 * np.std(pm)) ** 2
+    monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 10**9)  # the dense form, as a reference
     dense = NetworkPrior(monaco, pm, "graph", 1.0, 1.0, 2.0, pv)
+    assert dense.representation == "dense"
     gmrf = GraphMaternPrior(monaco, pm, 1.0, 2.0, pv)
     a = make_model("exact", dense, noise_var=nv)
     b = make_model("exact", gmrf, noise_var=nv)
@@ -215,7 +215,7 @@ def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture):
 
 def test_network_prior_switches_to_the_sparse_representation(small, monkeypatch):
     net, pm = small
-    monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
+    monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 50)
     p = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, 2.0)
     assert p.representation == "sparse"
     np.testing.assert_allclose(p.diag(), np.diag(network_kernel(net, "graph", 1.0, 1.0, 2.0, 2.0)), rtol=1e-9)

@@ -268,6 +268,7 @@ def test_graph_kernel_rows_come_from_the_sparse_prior_on_large_networks(small, k
 
     dense = _svgp(small, kind, inducing=40)
     monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
+    monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 50)
     monkeypatch.setattr(prior_mod, "graph_kernel", lambda *a, **k: pytest.fail("dense k_G built"))
     sparse = _svgp(small, kind, inducing=40)
     for e, y in _rounds(small, n_rounds=4):
