@@ -19,6 +19,7 @@ row (``--header`` first prints the header).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import sys
@@ -95,6 +96,8 @@ def main(argv=None) -> int:
         cells.append(f"{np.median(sec):.3f} / {np.percentile(sec, 95):.3f}")
         print(f"  {policy}: regret {float(res.rounds.cumulative_regret_wh.iloc[-1]):.1f} Wh, "
               f"{agent.n_distinct} distinct edges", file=sys.stderr)
+        del agent, env, res  # (one model alive at a time: the peak is the largest policy's)
+        gc.collect()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     nnz = getattr(prior, "factor_nnz", None)
     print(f"| {name} | {net.n_edges:,} | {t_build:.1f} | {t_prior:.1f} | {t_truth:.2f} | "

@@ -32,6 +32,9 @@ MERGE_RULES = ("auto", "always", "never")
 FACTOR_FLOPS_PER_NNZ = 3.5e4
 
 _CHUNK = 16384  # rows of the E×b blocks handled at once (bounds the temporary memory)
+#: The columns W (E×b, float64) never take more than this: with ``max_active`` it bounds the
+#: active block (1 GB: 1,250 columns at 100k edges, 125 at 1M).
+COLUMN_BYTES = 1_000_000_000
 
 
 class GMRFPosterior(PosteriorModel):
@@ -87,7 +90,7 @@ class GMRFPosterior(PosteriorModel):
         When to refactorise (see above); ``"never"`` only when more than ``max_active``
         columns are held.
     max_active : int
-        Merge whenever more columns than this are held.
+        Merge whenever more columns than this are held (and than :data:`COLUMN_BYTES` allow).
     refactor_every : int
         Also merge every this many rounds (0: by the rule only).
     check_tol : float
@@ -104,6 +107,7 @@ class GMRFPosterior(PosteriorModel):
         self.noise_var = positive_float("noise_var", noise_var)
         self.merge = choice("merge", merge, MERGE_RULES)
         self.max_active = positive_int("max_active", max_active)
+        self._max_cols = max(16, min(self.max_active, COLUMN_BYTES // (8 * E)))
         self.refactor_every = nonneg_int("refactor_every", refactor_every)
         self.check_tol = positive_float("check_tol", check_tol)
         self._prior = prior
@@ -160,7 +164,7 @@ class GMRFPosterior(PosteriorModel):
         b = self._a
         round_cost = self.n_arms * float(b) * b
         self._cycle_cost += round_cost
-        if (self.merge == "always" or self._p > self.max_active
+        if (self.merge == "always" or self._p > self._max_cols
                 or (self.refactor_every and self._rounds_since_merge >= self.refactor_every)):
             self._merge()
         elif self.merge == "auto":
@@ -213,7 +217,7 @@ class GMRFPosterior(PosteriorModel):
             return
         p, need = self._p, self._p + q.size
         if need > self._W.shape[1]:
-            cap = max(need, min(2 * self._W.shape[1], self.max_active + 256))
+            cap = max(need, min(2 * self._W.shape[1], self._max_cols + 256))
             W = np.zeros((self.n_arms, cap), order="F")
             W[:, :p] = self._W[:, :p]
             self._W = W
