@@ -173,8 +173,22 @@ def _agree_svgp(s):
     return model.mean_std(), _exact(s["prior"], s["nv"], data), 1e-3
 
 
+def _agree_dictionary(name, options):
+    def agree(s):
+        """With every observed edge in the dictionary, the DTC posterior is the exact one."""
+        data = rounds(s)
+        model = make_model(name, s["prior"], noise_var=s["nv"], **options)
+        for e, y in data:
+            model.update(e, y)
+        assert set(model.anchors) == set(np.flatnonzero(model.counts))
+        return model.mean_std(), _exact(s["prior"], s["nv"], data), 1e-6
+    return agree
+
+
 #: where each backend must agree with the exact posterior (ours, reference, relative tolerance)
-AGREEMENT = {"bi": _agree_bi, "exact": _agree_exact, "svgp": _agree_svgp}
+AGREEMENT = {"bi": _agree_bi, "exact": _agree_exact, "svgp": _agree_svgp,
+             "nystrom": _agree_dictionary("nystrom", {"gamma": 1e9}),
+             "bkb": _agree_dictionary("bkb", {"qbar": 1e9})}
 
 
 @pytest.mark.parametrize("name", BACKENDS)

@@ -11,6 +11,9 @@ prior, noise_var=..., seed=...)``. The backends shipped with evroute, registered
   Eq. 2–3, with incremental updates; on a prior given by its sparse precision (the graph
   Matérn kernel on large networks) it is :class:`GMRFPosterior` (:mod:`evroute.models.gmrf`),
   chosen by the factory, the same posterior without an E×E or E×n matrix.
+- ``nystrom`` and ``bkb`` (:mod:`evroute.models.nystrom`): the DTC posterior of a dictionary
+  of anchor edges, grown by KORS (EK-UCB, paper 001) or resampled by posterior variance
+  (BKB, paper 002); kernel rows from the prior operator, m×E floats.
 - ``svgp`` (:mod:`evroute.models.svgp`): the sparse variational GP of 003 Algorithm 3, in
   GPyTorch (torch is imported on first use).
 
@@ -20,7 +23,7 @@ pass the shared conformance checks in ``tests/test_models_conformance.py``.
 
 from __future__ import annotations
 
-from . import bi, exact, svgp
+from . import bi, exact, nystrom, svgp
 from .base import PosteriorModel, aggregate_observations
 from .bi import BIModel
 from .exact import ExactGPModel
@@ -56,5 +59,9 @@ register_model("bi", bi.make_bi, options=bi.OPTIONS,
                description="independent conjugate Gaussian per edge (the BI baseline)")
 register_model("exact", exact.make_exact, options=exact.OPTIONS,
                description="exact GP posterior, incremental (003 Eq. 2-3)")
+register_model("nystrom", nystrom.make_nystrom, options=nystrom.NYSTROM_OPTIONS,
+               description="Nystrom dictionary grown by KORS, DTC posterior (EK-UCB, paper 001)")
+register_model("bkb", nystrom.make_bkb, options=nystrom.BKB_OPTIONS,
+               description="Nystrom dictionary resampled by posterior variance, DTC posterior (BKB, paper 002)")
 register_model("svgp", svgp.make_svgp, options=svgp.OPTIONS,
                description="sparse variational GP in GPyTorch (003 Algorithm 3)")

@@ -1,0 +1,307 @@
+"""Nyström-dictionary posteriors: ``--model nystrom`` (EK-UCB's incremental KORS dictionary,
+paper 001) and ``--model bkb`` (BKB's resampled dictionary, paper 002).
+
+Both papers compute the same approximate posterior for a given dictionary Z of anchor edges,
+the DTC (deterministic training conditional) posterior (spec nystrom-dictionaries §0; 001
+Prop. 4.2 = 002 Eq. 4); they differ only in how Z is built. One engine,
+:class:`NystromPosterior`, holds the posterior; the two dictionary rules are subclasses.
+
+Stable parametrisation (spec §J.2; equal to both papers' formulas, without their squared
+condition number or Sherman–Morrison drift). With K_ZZ + jitter·I = R Rᵀ (R lower),
+the embedding of every edge e is z_e = R⁻¹ k_Z(e) (the columns of Ze = R⁻¹ K_{Z,:}, m×E, kept
+while the dictionary is fixed and extended by one row per new anchor: old coordinates never
+change because R is triangular). With per-edge counts c_j and sums of y − m_j (the prior mean
+is modelled out and added back; spec wave2-notes), λ = ς²:
+
+    G = Σ_j c_j z_j z_jᵀ,   b = Σ_j (Σ y − c_j m_j) z_j,   V = G + λI = L_V L_Vᵀ,
+    μ̃_e = m_e + z_eᵀ V⁻¹ b,
+    σ̃²_e = max(0, k_ee − ‖z_e‖²) + λ ‖L_V⁻¹ z_e‖²        (GP units: λ × the papers' σ̃²).
+
+With Z = every observed edge this is the exact GP posterior (tested). Kernel rows come from
+the prior operator (:meth:`evroute.prior.Prior.rows`: slices of a dense matrix, or sparse
+solves with the graph Matérn precision): never an E×E matrix, m×E floats in all.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.linalg as sla
+
+from ..errors import EvrouteError
+from ..specs import Option
+from ..validate import flag, nonneg_float, positive_float, positive_int
+from .base import PosteriorModel, readonly
+
+__all__ = ["NystromPosterior", "KORSPosterior", "BKBPosterior", "make_nystrom", "make_bkb", "NYSTROM_OPTIONS",
+           "BKB_OPTIONS"]
+
+
+class NystromPosterior(PosteriorModel):
+    """The DTC posterior of a dictionary of anchor edges (see the module docstring).
+
+    Subclasses decide the dictionary (:meth:`_choose_anchors`, called after the data of a
+    round are recorded and before the posterior is recomputed).
+
+    Parameters
+    ----------
+    prior : evroute.prior.Prior
+        Mean, diagonal and rows k(idx, ·) are used.
+    noise_var : float
+        ς² = λ.
+    seed : int
+        Seeds the dictionary's random choices.
+    m_max : int
+        Most anchors (a safety cap: capping voids the papers' guarantees).
+    jitter : float
+        Added to K_ZZ's diagonal, relative to the largest prior variance (spec §J.7: 1e-8).
+    dup_tol : float
+        An anchor whose residual variance k(s,s) − ‖R⁻¹k_Z(s)‖² is below dup_tol × the largest
+        prior variance is a near-duplicate and is not added (spec §5, §J.7: 1e-6).
+    """
+
+    def __init__(self, prior, noise_var: float, *, seed: int = 0, m_max: int = 2000, jitter: float = 1e-8,
+                 dup_tol: float = 1e-6):
+        self._prior = prior
+        self._m = np.array(prior.mean, dtype=np.float64)
+        E = self.n_arms = int(self._m.size)
+        self.noise_var = positive_float("noise_var", noise_var)
+        self.m_max = positive_int("m_max", m_max)
+        self._kdiag = np.array(prior.diag(), dtype=np.float64)
+        if self._kdiag.shape != (E,) or not np.all(np.isfinite(self._kdiag)) or np.any(self._kdiag < 0):
+            raise EvrouteError("the prior's diagonal must be E non-negative finite variances")
+        self._kappa2 = float(self._kdiag.max()) or 1.0
+        self.jitter = nonneg_float("jitter", jitter) * self._kappa2
+        self.dup_tol = nonneg_float("dup_tol", dup_tol) * self._kappa2
+        self.seed = int(seed)
+        self._rng = np.random.default_rng([self.seed, 0x4E59])
+        self._counts = np.zeros(E, np.int64)
+        self._sums = np.zeros(E)
+        self._reset_dictionary()
+        self._mean, self._var = self._m.copy(), self._kdiag.copy()
+        self._cache: tuple[np.ndarray, np.ndarray] | None = None
+        self.n_duplicates = 0  # anchors refused as near-duplicates
+        self.dictionary_sizes: list[int] = []  # m after each update
+
+    # -- dictionary -------------------------------------------------------------------------
+
+    def _reset_dictionary(self) -> None:
+        E = self.n_arms
+        self._Z = np.zeros(0, np.int64)
+        self._R = np.zeros((0, 0))
+        self._Ze = np.zeros((0, E))
+        self._znorm = np.zeros(E)  # ‖z_e‖²
+
+    @property
+    def anchors(self) -> np.ndarray:
+        """The dictionary's anchor edges, in the order they were added."""
+        return readonly(self._Z.copy())
+
+    @property
+    def m(self) -> int:
+        return int(self._Z.size)
+
+    def _residual(self, s: int) -> tuple[np.ndarray, float]:
+        """(z_s, ρ²): the embedding of edge s and its residual variance k_ss − ‖z_s‖²."""
+        z = self._Ze[:, s]
+        return z, float(self._kdiag[s] + self.jitter - z @ z)
+
+    def _add_anchor(self, s: int) -> bool:
+        """Append edge s to the dictionary (a row of R and of Ze); False for a near-duplicate."""
+        if self._Z.size >= self.m_max:
+            return False
+        r, rho2 = self._residual(s)
+        if not rho2 > self.dup_tol:
+            self.n_duplicates += 1
+            return False
+        rho = math.sqrt(rho2)
+        m = self._Z.size
+        R = np.zeros((m + 1, m + 1))
+        R[:m, :m] = self._R
+        R[m, :m] = r
+        R[m, m] = rho
+        k_row = np.asarray(self._prior.rows(np.array([s])), dtype=np.float64)[0]
+        k_row[s] += self.jitter
+        new = (k_row - r @ self._Ze) / rho  # the new coordinate of every edge
+        self._R = R
+        self._Ze = np.vstack([self._Ze, new[None, :]])
+        self._znorm += new * new
+        self._Z = np.append(self._Z, s)
+        return True
+
+    def _set_dictionary(self, edges) -> None:
+        """Rebuild the dictionary from scratch with ``edges`` (in that order)."""
+        self._reset_dictionary()
+        for s in np.asarray(edges, dtype=np.int64):
+            self._add_anchor(int(s))
+
+    def _choose_anchors(self, uniq: np.ndarray, edges: np.ndarray) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- posterior ----------------------------------------------------------------------------
+
+    def update(self, edges, observed) -> None:
+        e = np.asarray(edges)
+        uniq, _, _ = self._record(edges, observed)
+        if uniq.size == 0:
+            return
+        self._cache = None
+        self._choose_anchors(uniq, e.astype(np.int64, copy=False))
+        self.dictionary_sizes.append(self.m)
+        self._posterior()
+
+    def _posterior(self) -> None:
+        S = np.flatnonzero(self._counts)
+        m = self.m
+        if m == 0 or S.size == 0:
+            self._mean, self._var = self._m.copy(), self._kdiag.copy()
+            return
+        c = self._counts[S].astype(np.float64)
+        ZS = self._Ze[:, S]
+        G = (ZS * c) @ ZS.T  # recomputed from the counts: no drift (O(n m²))
+        b = ZS @ (self._sums[S] - c * self._m[S])
+        V = G + self.noise_var * np.eye(m)
+        LV = sla.cholesky(V, lower=True, check_finite=False)  # cond(V) ≤ 1 + n κ²/λ: no jitter needed
+        w = sla.cho_solve((LV, True), b, check_finite=False)
+        self._LV = LV
+        self._w = w
+        self._mean = self._m + self._Ze.T @ w
+        U = sla.solve_triangular(LV, self._Ze, lower=True, check_finite=False)
+        self._var = np.maximum(self._kdiag - self._znorm, 0.0) + self.noise_var * np.einsum("ij,ij->j", U, U)
+
+    def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._cache is None:
+            self._cache = (readonly(self._mean.copy()), readonly(np.sqrt(np.maximum(self._var, 0.0))))
+        return self._cache
+
+    def sample(self, rng: np.random.Generator, joint: bool = False) -> np.ndarray:
+        """Independent per edge (the paper's GP-TS), or ``joint``: w ~ N(V⁻¹b, λV⁻¹) inside
+        the Nyström span and an independent residual, f_e = m_e + z_eᵀw + √(k_ee − ‖z_e‖²) ξ_e
+        (spec §J.4: the marginal variances are exact, correlations are kept in the span only)."""
+        if not joint:
+            return PosteriorModel.sample(self, rng, joint=False)
+        if self.m == 0 or not np.any(self._counts):
+            w = np.zeros(self.m)
+            LV = np.eye(self.m) / math.sqrt(self.noise_var) if self.m else np.zeros((0, 0))
+        else:
+            w, LV = self._w, self._LV
+        u = rng.standard_normal(self.m)
+        draw_w = w + math.sqrt(self.noise_var) * sla.solve_triangular(LV.T, u, lower=False, check_finite=False) \
+            if self.m else w
+        resid = np.sqrt(np.maximum(self._kdiag - self._znorm, 0.0))
+        return self._m + self._Ze.T @ draw_w + resid * rng.standard_normal(self.n_arms)
+
+
+class KORSPosterior(NystromPosterior):
+    """``--model nystrom``: EK-UCB's incremental dictionary (paper 001, Alg. 1/5; KORS of
+    Calandriello et al. 2017). Each observation of the round, in path order, is scored
+    against the current dictionary (anchors added earlier in the round included):
+
+        τ̃ = (1 + ε) d / (d + μ),   d = k(s,s) − βᵀ (D K_ZZ D + μI)⁻¹ β,   β = D k_Z(s),
+
+    the closed form of 001 eq. 41 (not the authors' code, whose score is the quadratic form;
+    spec §5), D = diag(1/√p_i) the anchors' weights; s is added with probability
+    p̃ = min(γ τ̃, 1) and never reconsidered if rejected. The dictionary only grows.
+    """
+
+    def __init__(self, prior, noise_var, *, mu=None, eps=0.5, gamma=1.0, **kw):
+        super().__init__(prior, noise_var, **kw)
+        self.mu = self.noise_var if mu is None else positive_float("mu", mu)
+        self.eps = positive_float("eps", eps)
+        self.gamma = positive_float("gamma", gamma)
+        self._p = np.zeros(0)  # the anchors' sampling probabilities
+        self.n_scored = 0
+
+    def kors_score(self, s: int) -> float:
+        """τ̃(s) against the current dictionary (closed form of 001 eq. 41)."""
+        m = self.m
+        kss = float(self._kdiag[s])
+        if m == 0:
+            return (1.0 + self.eps) * kss / (kss + self.mu)
+        kz = self._R @ self._Ze[:, s]  # k_Z(s) = R z_s
+        dw = 1.0 / np.sqrt(self._p)
+        beta = dw * kz
+        KZZ = self._R @ self._R.T
+        M = (dw[:, None] * KZZ * dw[None, :]) + self.mu * np.eye(m)
+        d = kss - beta @ np.linalg.solve(M, beta)
+        d = max(d, 0.0)
+        return (1.0 + self.eps) * d / (d + self.mu)
+
+    def _choose_anchors(self, uniq, edges) -> None:
+        for s in edges:  # in path order, one observation at a time
+            s = int(s)
+            self.n_scored += 1
+            p = min(self.gamma * self.kors_score(s), 1.0)
+            if self._rng.random() < p and self._add_anchor(s):
+                self._p = np.append(self._p, p)
+
+
+class BKBPosterior(NystromPosterior):
+    """``--model bkb``: BKB's resampled dictionary (paper 002, Alg. 1). After each round the
+    dictionary is drawn again from scratch: every distinct observed edge j enters with
+    probability p_j = min(1, q̄ · c_j · σ̃²_j), σ̃²_j its current posterior variance in the
+    papers' units (GP variance / λ) and c_j its count (the authors' code rule, one Bernoulli
+    per distinct arm; spec wave2-notes). With ``lazy`` (BBKB), the dictionary is kept while
+    1 + Σ_{e ∈ round} σ̃²_e ≤ ``ratio`` (paper 002's batch rule).
+    """
+
+    def __init__(self, prior, noise_var, *, qbar=3.0, lazy=False, ratio=2.0, **kw):
+        super().__init__(prior, noise_var, **kw)
+        self.qbar = positive_float("qbar", qbar)
+        self.lazy = flag("lazy", lazy)
+        self.ratio = positive_float("ratio", ratio)
+        self.n_resamples = 0
+        self.stale_ratios: list[float] = []
+
+    def _choose_anchors(self, uniq, edges) -> None:
+        var_scaled = self._var / self.noise_var  # σ̃²_{t−1} in the papers' units (before this round)
+        stale = 1.0 + float(np.sum(var_scaled[uniq]))
+        self.stale_ratios.append(stale)
+        if self.lazy and self.m and stale <= self.ratio:
+            return
+        S = np.flatnonzero(self._counts)
+        p = np.minimum(1.0, self.qbar * self._counts[S] * var_scaled[S])
+        keep = S[self._rng.random(S.size) < p]
+        self._set_dictionary(keep)
+        self.n_resamples += 1
+
+
+def _opt_mu(name, value):
+    return None if value in (None, "", "noise") else positive_float(name, value)
+
+
+_COMMON = (
+    Option("m_max", positive_int, 2000, "most anchors (a safety cap; capping voids the guarantees)"),
+    Option("jitter", nonneg_float, 1e-8, "jitter on K_ZZ, relative to the largest prior variance (spec J.7)"),
+    Option("dup_tol", nonneg_float, 1e-6, "near-duplicate anchors below this residual variance, relative to the "
+           "largest prior variance, are not added (spec 5, J.7)"),
+)
+#: Options of ``--model nystrom[...]``.
+NYSTROM_OPTIONS = (
+    Option("mu", _opt_mu, None, "KORS ridge mu; default the noise variance (001 Sec. 4: mu = lambda)"),
+    Option("eps", positive_float, 0.5, "KORS accuracy epsilon (001 Prop. 4.1 and the authors' code: 0.5)"),
+    Option("gamma", positive_float, 1.0, "KORS oversampling gamma (practice 1-10, spec J.7; the theory's "
+           "12 log(n/delta) keeps nearly every edge)"),
+) + _COMMON
+#: Options of ``--model bkb[...]``.
+BKB_OPTIONS = (
+    Option("qbar", positive_float, 3.0, "oversampling qbar of the resampling (spec J.7: 3-10; the authors' code "
+           "default is 1)"),
+    Option("lazy", flag, False, "BBKB: keep the dictionary while 1 + sum of the round's variances <= ratio"),
+    Option("ratio", positive_float, 2.0, "the BBKB trigger C (the authors' code default: 2)"),
+) + _COMMON
+
+
+def make_nystrom(prior, *, noise_var, seed=0, mu=None, eps=0.5, gamma=1.0, m_max=2000, jitter=1e-8,
+                 dup_tol=1e-6) -> KORSPosterior:
+    """Factory of the ``nystrom`` backend (:class:`KORSPosterior`)."""
+    return KORSPosterior(prior, noise_var, seed=seed, mu=mu, eps=eps, gamma=gamma, m_max=m_max, jitter=jitter,
+                         dup_tol=dup_tol)
+
+
+def make_bkb(prior, *, noise_var, seed=0, qbar=3.0, lazy=False, ratio=2.0, m_max=2000, jitter=1e-8,
+             dup_tol=1e-6) -> BKBPosterior:
+    """Factory of the ``bkb`` backend (:class:`BKBPosterior`)."""
+    return BKBPosterior(prior, noise_var, seed=seed, qbar=qbar, lazy=lazy, ratio=ratio, m_max=m_max, jitter=jitter,
+                        dup_tol=dup_tol)
