@@ -219,10 +219,11 @@ class KORSPosterior(NystromPosterior):
         kss = float(self._kdiag[s])
         if m == 0:
             return (1.0 + self.eps) * kss / (kss + self.mu)
-        kz = self._R @ self._Ze[:, s]  # k_Z(s) = R z_s
+        kz = self._R @ self._Ze[:, s]  # k_Z(s) = R z_s (less the jitter where s is an anchor)
+        kz[self._Z == s] -= self.jitter
         dw = 1.0 / np.sqrt(self._p)
         beta = dw * kz
-        KZZ = self._R @ self._R.T
+        KZZ = self._R @ self._R.T - self.jitter * np.eye(m)
         M = (dw[:, None] * KZZ * dw[None, :]) + self.mu * np.eye(m)
         d = kss - beta @ np.linalg.solve(M, beta)
         d = max(d, 0.0)

@@ -1,0 +1,150 @@
+"""Nyström dictionaries (models/nystrom.py): the DTC engine against the exact posterior and
+the papers' formulas; KORS and BKB dictionaries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evroute.errors import EvrouteError
+from evroute.models import make_model
+from evroute.models.nystrom import BKBPosterior, KORSPosterior
+from evroute.prior import GraphMaternPrior, NetworkPrior
+
+
+@pytest.fixture(scope="module")
+def small():
+    from evroute.energy import load_vehicle
+    from evroute.network import load_network
+    from evroute.routes import edge_energies
+
+    net = load_network("synthetic", size=70)
+    pm = edge_energies(net, load_vehicle(None))
+    sd = float(np.std(pm))
+    pv, nv = (0.25 * sd) ** 2, (0.1 * sd) ** 2
+    prior = NetworkPrior(net, pm, "combined", 1.0, 1.0, 2.0, pv)
+    return {"net": net, "pm": pm, "pv": pv, "nv": nv, "prior": prior, "K": np.array(prior.dense()),
+            "truth": prior.sample(np.random.default_rng(2))}
+
+
+def rounds(s, n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    E = s["net"].n_edges
+    core = rng.choice(E, size=20, replace=False)
+    for t in range(n):
+        e = np.concatenate([core[: 10 + t], rng.choice(E, size=6)])
+        yield e, s["truth"][e] + np.sqrt(s["nv"]) * rng.standard_normal(e.size)
+
+
+def dtc(s, Z, counts, sums):
+    """The DTC posterior from the papers' own formulas (EK-UCB Prop. 4.2, appendix form), in
+    GP units: μ = m + k_Zᵀ Λ Γ, σ² = k_ee + λ k_Zᵀ(Λ − K_ZZ⁻¹/λ) k_Z with
+    Λ = (K_ZS K_SZ + λ K_ZZ)⁻¹ over every observation (counts expand the sums)."""
+    K, m, lam = s["K"], s["pm"], s["nv"]
+    S = np.flatnonzero(counts)
+    c = counts[S].astype(float)
+    KZS = K[np.ix_(Z, S)]
+    Lam = np.linalg.inv((KZS * c) @ KZS.T + lam * K[np.ix_(Z, Z)])
+    Gam = KZS @ (sums[S] - c * m[S])
+    KZ = K[Z]
+    mean = m + KZ.T @ Lam @ Gam
+    var = np.diag(K) + lam * np.einsum("ie,ij,je->e", KZ, Lam - np.linalg.inv(K[np.ix_(Z, Z)]) / lam, KZ)
+    return mean, var
+
+
+def test_the_engine_equals_the_papers_formulas_for_a_partial_dictionary(small):
+    model = make_model("nystrom[gamma=0.3]", small["prior"], noise_var=small["nv"], seed=1)
+    for e, y in rounds(small):
+        model.update(e, y)
+    Z = model.anchors
+    assert 0 < Z.size < model.n_distinct  # a real subset
+    mean, var = dtc(small, Z, model.counts, model._sums)
+    mu, sd = model.mean_std()
+    scale = np.sqrt(small["pv"])
+    np.testing.assert_allclose(mu, mean, atol=1e-6 * scale)
+    np.testing.assert_allclose(sd**2, var, atol=1e-6 * small["pv"])
+
+
+def test_incremental_and_rebuilt_dictionaries_agree(small):
+    """Anchors appended over the rounds (R and Ze extended row by row) = the same dictionary
+    built from scratch, for both dictionary rules (one engine)."""
+    inc = make_model("nystrom[gamma=0.5]", small["prior"], noise_var=small["nv"], seed=4)
+    for e, y in rounds(small):
+        inc.update(e, y)
+    rebuilt = BKBPosterior(small["prior"], small["nv"], lazy=True, ratio=1e30)
+    rebuilt._counts[:], rebuilt._sums[:] = inc.counts, inc._sums
+    rebuilt._set_dictionary(inc.anchors)
+    rebuilt._posterior()
+    for a, b in zip(inc.mean_std(), rebuilt.mean_std(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * np.sqrt(small["pv"]))
+
+
+def test_kors_score_is_eq_41(small):
+    """The closed form (1+ε) d/(d+μ) equals 001 eq. 41 over the augmented dictionary:
+    τ = (1+ε)/μ (k_ss − k̄ᵀ S̄ (S̄ᵀ K̄ S̄ + μI)⁻¹ S̄ᵀ k̄), the candidate with weight 1."""
+    model = KORSPosterior(small["prior"], small["nv"], gamma=0.5, seed=3)
+    for e, y in rounds(small, n=4):
+        model.update(e, y)
+    K, Z, mu, eps = small["K"], model.anchors, model.mu, model.eps
+    assert Z.size >= 3
+    for s in (0, 5, int(Z[0]), small["net"].n_edges - 1):
+        aug = np.append(Z, s)
+        Kbar = K[np.ix_(aug, aug)]
+        Sbar = np.diag(np.append(1.0 / np.sqrt(model._p), 1.0))
+        kbar = K[aug, s]
+        inner = Sbar @ np.linalg.solve(Sbar.T @ Kbar @ Sbar + mu * np.eye(aug.size), Sbar.T @ kbar)
+        eq41 = (1 + eps) / mu * (K[s, s] - kbar @ inner)
+        assert model.kors_score(s) == pytest.approx(eq41, rel=1e-7, abs=1e-12)
+
+
+def test_an_anchor_twice_is_a_near_duplicate(small):
+    model = KORSPosterior(small["prior"], small["nv"], gamma=1e9)
+    e = np.array([3, 3, 3, 8])
+    model.update(e, small["truth"][e])
+    assert list(model.anchors) == [3, 8] and model.n_duplicates == 2
+    assert np.all(np.isfinite(model.mean_std()[1]))
+
+
+def test_rows_come_from_the_prior_operator(small):
+    """On the sparse graph prior (rows by solves) the engine gives what the dense prior gives."""
+    net, pm, pv, nv = small["net"], small["pm"], small["pv"], small["nv"]
+    dense = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, pv)
+    dense.dense()
+    a = make_model("bkb", dense, noise_var=nv, seed=2)
+    b = make_model("bkb", GraphMaternPrior(net, pm, 1.0, 2.0, pv), noise_var=nv, seed=2)
+    for e, y in rounds(small, n=4):
+        a.update(e, y)
+        b.update(e, y)
+    np.testing.assert_array_equal(a.anchors, b.anchors)
+    for x, y in zip(a.mean_std(), b.mean_std(), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-7, atol=1e-8 * np.sqrt(pv))
+
+
+def test_bkb_resamples_by_variance_and_lazy_keeps_the_dictionary(small):
+    eager = BKBPosterior(small["prior"], small["nv"], qbar=0.5, seed=0)
+    lazy = BKBPosterior(small["prior"], small["nv"], qbar=0.5, lazy=True, ratio=1e9, seed=0)
+    for e, y in rounds(small):
+        eager.update(e, y)
+        lazy.update(e, y)
+    assert eager.n_resamples == 8 and lazy.n_resamples == 1  # lazy: only the empty dictionary
+    assert len(eager.stale_ratios) == 8 and eager.stale_ratios[0] > 1.0
+    assert set(eager.anchors) <= set(np.flatnonzero(eager.counts))
+
+
+def test_joint_draws_have_the_dtc_marginals(small):
+    model = make_model("nystrom[gamma=0.3]", small["prior"], noise_var=small["nv"], seed=1)
+    for e, y in rounds(small):
+        model.update(e, y)
+    mu, sd = model.mean_std()
+    rng = np.random.default_rng(0)
+    n = 3000
+    draws = np.array([model.sample(rng, joint=True) for _ in range(n)])
+    assert np.all(np.abs(draws.mean(0) - mu) < 5 * sd / np.sqrt(n))
+    assert np.all(np.abs(draws.std(0) / sd - 1) < 0.1)
+
+
+def test_bad_options_are_one_line_errors(small):
+    for spec in ("nystrom[gamma=-1]", "bkb[qbar=0]", "nystrom[eps=x]", "bkb[lazy=maybe]"):
+        with pytest.raises(EvrouteError) as err:
+            make_model(spec, small["prior"], noise_var=small["nv"])
+        assert "\n" not in str(err.value)
