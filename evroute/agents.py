@@ -77,6 +77,11 @@ class Agent(ABC):
     def n_distinct(self) -> int:
         """Number of distinct edges observed so far."""
 
+    def diagnostics(self) -> dict[str, float]:
+        """Scalars about the last round, logged as extra columns of ``rounds.parquet`` (the
+        same keys every round); none by default."""
+        return {}
+
 
 class IndexAgent(Agent):
     """One posterior model and one index rule (paper 003, Algorithm 1–2).
@@ -121,6 +126,9 @@ class IndexAgent(Agent):
 
     def mean_std(self):
         return self.model.mean_std()
+
+    def diagnostics(self):
+        return self.model.diagnostics()
 
     @property
     def n_distinct(self) -> int:

@@ -56,8 +56,8 @@ class RoundLog:
     def add(self, round_row: dict, observations: dict) -> None:
         """One round: ``round_row`` holds a value per round column, ``observations`` an
         array per observation column."""
-        for k in ROUND_COLUMNS:
-            self._rows[k].append(round_row[k])
+        for k, v in round_row.items():  # the round columns, then any the agent adds
+            self._rows.setdefault(k, []).append(v)
         for k in OBSERVATION_COLUMNS:
             self._obs[k].append(observations[k])
         if len(self._rows["t"]) >= self.chunk:
@@ -201,7 +201,7 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
             log.add({"t": t, "path": path.tolist(), "n_edges": len(path), "expected_energy_wh": expected,
                      "observed_energy_wh": float(observed.sum()), "optimal_energy_wh": optimal,
                      "regret_wh": regret, "cumulative_regret_wh": cumulative, "beta": float(decision.beta),
-                     "seconds": seconds},
+                     "seconds": seconds, **agent.diagnostics()},
                     {"t": np.full(len(path), t, dtype=np.int64), "edge": path, "observed_wh": observed,
                      "expected_wh": f[path], "prior_mean_wh": decision.prior_mean,
                      "post_mean_before": decision.mean, "post_std_before": decision.std,

@@ -265,6 +265,44 @@ def plot_beta(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, "beta")
 
 
+def _has_column(run_dir, column: str) -> bool:
+    import pyarrow.parquet as pq
+
+    return column in pq.read_schema(Path(run_dir) / "rounds.parquet").names
+
+
+def plot_dictionary(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Dictionary size m against t for the runs of Nyström backends (``nystrom``, ``bkb``), one
+    panel per network: mean ± s.e. over seeds (papers 001/002: m should stay ≪ the number of
+    observations)."""
+    sel = runs[[_has_column(d, "dictionary_size") for d in runs.dir]]
+    if sel.empty:
+        return []
+    plt = _mpl()
+    networks = list(dict.fromkeys(sel.network))
+    policies = list(dict.fromkeys(sel.policy))
+    styles = _policy_styles(policies)
+    fig, axes = _panels(plt, len(networks))
+    handles = {}
+    for ax, net in zip(axes, networks, strict=True):
+        for pol in policies:
+            g = sel[(sel.network == net) & (sel.policy == pol)]
+            if g.empty:
+                continue
+            mean, se = mean_se(_curves(g, "dictionary_size"))
+            t = np.arange(1, len(mean) + 1)
+            (line,) = ax.plot(t, mean, lw=1.6, **styles[pol])
+            ax.fill_between(t, mean - se, mean + se, alpha=0.2, color=line.get_color())
+            handles.setdefault(pol, line)
+        ax.set_title(net, fontsize="medium")
+        ax.set_xlabel("round t")
+        ax.set_ylabel("dictionary size m")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Nyström dictionary size")
+    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
+    return _save(fig, out_dir, "dictionary")
+
+
 def _truth_note(runs: pd.DataFrame) -> str:
     """A second title line when each run's truth was sampled with its own lengthscale."""
     if "truth_lengthscale" not in runs:
@@ -454,6 +492,7 @@ def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None =
     files = plot_regret(runs, out_dir)
     files += plot_beta(runs, out_dir)
     files += plot_lengthscale(runs, out_dir)
+    files += plot_dictionary(runs, out_dir)
     if maps:
         files += plot_exploration(runs, out_dir)
     return files

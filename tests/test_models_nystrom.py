@@ -148,3 +148,24 @@ def test_bad_options_are_one_line_errors(small):
         with pytest.raises(EvrouteError) as err:
             make_model(spec, small["prior"], noise_var=small["nv"])
         assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("policy", ["gp-ucb", "gp-bucb", "gp-ts", "gp-greedy"])
+def test_every_policy_runs_and_logs_the_dictionary(tmp_path, small, policy):
+    """All policies run on the dictionary backends; rounds.parquet carries the dictionary size,
+    the stale-variance ratio and the time split; `evroute plot` draws m against t."""
+    import pandas as pd
+
+    from evroute.config import SimulationConfig
+    from evroute.plots import plot_directory
+    from evroute.simulation import simulate
+
+    cfg = SimulationConfig(model="bkb" if policy == "gp-ts" else "nystrom", policy=policy, horizon=6, seed=1)
+    simulate(cfg, tmp_path / "run", net=small["net"])
+    r = pd.read_parquet(tmp_path / "run" / "rounds.parquet")
+    assert {"dictionary_size", "stale_ratio", "seconds_dictionary", "seconds_posterior"} <= set(r.columns)
+    assert np.all(r.dictionary_size >= 1) and np.all(r.stale_ratio >= 1.0)
+    if cfg.model == "nystrom":
+        assert np.all(np.diff(r.dictionary_size) >= 0)  # KORS only grows
+    files = plot_directory(tmp_path / "run", tmp_path / "plots", maps=False)
+    assert tmp_path / "plots" / "dictionary.png" in files

@@ -108,6 +108,11 @@ class PosteriorModel(ABC):
         mu, sd = self.mean_std()
         return mu + sd * rng.standard_normal(self.n_arms)
 
+    def diagnostics(self) -> dict[str, float]:
+        """Scalars describing the last update (logged as extra columns of ``rounds.parquet``,
+        the same keys every round); none by default."""
+        return {}
+
     #: Per-edge observation counts (int64, length E); every backend keeps it current.
     _counts: np.ndarray
 

@@ -25,6 +25,7 @@ solves with the graph Matérn precision): never an E×E matrix, m×E floats in a
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import scipy.linalg as sla
@@ -147,9 +148,22 @@ class NystromPosterior(PosteriorModel):
         if uniq.size == 0:
             return
         self._cache = None
+        # paper 002's batch rule: the round's edges were all chosen under the round-(t−1)
+        # posterior; 1 + Σ σ̃²_{t−1}(e) (papers' units) bounds the over-count
+        self._stale = 1.0 + float(np.sum(self._var[uniq])) / self.noise_var
+        tic = time.perf_counter()
         self._choose_anchors(uniq, e.astype(np.int64, copy=False))
+        toc = time.perf_counter()
         self.dictionary_sizes.append(self.m)
         self._posterior()
+        self._seconds = (toc - tic, time.perf_counter() - toc)
+
+    def diagnostics(self) -> dict[str, float]:
+        """``dictionary_size`` m, ``stale_ratio`` 1 + Σ_{e∈round} σ̃²_{t−1}(e) (paper 002's batch
+        rule, in its units), and the seconds spent on the dictionary and on the posterior."""
+        d, p = getattr(self, "_seconds", (0.0, 0.0))
+        return {"dictionary_size": float(self.m), "stale_ratio": float(getattr(self, "_stale", 1.0)),
+                "seconds_dictionary": d, "seconds_posterior": p}
 
     def _posterior(self) -> None:
         S = np.flatnonzero(self._counts)
@@ -257,7 +271,7 @@ class BKBPosterior(NystromPosterior):
 
     def _choose_anchors(self, uniq, edges) -> None:
         var_scaled = self._var / self.noise_var  # σ̃²_{t−1} in the papers' units (before this round)
-        stale = 1.0 + float(np.sum(var_scaled[uniq]))
+        stale = self._stale
         self.stale_ratios.append(stale)
         if self.lazy and self.m and stale <= self.ratio:
             return
