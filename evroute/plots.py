@@ -204,6 +204,15 @@ def _main_lengthscale(runs: pd.DataFrame) -> float:
 # --------------------------------------------------------------------------------------
 
 
+def _mean_band(ax, runs: pd.DataFrame, column: str, style: dict):
+    """The mean of ``column`` over the runs against t, with a ±1 s.e. band; returns the line."""
+    mean, se = mean_se(_curves(runs, column))
+    t = np.arange(1, len(mean) + 1)
+    (line,) = ax.plot(t, mean, lw=1.6, **style)
+    ax.fill_between(t, mean - se, mean + se, color=style["color"], alpha=0.2, lw=0)
+    return line
+
+
 def plot_regret(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Cumulative regret, mean ± 1 s.e., one panel per route (003 Fig. 2)."""
     plt = _mpl()
@@ -219,11 +228,7 @@ def plot_regret(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
             g = sel[(sel.route == route) & (sel.policy == pol)]
             if g.empty:
                 continue
-            mean, se = mean_se(_curves(g, "cumulative_regret_wh"))
-            t = np.arange(1, len(mean) + 1)
-            (line,) = ax.plot(t, mean, lw=1.6, **styles[pol])
-            ax.fill_between(t, mean - se, mean + se, color=styles[pol]["color"], alpha=0.2, lw=0)
-            handles.setdefault(pol, line)
+            handles.setdefault(pol, _mean_band(ax, g, "cumulative_regret_wh", styles[pol]))
         n = sel[sel.route == route].groupby("policy").size()
         ax.set_title(f"{route}" + (f"  (n = {n.min()} seed{'s' if n.min() != 1 else ''})" if n.min() == n.max() else ""), fontsize="medium")
         ax.set_xlabel("round t")
@@ -289,11 +294,7 @@ def plot_dictionary(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
             g = sel[(sel.network == net) & (sel.policy == pol)]
             if g.empty:
                 continue
-            mean, se = mean_se(_curves(g, "dictionary_size"))
-            t = np.arange(1, len(mean) + 1)
-            (line,) = ax.plot(t, mean, lw=1.6, **styles[pol])
-            ax.fill_between(t, mean - se, mean + se, alpha=0.2, color=line.get_color())
-            handles.setdefault(pol, line)
+            handles.setdefault(pol, _mean_band(ax, g, "dictionary_size", styles[pol]))
         ax.set_title(net, fontsize="medium")
         ax.set_xlabel("round t")
         ax.set_ylabel("dictionary size m")
