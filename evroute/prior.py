@@ -460,12 +460,16 @@ class NetworkPrior(Prior):
     def graph_rows(self, idx) -> np.ndarray:
         """Rows k_G(idx, ·) of the normalised graph Matérn kernel: slices of the cached matrix,
         or sparse solves from :data:`SPARSE_FROM_EDGES` edges (integer ν; no E×E matrix)."""
+        if self.representation == "sparse":  # (the prior's own GMRF: no second factorisation)
+            return self._gmrf().rows(idx) / self._prior_var
         if self._graph_sparse:
             return self._unit_graph().rows(idx)
         return np.array(self.graph_kernel()[_as_index(idx, self.n_edges)])
 
     def graph_diag(self) -> np.ndarray:
         """diag k_G (mean 1)."""
+        if self.representation == "sparse":
+            return _readonly(self._gmrf().diag() / self._prior_var)
         if self._graph_sparse:
             return self._unit_graph().diag()
         return _readonly(np.diagonal(self.graph_kernel()).copy())
@@ -520,9 +524,10 @@ class NetworkPrior(Prior):
 
     @property
     def _direct(self) -> bool:
-        """Rows and diagonal computed directly (large networks, no dense matrix built yet):
-        the combined and context kernels with k_G from its sparse precision."""
-        return (self._K is None and self.n_edges >= SPARSE_FROM_EDGES and self.kind != "graph"
+        """Rows and diagonal computed directly on large networks (whether or not a dense matrix
+        was built, so that results never depend on what was computed before): the combined
+        and context kernels with k_G from its sparse precision."""
+        return (self.n_edges >= SPARSE_FROM_EDGES and self.kind != "graph"
                 and (self.kind == "context" or float(self.nu).is_integer()))
 
     @property
