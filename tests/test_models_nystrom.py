@@ -169,3 +169,41 @@ def test_every_policy_runs_and_logs_the_dictionary(tmp_path, small, policy):
         assert np.all(np.diff(r.dictionary_size) >= 0)  # KORS only grows
     files = plot_directory(tmp_path / "run", tmp_path / "plots", maps=False)
     assert tmp_path / "plots" / "dictionary.png" in files
+
+
+@pytest.mark.parametrize("t", [6, 63, 215])
+def test_no_variance_starvation_as_in_bkb_fig_1(t):
+    """Paper 002 Fig. 1 (spec nystrom §3): a GP on [0, 1] with k = exp(−100 d²), λ = 0.01, t
+    evaluations uniform in [0, 0.5], BKB with q̄ = 3. The DTC variance stays at the prior on
+    [0.7, 1] (= the exact posterior) and is accurate where the data are; subset-of-regressors
+    (‖z‖² in place of k(x, x)) starves there."""
+    from evroute.prior import DensePrior
+
+    x = np.linspace(0.0, 1.0, 201)
+    K = np.exp(-100.0 * (x[:, None] - x[None, :]) ** 2)
+    prior = DensePrior(np.zeros(x.size), K)
+    rng = np.random.default_rng(t)
+    arms = rng.integers(0, 101, size=t)  # x ≤ 0.5
+    f = np.sin(6 * x)
+    model = BKBPosterior(prior, 0.01, qbar=3.0, seed=t)
+    exact = make_model("exact", prior, noise_var=0.01)
+    for a in arms:  # one evaluation a round, as in the paper
+        y = f[[a]] + 0.1 * rng.standard_normal(1)
+        model.update(np.array([a]), y)
+        exact.update(np.array([a]), y)
+    _, sd = model.mean_std()
+    _, sd_exact = exact.mean_std()
+    far, near = x >= 0.7, x <= 0.5
+    assert np.all(sd[far] ** 2 > 0.99)  # the prior level (1)
+    np.testing.assert_allclose(sd[far], sd_exact[far], atol=1e-3)
+    assert np.max(np.abs(sd[near] ** 2 - sd_exact[near] ** 2)) < 0.05
+    U = sla_solve(model)
+    sor = 0.01 * np.einsum("ij,ij->j", U, U)  # λ zᵀV⁻¹z: the SoR variance
+    assert np.max(sor[far]) < 0.1 and np.max(sor[x >= 0.8]) < 0.003  # starved: ≪ the prior's 1
+    assert model.m <= 60 and model.m < model.n_distinct + 1
+
+
+def sla_solve(model):
+    import scipy.linalg as sla
+
+    return sla.solve_triangular(model._LV, model._Ze, lower=True)
