@@ -41,10 +41,11 @@ def main() -> None:
         if code != 0:
             raise SystemExit(f"simulate {args} exited {code}")
         summary = json.loads((rd / "summary.json").read_text())
+        rounds = pd.read_parquet(rd / "rounds.parquet")  # timing columns: "seconds", "seconds_*"
         for k in ("mean_seconds_per_round", "median_seconds_per_round"):
             summary.pop(k)
         result[f"run:{' '.join(args)}"] = {
-            "rounds": table_hash(pd.read_parquet(rd / "rounds.parquet").drop(columns="seconds")),
+            "rounds": table_hash(rounds.drop(columns=[c for c in rounds.columns if c.startswith("seconds")])),
             "observations": table_hash(pd.read_parquet(rd / "observations.parquet")),
             "edges": table_hash(pd.read_parquet(rd / "edges.parquet")),
             "summary": summary,

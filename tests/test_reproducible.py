@@ -14,7 +14,10 @@ import pytest
 CHILD = Path(__file__).with_name("repro_child.py")
 RUNS = ["",  # the README's main job: gp-ts, 500 rounds on the embedded synthetic city
         "--network monaco --route B --policy gp-ucb --horizon 15 --seed 1",
-        "--network luxembourg --policy gp-ts --horizon 10"]
+        "--network luxembourg --policy gp-ts --horizon 10",
+        # the sparse (GMRF) exact posterior and a Nyström dictionary (seeded KORS draws)
+        "--network monaco --kernel graph --policy gp-ucb --horizon 8",
+        "--network monaco --policy gp-ts --model nystrom --horizon 8"]
 
 
 def _start(tmp: Path, tag: str, hash_seed: int, cache: Path) -> subprocess.Popen:
