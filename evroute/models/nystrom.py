@@ -225,30 +225,41 @@ class KORSPosterior(NystromPosterior):
         self.eps = positive_float("eps", eps)
         self.gamma = positive_float("gamma", gamma)
         self._p = np.zeros(0)  # the anchors' sampling probabilities
+        self._LM = np.zeros((0, 0))  # Cholesky factor of D K_ZZ D + μI
         self.n_scored = 0
 
     def kors_score(self, s: int) -> float:
         """τ̃(s) against the current dictionary (closed form of 001 eq. 41)."""
-        m = self.m
+        return self._kors(s)[0]
+
+    def _kors(self, s: int) -> tuple[float, np.ndarray]:
+        """(τ̃, u) with u = L_M⁻¹ D k_Z(s), L_M the Cholesky factor of M = D K_ZZ D + μI (kept
+        and bordered as anchors are added: O(m²) per score)."""
         kss = float(self._kdiag[s])
-        if m == 0:
-            return (1.0 + self.eps) * kss / (kss + self.mu)
-        kz = self._R @ self._Ze[:, s]  # k_Z(s) = R z_s (less the jitter where s is an anchor)
-        kz[self._Z == s] -= self.jitter
-        dw = 1.0 / np.sqrt(self._p)
-        beta = dw * kz
-        KZZ = self._R @ self._R.T - self.jitter * np.eye(m)
-        M = (dw[:, None] * KZZ * dw[None, :]) + self.mu * np.eye(m)
-        d = kss - beta @ np.linalg.solve(M, beta)
-        d = max(d, 0.0)
-        return (1.0 + self.eps) * d / (d + self.mu)
+        if self.m == 0:
+            u = np.zeros(0)
+        else:
+            kz = self._R @ self._Ze[:, s]  # k_Z(s) = R z_s (less the jitter where s is an anchor)
+            kz[self._Z == s] -= self.jitter
+            u = sla.solve_triangular(self._LM, kz / np.sqrt(self._p), lower=True, check_finite=False)
+        d = max(kss - float(u @ u), 0.0)
+        return (1.0 + self.eps) * d / (d + self.mu), u
 
     def _choose_anchors(self, uniq, edges) -> None:
         for s in edges:  # in path order, one observation at a time
             s = int(s)
             self.n_scored += 1
-            p = min(self.gamma * self.kors_score(s), 1.0)
+            tau, u = self._kors(s)
+            p = min(self.gamma * tau, 1.0)
             if self._rng.random() < p and self._add_anchor(s):
+                # border M with the new anchor (weight 1/√p): column D k_Z(s)/√p, corner k_ss/p + μ
+                m = self._p.size
+                LM = np.zeros((m + 1, m + 1))
+                LM[:m, :m] = self._LM
+                l_row = u / math.sqrt(p)
+                LM[m, :m] = l_row
+                LM[m, m] = math.sqrt(max(self._kdiag[s] / p + self.mu - float(l_row @ l_row), 1e-300))
+                self._LM = LM
                 self._p = np.append(self._p, p)
 
 
