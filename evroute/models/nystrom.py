@@ -62,6 +62,9 @@ class NystromPosterior(PosteriorModel):
         prior variance is a near-duplicate and is not added (spec §5, §J.7: 1e-6).
     """
 
+    #: keep the anchors' kernel rows (for a dictionary rebuilt often: BKB)
+    _keep_rows = False
+
     def __init__(self, prior, noise_var: float, *, seed: int = 0, m_max: int = 2000, jitter: float = 1e-8,
                  dup_tol: float = 1e-6):
         self._prior = prior
@@ -91,8 +94,14 @@ class NystromPosterior(PosteriorModel):
         E = self.n_arms
         self._Z = np.zeros(0, np.int64)
         self._R = np.zeros((0, 0))
-        self._Ze = np.zeros((0, E))
+        self._Ze_buf = np.zeros((16, E))  # rows 0..m-1 are Ze (grown by doubling)
+        self._rows = {}  # k(z, ·) of the anchors (reused when BKB resamples)
         self._znorm = np.zeros(E)  # ‖z_e‖²
+
+    @property
+    def _Ze(self) -> np.ndarray:
+        """Ze = R⁻¹ K_{Z,:} (m×E, a view)."""
+        return self._Ze_buf[:self._Z.size]
 
     @property
     def anchors(self) -> np.ndarray:
@@ -108,8 +117,9 @@ class NystromPosterior(PosteriorModel):
         z = self._Ze[:, s]
         return z, float(self._kdiag[s] + self.jitter - z @ z)
 
-    def _add_anchor(self, s: int) -> bool:
-        """Append edge s to the dictionary (a row of R and of Ze); False for a near-duplicate."""
+    def _add_anchor(self, s: int, k_row: np.ndarray | None = None) -> bool:
+        """Append edge s to the dictionary (a row of R and of Ze); False for a near-duplicate.
+        ``k_row``: k(s, ·) if already at hand (else one row from the prior)."""
         if self._Z.size >= self.m_max:
             return False
         r, rho2 = self._residual(s)
@@ -122,20 +132,34 @@ class NystromPosterior(PosteriorModel):
         R[:m, :m] = self._R
         R[m, :m] = r
         R[m, m] = rho
-        k_row = np.asarray(self._prior.rows(np.array([s])), dtype=np.float64)[0]
-        k_row[s] += self.jitter
-        new = (k_row - r @ self._Ze) / rho  # the new coordinate of every edge
+        if k_row is None:
+            k_row = self._prior.rows(np.array([s]))[0]
+        new = np.array(k_row, dtype=np.float64)
+        new[s] += self.jitter
+        new -= r @ self._Ze
+        new /= rho  # the new coordinate of every edge
+        if m == self._Ze_buf.shape[0]:
+            buf = np.zeros((2 * m, self.n_arms))
+            buf[:m] = self._Ze_buf
+            self._Ze_buf = buf
+        self._Ze_buf[m] = new
         self._R = R
-        self._Ze = np.vstack([self._Ze, new[None, :]])
         self._znorm += new * new
         self._Z = np.append(self._Z, s)
+        if self._keep_rows:
+            self._rows[s] = np.asarray(k_row)
         return True
 
     def _set_dictionary(self, edges) -> None:
-        """Rebuild the dictionary from scratch with ``edges`` (in that order)."""
+        """Rebuild the dictionary from scratch with ``edges`` (in that order); kernel rows of
+        edges that were anchors before are reused, the others fetched in one call."""
+        edges = np.asarray(edges, dtype=np.int64)
+        old = self._rows
+        missing = np.array([e for e in edges if int(e) not in old], dtype=np.int64)
+        fetched = dict(zip(missing.tolist(), self._prior.rows(missing), strict=True)) if missing.size else {}
         self._reset_dictionary()
-        for s in np.asarray(edges, dtype=np.int64):
-            self._add_anchor(int(s))
+        for s in edges.tolist():
+            self._add_anchor(s, old[s] if s in old else fetched[s])
 
     def _choose_anchors(self, uniq: np.ndarray, edges: np.ndarray) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -197,7 +221,7 @@ class NystromPosterior(PosteriorModel):
             return PosteriorModel.sample(self, rng, joint=False)
         if self.m == 0 or not np.any(self._counts):
             w = np.zeros(self.m)
-            LV = np.eye(self.m) / math.sqrt(self.noise_var) if self.m else np.zeros((0, 0))
+            LV = math.sqrt(self.noise_var) * np.eye(self.m)  # V = λI: w ~ N(0, I), the prior in the span
         else:
             w, LV = self._w, self._LV
         u = rng.standard_normal(self.m)
@@ -271,6 +295,8 @@ class BKBPosterior(NystromPosterior):
     per distinct arm; spec wave2-notes). With ``lazy`` (BBKB), the dictionary is kept while
     1 + Σ_{e ∈ round} σ̃²_e ≤ ``ratio`` (paper 002's batch rule).
     """
+
+    _keep_rows = True
 
     def __init__(self, prior, noise_var, *, qbar=3.0, lazy=False, ratio=2.0, **kw):
         super().__init__(prior, noise_var, **kw)
