@@ -53,8 +53,8 @@ DENSE_MAX_EDGES = 40_000
 #: precision (:class:`GraphMaternPrior`; the ``exact`` backend then conditions the GMRF)
 #: from this many edges on, densely below. Measured (``scripts/bench_scale.py``, README
 #: "Performance"): from 1k edges the sparse form builds faster (Luxembourg 0.4 s vs 5.0 s)
-#: and runs every gp policy at least as fast per round (Luxembourg gp-ucb 0.049 vs 0.074 s);
-#: the two agree to ~1e-10.
+#: and runs GP-UCB and GP-BayesUCB faster per round (Luxembourg gp-ucb 0.049 vs 0.074 s),
+#: GP-TS about as fast; the two agree to ~1e-10.
 GMRF_FROM_EDGES = 1_000
 #: From this many edges the paper's combined (and the context) prior is never formed as an
 #: E×E matrix unless asked for: rows by k_G solves, the truth by random features
