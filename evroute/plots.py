@@ -242,12 +242,10 @@ def plot_regret(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, "regret")
 
 
-def plot_beta(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """β_t over t of the UCB and BUCB policies, one panel per network (003 Fig. 3, right)."""
+def _network_panels(sel: pd.DataFrame, draw, ylabel: str, title: str, out_dir: Path, stem: str) -> list[Path]:
+    """One panel per network, one line per policy: ``draw(ax, runs, style)`` plots the runs of
+    one (network, policy) and returns its line."""
     plt = _mpl()
-    sel = runs[runs.policy_name.str.endswith("ucb")]
-    if sel.empty:
-        return []
     networks = list(dict.fromkeys(sel.network))
     policies = list(dict.fromkeys(sel.policy))
     styles = _policy_styles(policies)
@@ -256,18 +254,28 @@ def plot_beta(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     for ax, net in zip(axes, networks, strict=True):
         for pol in policies:
             g = sel[(sel.network == net) & (sel.policy == pol)]
-            if g.empty:
-                continue
-            beta = np.nanmean(_curves(g.iloc[:1], "beta"), axis=0)  # β_t is the same for every run
-            (line,) = ax.plot(np.arange(1, len(beta) + 1), beta, lw=1.6, **styles[pol])
-            handles.setdefault(pol, line)
+            if not g.empty:
+                handles.setdefault(pol, draw(ax, g, styles[pol]))
         ax.set_title(net, fontsize="medium")
         ax.set_xlabel("round t")
-        ax.set_ylabel(r"$\beta_t$")
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    fig.suptitle(r"Confidence parameter $\beta_t$")
+    fig.suptitle(title)
     _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
-    return _save(fig, out_dir, "beta")
+    return _save(fig, out_dir, stem)
+
+
+def plot_beta(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """β_t over t of the UCB and BUCB policies, one panel per network (003 Fig. 3, right)."""
+    sel = runs[runs.policy_name.str.endswith("ucb")]
+    if sel.empty:
+        return []
+
+    def draw(ax, g, style):
+        beta = np.nanmean(_curves(g.iloc[:1], "beta"), axis=0)  # β_t is the same for every run
+        return ax.plot(np.arange(1, len(beta) + 1), beta, lw=1.6, **style)[0]
+
+    return _network_panels(sel, draw, r"$\beta_t$", r"Confidence parameter $\beta_t$", out_dir, "beta")
 
 
 def _has_column(run_dir, column: str) -> bool:
@@ -283,25 +291,8 @@ def plot_dictionary(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     sel = runs[[_has_column(d, "dictionary_size") for d in runs.dir]]
     if sel.empty:
         return []
-    plt = _mpl()
-    networks = list(dict.fromkeys(sel.network))
-    policies = list(dict.fromkeys(sel.policy))
-    styles = _policy_styles(policies)
-    fig, axes = _panels(plt, len(networks))
-    handles = {}
-    for ax, net in zip(axes, networks, strict=True):
-        for pol in policies:
-            g = sel[(sel.network == net) & (sel.policy == pol)]
-            if g.empty:
-                continue
-            handles.setdefault(pol, _mean_band(ax, g, "dictionary_size", styles[pol]))
-        ax.set_title(net, fontsize="medium")
-        ax.set_xlabel("round t")
-        ax.set_ylabel("dictionary size m")
-        ax.grid(alpha=0.3)
-    fig.suptitle("Nyström dictionary size")
-    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
-    return _save(fig, out_dir, "dictionary")
+    return _network_panels(sel, lambda ax, g, style: _mean_band(ax, g, "dictionary_size", style),
+                           "dictionary size m", "Nyström dictionary size", out_dir, "dictionary")
 
 
 def _truth_note(runs: pd.DataFrame) -> str:
