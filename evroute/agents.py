@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import EvrouteError
 from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
 from .specs import Option, Registry
 from .validate import flag, nonneg_float
@@ -214,10 +215,27 @@ def make_agent(name: str, setup: AgentSetup, **options) -> Agent:
     return entry.factory(setup, **entry.resolve(options))
 
 
+def _beta_rule(name, value) -> str:
+    from .policies import BETA_RULES
+
+    v = str(value).strip().lower()
+    if v not in BETA_RULES:
+        raise EvrouteError(f"{name} must be one of {', '.join(BETA_RULES)} (the paper whose width is used), "
+                           f"got {value!r}")
+    return v
+
+
 _BETA_SCALE = Option("beta_scale", nonneg_float, 1.0, "multiplier of β_t (003 Fig. 3 also runs 0.5)")
 #: The options of each index rule (003 Theorem 3.1: β_t of GP-UCB, η_t(ω, ξ) of GP-BUCB).
 RULE_OPTIONS: dict[str, tuple[Option, ...]] = {
-    "ucb": (_BETA_SCALE,),
+    "ucb": (_BETA_SCALE,
+            Option("beta", _beta_rule, "003", "whose width: 003 (beta_t of 003 Thm. 3.1), 001 (EK-UCB's fixed radius), "
+                   "002 (BKB's radius as its authors' code computes it); papers' radii converted once, "
+                   "beta = radius^2 / noise variance"),
+            Option("radius", nonneg_float, 0.1, "with beta=001: the radius in the papers' 1/lambda-scaled units "
+                   "(001's experiments and code: 0.1)"),
+            Option("fnorm", nonneg_float, 1.0, "with beta=002: the RKHS-norm bound F (the BKB code's default 1)"),
+            Option("delta", nonneg_float, 0.5, "with beta=002: the confidence delta (the BKB code's default 0.5)")),
     "bucb": (Option("omega", nonneg_float, 1.0, "GP-BUCB ω of η_t = √(2π)^ω / (2|A|^ω t^ξ) (003 Thm. 3.1)"),
              Option("xi", nonneg_float, 1.0, "GP-BUCB ξ of η_t (003 Thm. 3.1; Fig. 3 also runs 0.5)"),
              _BETA_SCALE),

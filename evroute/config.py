@@ -50,11 +50,34 @@ class SimulationConfig:
     exact_optimum: bool = False
     exact_optimum_time_limit: float = 300.0
     model_options: dict = field(default_factory=dict)
+    #: the policy's options other than the four fields above (``gp-ucb[beta=002]``)
+    policy_options: dict = field(default_factory=dict)
     #: context lengthscale of the kernel the ground truth f is sampled from (the paper's
     #: kernel lengthscales are 1); ``lengthscale`` is the agent's prior only
     truth_lengthscale: float = 1.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.policy, str) and "[" in self.policy:
+            from .specs import parse_spec
+
+            name, opts = parse_spec(self.policy, "policy", "gp-ucb[beta=002]")
+            self.policy = name
+            fields = {"beta_scale": "beta_scale", "bs": "beta_scale", "omega": "omega", "w": "omega", "xi": "xi",
+                      "x": "xi", "joint": "joint_samples", "joint_samples": "joint_samples"}
+            other = {}
+            for key, value in opts.items():
+                if key in fields:
+                    from .agents import agent_options
+
+                    declared = {o.name: o for o in agent_options(name)} if name in _agent_names() else {}
+                    opt = declared.get("joint" if fields[key] == "joint_samples" else fields[key])
+                    setattr(self, fields[key], opt.convert(key, value) if opt else value)
+                else:
+                    other[key] = value
+            both = sorted(set(other) & set(self.policy_options or {}))
+            if both:
+                raise EvrouteError(f"policy option(s) given twice: {', '.join(both)}")
+            self.policy_options = {**(self.policy_options or {}), **other}
         if isinstance(self.model, str) and "[" in self.model:
             from .models import parse_model_spec
 
@@ -96,6 +119,15 @@ class SimulationConfig:
                                    "uses its own Bayesian-inference model (leave --model out)")
         else:
             backend.resolve(self.model_options or {})
+        from .agents import agent_options
+
+        declared = {o.name: o for o in agent_options(self.policy)}
+        unknown = sorted(set(self.policy_options or {}) - set(declared))
+        if unknown:
+            raise EvrouteError(f"unknown option(s) for policy {self.policy!r}: {', '.join(unknown)} "
+                               f"(accepted: {', '.join(declared) or 'none'})")
+        for key, value in (self.policy_options or {}).items():
+            declared[key].convert(key, value)
 
     @property
     def backend(self) -> str:
@@ -103,3 +135,9 @@ class SimulationConfig:
         from .agents import policy_family
 
         return "bi" if policy_family(self.policy) == "bi" else self.model
+
+
+def _agent_names() -> tuple[str, ...]:
+    from .agents import agent_names
+
+    return tuple(agent_names())

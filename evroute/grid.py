@@ -79,6 +79,8 @@ class PolicySpec:
     xi: float = 1.0
     beta_scale: float = 1.0
     joint_samples: bool = False
+    #: the agent's other options as sorted (name, value) pairs (``gp-ucb[beta=002]``)
+    extra: tuple = ()
 
     @property
     def family(self) -> str:
@@ -90,8 +92,10 @@ class PolicySpec:
 
     def options(self) -> dict:
         """The non-default options, in a fixed order."""
-        return {k: getattr(self, k) for k in ("omega", "xi", "beta_scale", "joint_samples")
-                if getattr(self, k) != _SPEC_DEFAULTS[k]}
+        out = {k: getattr(self, k) for k in ("omega", "xi", "beta_scale", "joint_samples")
+               if getattr(self, k) != _SPEC_DEFAULTS[k]}
+        out.update(self.extra)
+        return out
 
     @property
     def label(self) -> str:
@@ -99,8 +103,7 @@ class PolicySpec:
         opts = self.options()
         if not opts:
             return self.name
-        inner = ",".join(f"{'joint' if k == 'joint_samples' else k}="
-                         f"{str(v).lower() if isinstance(v, bool) else fmt_number(v)}" for k, v in opts.items())
+        inner = ",".join(f"{'joint' if k == 'joint_samples' else k}={_fmt_value(v)}" for k, v in opts.items())
         return f"{self.name}[{inner}]"
 
     @property
@@ -114,6 +117,8 @@ class PolicySpec:
             out += f"-bs{fmt_number(self.beta_scale)}"
         if opts.get("joint_samples"):
             out += "-joint"
+        for k, v in self.extra:
+            out += f"-{_safe(k)}{_safe(_fmt_value(v))}"
         return out
 
     @classmethod
@@ -122,7 +127,8 @@ class PolicySpec:
         name = str(cfg["policy"]).lower()
         rule = name.split("-", 1)[1]
         kw = {k: cfg.get(k, _SPEC_DEFAULTS[k]) for k in SPEC_OPTIONS.get(rule, ())}
-        return cls(name, **kw)
+        extra = tuple(sorted((cfg.get("policy_options") or {}).items()))
+        return cls(name, **kw, extra=extra)
 
 
 def parse_policy_spec(text: str) -> PolicySpec:
@@ -143,6 +149,7 @@ def parse_policy_spec(text: str) -> PolicySpec:
         raise EvrouteError(f"policy {name!r} cannot be part of a comparison grid yet")
     declared = {o.name: o for o in agent_options(name)}
     kw: dict = {}
+    extra: dict = {}
     for key, value in raw.items():
         key = _SPEC_ALIASES.get(key, key)
         field_name = "joint_samples" if key == "joint" else key
@@ -151,9 +158,22 @@ def parse_policy_spec(text: str) -> PolicySpec:
                                f"(accepted: {', '.join(declared) or 'none'})")
         if key == "joint":
             kw[field_name] = declared[key].convert("joint", value)
-        else:
+        elif field_name in _SPEC_DEFAULTS:
             kw[field_name] = _positive(value, f"policy {text!r}: {key} must be a positive number, got {value!r}")
-    return PolicySpec(name, **kw)
+        else:
+            converted = declared[key].convert(key, value)
+            if converted != declared[key].default:
+                extra[key] = converted
+    return PolicySpec(name, **kw, extra=tuple(sorted(extra.items())))
+
+
+def _fmt_value(v) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int | float):
+        return fmt_number(v)
+    return str(v)
+
 
 
 def _positive(value, error: str) -> float:
@@ -241,7 +261,7 @@ class Grid:
             horizon=int(self.horizon), seed=int(cell.seed),
             kernel=self.kernel, lengthscale=float(cell.lengthscale), omega=float(p.omega), xi=float(p.xi),
             beta_scale=float(p.beta_scale), joint_samples=bool(p.joint_samples), vehicle=self.vehicle,
-            model_options=dict(self.model_options), truth_lengthscale=self.truth_for(cell))
+            model_options=dict(self.model_options), policy_options=dict(p.extra), truth_lengthscale=self.truth_for(cell))
 
     def validate(self) -> None:
         """Check everything that can be checked without loading a network (one-line errors)."""

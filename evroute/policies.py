@@ -25,10 +25,13 @@ import numpy as np
 from scipy.special import erfcx, ndtr, ndtri_exp
 
 from .errors import EvrouteError
-from .validate import nonneg_float, positive_int
+from .validate import nonneg_float, positive_float, positive_int
 
 __all__ = [
     "beta_ucb",
+    "BETA_RULES",
+    "gp_beta_from_radius",
+    "beta_bkb_code",
     "eta_bucb",
     "log_eta_bucb",
     "beta_bucb",
@@ -226,23 +229,84 @@ class Policy(ABC):
         return f"{type(self).__name__}({args})"
 
 
-class UCBPolicy(Policy):
-    """GP-UCB lower confidence bound μ − √β_t σ, β_t = scale · 2 ln(|A| t²/√(2π)).
+#: The confidence widths a GP-UCB agent can use (``gp-ucb[beta=…]``).
+BETA_RULES = ("003", "001", "002")
 
-    Returns the β_t actually used, max(β_t, 0).
+
+def gp_beta_from_radius(radius: float, noise_var: float) -> float:
+    """The one units conversion between papers 001/002 and evroute (spec nystrom §0).
+
+    The papers write the index μ̃ ± β̃ σ̃ with σ̃² = σ²_GP/λ, λ = ς² (a ridge leverage score) and
+    β̃ a radius, not its square. In evroute's form μ − √β σ_GP that is β = β̃²/λ.
+    """
+    return nonneg_float("radius", radius) ** 2 / positive_float("noise_var", noise_var)
+
+
+def beta_bkb_code(counts, var, noise_var: float, fnorm: float = 1.0, delta: float = 0.5) -> float:
+    """BKB's width as the authors' code computes it (luigicarratino/batch-bkb ``_update_beta``;
+    spec wave2-notes: no factor 2 and no α, unlike 002 Thm. 2), in evroute's units:
+
+        β̃ = √λ F + √(ς² (Σ_j c_j σ̃²_j · ln n + ln(1/δ))),   σ̃² = σ²/λ,  λ = ς²,
+
+    so β = β̃²/λ = (F + √(Σ_j c_j σ²_j/ς² · ln n + ln(1/δ)))² (n = Σ_j c_j observations).
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    n = float(counts.sum())
+    lam = positive_float("noise_var", noise_var)
+    logdet = float(counts @ np.asarray(var, dtype=np.float64)) / lam * (math.log(n) if n > 1 else 0.0)
+    radius = math.sqrt(lam) * nonneg_float("fnorm", fnorm) + math.sqrt(
+        lam * (logdet + math.log(1.0 / positive_float("delta", delta))))
+    return gp_beta_from_radius(radius, lam)
+
+
+class UCBPolicy(Policy):
+    """GP-UCB lower confidence bound μ − √β σ. The width β:
+
+    - ``beta="003"`` (default): β_t = scale · 2 ln(|A| t²/√(2π)) (paper 003 Thm. 3.1);
+    - ``beta="001"``: EK-UCB's fixed radius β̃ = ``radius`` in the papers' 1/λ-scaled units
+      (001 §6 and the authors' code: 0.1), β = β̃²/λ by :func:`gp_beta_from_radius`;
+    - ``beta="002"``: BKB's data-driven radius as the authors' code computes it
+      (:func:`beta_bkb_code`, with ``fnorm`` F and ``delta`` δ).
+
+    ``beta_scale`` multiplies every rule's β. Returns the β actually used, max(β, 0).
     """
 
     name = "ucb"
 
-    def __init__(self, beta_scale: float = 1.0):
+    def __init__(self, beta_scale: float = 1.0, beta: str = "003", radius: float = 0.1, fnorm: float = 1.0,
+                 delta: float = 0.5):
         self.beta_scale = nonneg_float("beta_scale", beta_scale)
+        self.beta = str(beta).strip().lower()
+        if self.beta not in BETA_RULES:
+            raise EvrouteError(f"beta must be one of {', '.join(BETA_RULES)} (the paper whose width is used), "
+                               f"got {beta!r}")
+        self.radius = nonneg_float("radius", radius)
+        self.fnorm = nonneg_float("fnorm", fnorm)
+        self.delta = positive_float("delta", delta)
+        if not self.delta < 1:
+            raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"beta_scale": self.beta_scale}
+        out: dict[str, Any] = {"beta_scale": self.beta_scale}
+        if self.beta != "003":
+            out.update(beta=self.beta, radius=self.radius, fnorm=self.fnorm, delta=self.delta)
+        return out
+
+    def width(self, model, t) -> float:
+        """β of this round (GP units), before the clip at 0."""
+        if self.beta == "001":
+            _check_t(t)
+            return self.beta_scale * gp_beta_from_radius(self.radius, model.noise_var)
+        if self.beta == "002":
+            _check_t(t)
+            _, sd = model.mean_std()
+            return self.beta_scale * beta_bkb_code(model.counts, np.square(sd), model.noise_var, self.fnorm,
+                                                   self.delta)
+        return beta_ucb(t, model.n_arms, self.beta_scale)
 
     def indices(self, model, t, rng):
-        beta = max(beta_ucb(t, model.n_arms, self.beta_scale), 0.0)
+        beta = max(self.width(model, t), 0.0)
         mu, sd = model.mean_std()
         return mu - math.sqrt(beta) * sd, beta
 

@@ -94,6 +94,7 @@ def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
                        seed=cfg.seed)
     values = {"beta_scale": cfg.beta_scale, "omega": cfg.omega, "xi": cfg.xi, "joint": cfg.joint_samples}
     options = {o.name: values[o.name] for o in agent_options(cfg.policy) if o.name in values}
+    options.update(cfg.policy_options or {})
     return make_named_agent(cfg.policy, setup, **options)
 
 

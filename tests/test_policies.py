@@ -285,3 +285,56 @@ def test_bad_round_raises():
         beta_ucb(1, 0)
     with pytest.raises(EvrouteError, match="joint"):
         ThompsonPolicy(joint="yes")
+
+
+def _fitted_gp():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((12, 3))
+    K = X @ X.T + 0.5 * np.eye(12)
+    model = ExactGPModel(DensePrior(np.full(12, 5.0), K), noise_var=0.3)
+    e = np.array([0, 0, 3, 5, 5, 5, 9])
+    model.update(e, rng.normal(5.0, 1.0, e.size))
+    return model
+
+
+def test_paper_radii_are_converted_once():
+    """β=001: EK-UCB's index μ̃ − β̃ σ̃ with σ̃² = σ²/λ (the papers' 1/λ-scaled units), written in
+    evroute's μ − √β σ form with β = β̃²/λ."""
+    from evroute.policies import gp_beta_from_radius
+
+    model = _fitted_gp()
+    mu, sd = model.mean_std()
+    idx, beta = UCBPolicy(beta="001", radius=0.1).indices(model, 7, None)
+    np.testing.assert_allclose(idx, mu - 0.1 * sd / math.sqrt(0.3), rtol=1e-14)
+    assert beta == pytest.approx(gp_beta_from_radius(0.1, 0.3)) == pytest.approx(0.01 / 0.3)
+
+
+def test_bkb_width_is_the_authors_formula():
+    """β=002 is batch-bkb's ``_update_beta`` written out independently: logdet = Σ_j c_j σ̃²_j ·
+    ln n (σ̃² = σ²/λ), β̃ = √λ F + √(ς² (logdet + ln(1/δ))), index μ − β̃ σ̃ (λ = ς²)."""
+    model = _fitted_gp()
+    mu, sd = model.mean_std()
+    lam = 0.3
+    c = model.counts.astype(float)
+    logdet = np.sum(c * sd**2 / lam) * np.log(c.sum())
+    radius = math.sqrt(lam) * 2.0 + math.sqrt(lam * (logdet + math.log(1 / 0.1)))
+    idx, beta = UCBPolicy(beta="002", fnorm=2.0, delta=0.1).indices(model, 3, None)
+    np.testing.assert_allclose(idx, mu - radius * sd / math.sqrt(lam), rtol=1e-12)
+    assert beta == pytest.approx(radius**2 / lam)
+
+
+def test_beta_rules_through_specs_and_configs():
+    from evroute.config import SimulationConfig
+    from evroute.grid import PolicySpec, parse_policy_spec
+
+    cfg = SimulationConfig(policy="gp-ucb[beta=002,beta_scale=0.5,fnorm=3]")
+    cfg.validate()
+    assert (cfg.policy, cfg.beta_scale, cfg.policy_options) == ("gp-ucb", 0.5, {"beta": "002", "fnorm": "3"})
+    spec = parse_policy_spec("gp-ucb[beta=001,radius=0.5]")
+    assert spec.label == "gp-ucb[beta=001,radius=0.5]" and spec.tag == "-beta001-radius0.5"
+    assert PolicySpec.from_config({"policy": "gp-ucb", "policy_options": {"beta": "001", "radius": 0.5}}) == spec
+    assert parse_policy_spec("gp-ucb[beta=003]").label == "gp-ucb"  # the default is no variant
+    for bad in ("gp-ucb[beta=004]", "gp-ts[beta=001]", "gp-ucb[radius=-1]"):
+        with pytest.raises(EvrouteError) as err:
+            SimulationConfig(policy=bad).validate()
+        assert "\n" not in str(err.value)

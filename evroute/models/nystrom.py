@@ -33,10 +33,26 @@ import scipy.linalg as sla
 from ..errors import EvrouteError
 from ..specs import Option
 from ..validate import flag, nonneg_float, positive_float, positive_int
-from .base import PosteriorModel, readonly
+from .base import PosteriorModel, aggregate_observations, readonly
 
-__all__ = ["NystromPosterior", "KORSPosterior", "BKBPosterior", "make_nystrom", "make_bkb", "NYSTROM_OPTIONS",
+__all__ = ["SCORING", "DOWNDATE_COST", "NystromPosterior", "KORSPosterior", "BKBPosterior", "make_nystrom", "make_bkb", "NYSTROM_OPTIONS",
            "BKB_OPTIONS"]
+
+
+#: How the all-edge variances are updated (:meth:`NystromPosterior._score_all`).
+SCORING = ("downdate", "full")
+#: A downdate is used when it costs less than the full recomputation: its flops 2mBE + B²E
+#: against m²E, times this factor (1: the flop counts; both are BLAS-3 with similar rates).
+DOWNDATE_COST = 1.0
+
+
+def _bad_scoring(value):
+    raise EvrouteError(f"scoring must be one of {', '.join(SCORING)}, got {value!r}")
+
+
+def _scoring(name, value):
+    v = str(value).strip().lower()
+    return v if v in SCORING else _bad_scoring(value)
 
 
 class NystromPosterior(PosteriorModel):
@@ -60,13 +76,21 @@ class NystromPosterior(PosteriorModel):
     dup_tol : float
         An anchor whose residual variance k(s,s) − ‖R⁻¹k_Z(s)‖² is below dup_tol × the largest
         prior variance is a near-duplicate and is not added (spec §5, §J.7: 1e-6).
+    scoring : {"downdate", "full"}
+        How the all-edge variances are brought up to date (see :meth:`_score_all`): ``full``
+        recomputes ‖L_V⁻¹z_e‖² for every edge (m²E flops); ``downdate`` subtracts the round's
+        rank-B Woodbury term while the dictionary is unchanged (2mBE + B²E flops, B the round's
+        distinct edges), with a full recomputation every ``refresh`` rounds and whenever the
+        dictionary changes. Both are exact in exact arithmetic.
+    refresh : int
+        Rounds of downdates between two full recomputations.
     """
 
     #: keep the anchors' kernel rows (for a dictionary rebuilt often: BKB)
     _keep_rows = False
 
     def __init__(self, prior, noise_var: float, *, seed: int = 0, m_max: int = 2000, jitter: float = 1e-8,
-                 dup_tol: float = 1e-6):
+                 dup_tol: float = 1e-6, scoring: str = "downdate", refresh: int = 20):
         self._prior = prior
         self._m = np.array(prior.mean, dtype=np.float64)
         E = self.n_arms = int(self._m.size)
@@ -82,8 +106,16 @@ class NystromPosterior(PosteriorModel):
         self._rng = np.random.default_rng([self.seed, 0x4E59])
         self._counts = np.zeros(E, np.int64)
         self._sums = np.zeros(E)
+        self.scoring = scoring if scoring in SCORING else _bad_scoring(scoring)
+        self.refresh = positive_int("refresh", refresh)
         self._reset_dictionary()
+        self._LV = np.zeros((0, 0))
+        self._w = np.zeros(0)
         self._mean, self._var = self._m.copy(), self._kdiag.copy()
+        self._fresh = True  # the all-edge mean and variance are those of the current posterior
+        self._since_full = 0  # rounds of rank-B downdates since the last full scoring
+        self.n_downdates = 0
+        self._round: tuple[np.ndarray, np.ndarray] | None = None  # last update's distinct edges, counts
         self._cache: tuple[np.ndarray, np.ndarray] | None = None
         self.n_duplicates = 0  # anchors refused as near-duplicates
         self.dictionary_sizes: list[int] = []  # m after each update
@@ -97,6 +129,9 @@ class NystromPosterior(PosteriorModel):
         self._Ze_buf = np.zeros((16, E))  # rows 0..m-1 are Ze (grown by doubling)
         self._rows = {}  # k(z, ·) of the anchors (reused when BKB resamples)
         self._znorm = np.zeros(E)  # ‖z_e‖²
+        self._G = np.zeros((0, 0))  # Σ_j c_j z_j z_jᵀ over the observed edges
+        self._b = np.zeros(0)  # Σ_j (Σy − c_j m_j) z_j
+        self._changed = True  # the dictionary changed since the last all-edge scoring
 
     @property
     def _Ze(self) -> np.ndarray:
@@ -145,6 +180,18 @@ class NystromPosterior(PosteriorModel):
         self._Ze_buf[m] = new
         self._R = R
         self._znorm += new * new
+        # border G and b with the new coordinate over the observed edges (O(n m); the old
+        # block does not change because old coordinates do not)
+        S = np.flatnonzero(self._counts)
+        c = self._counts[S].astype(np.float64)
+        cn = c * new[S]
+        G = np.zeros((m + 1, m + 1))
+        G[:m, :m] = self._G
+        G[m, :m] = G[:m, m] = self._Ze_buf[:m, S] @ cn
+        G[m, m] = float(cn @ new[S])
+        self._G = G
+        self._b = np.append(self._b, float(new[S] @ (self._sums[S] - c * self._m[S])))
+        self._changed = True
         self._Z = np.append(self._Z, s)
         if self._keep_rows:
             self._rows[s] = np.asarray(k_row)
@@ -168,18 +215,26 @@ class NystromPosterior(PosteriorModel):
 
     def update(self, edges, observed) -> None:
         e = np.asarray(edges)
-        uniq, _, _ = self._record(edges, observed)
+        uniq, dc, ds = aggregate_observations(edges, observed, self.n_arms)  # validates first
         if uniq.size == 0:
             return
-        self._cache = None
         # paper 002's batch rule: the round's edges were all chosen under the round-(t−1)
         # posterior; 1 + Σ σ̃²_{t−1}(e) (papers' units) bounds the over-count
-        self._stale = 1.0 + float(np.sum(self._var[uniq])) / self.noise_var
+        stale = 1.0 + float(np.sum(self._variance_at(uniq))) / self.noise_var
+        self._counts[uniq] += dc.astype(np.int64)
+        self._sums[uniq] += ds
+        self._cache = None
+        self._stale = stale
+        # the round's data in the current coordinates (G += Z_B C Z_Bᵀ: one GEMM)
+        ZB = self._Ze[:, uniq]
+        self._G += (ZB * dc) @ ZB.T
+        self._b += ZB @ (ds - dc * self._m[uniq])
         tic = time.perf_counter()
         self._choose_anchors(uniq, e.astype(np.int64, copy=False))
         toc = time.perf_counter()
         self.dictionary_sizes.append(self.m)
         self._posterior()
+        self._round = (uniq, dc)
         self._seconds = (toc - tic, time.perf_counter() - toc)
 
     def diagnostics(self) -> dict[str, float]:
@@ -190,26 +245,85 @@ class NystromPosterior(PosteriorModel):
                 "seconds_dictionary": d, "seconds_posterior": p}
 
     def _posterior(self) -> None:
-        S = np.flatnonzero(self._counts)
+        """Factor V = G + λI and solve for w; the all-edge scores follow lazily."""
+        self._prev = (self._LV, self._var, self._fresh)
+        self._cache = None
+        self._round = None
         m = self.m
-        if m == 0 or S.size == 0:
-            self._mean, self._var = self._m.copy(), self._kdiag.copy()
+        if m == 0 or not np.any(self._counts):
+            self._LV, self._w = np.zeros((0, 0)), np.zeros(0)
+        else:
+            V = self._G + self.noise_var * np.eye(m)
+            # cond(V) ≤ 1 + n κ²/λ: no jitter needed
+            self._LV = sla.cholesky(V, lower=True, check_finite=False)
+            self._w = sla.cho_solve((self._LV, True), self._b, check_finite=False)
+        self._fresh = False
+
+    def _score_all(self) -> None:
+        """Bring the all-edge mean and variance up to date.
+
+        μ̃ = m + Zeᵀw (2mE flops). The variance σ̃² = max(0, k_ee − ‖z_e‖²) + λ z_eᵀV⁻¹z_e:
+        ``full`` computes ‖L_V⁻¹z_e‖² for every edge (m²E). ``downdate``, while the dictionary
+        is unchanged and last round's variances are current, uses Woodbury on
+        V_t = V_{t−1} + Z_B C Z_Bᵀ (B distinct edges of the round, C their counts):
+        z V_t⁻¹ z = z V_{t−1}⁻¹ z − ‖L_M⁻¹ A z‖², A = Z_Bᵀ V_{t−1}⁻¹, M = C⁻¹ + Z_Bᵀ V_{t−1}⁻¹ Z_B
+        (2mBE + B²E flops; paper 001 §4's batch update, on the embedded statistics).
+        """
+        if self._fresh:
             return
-        c = self._counts[S].astype(np.float64)
-        ZS = self._Ze[:, S]
-        G = (ZS * c) @ ZS.T  # recomputed from the counts: no drift (O(n m²))
-        b = ZS @ (self._sums[S] - c * self._m[S])
-        V = G + self.noise_var * np.eye(m)
-        LV = sla.cholesky(V, lower=True, check_finite=False)  # cond(V) ≤ 1 + n κ²/λ: no jitter needed
-        w = sla.cho_solve((LV, True), b, check_finite=False)
-        self._LV = LV
-        self._w = w
-        self._mean = self._m + self._Ze.T @ w
-        U = sla.solve_triangular(LV, self._Ze, lower=True, check_finite=False)
-        self._var = np.maximum(self._kdiag - self._znorm, 0.0) + self.noise_var * np.einsum("ij,ij->j", U, U)
+        self._fresh = True
+        if self.m == 0 or not np.any(self._counts):
+            self._mean, self._var = self._m.copy(), self._kdiag.copy()
+            self._changed = False
+            return
+        Ze = self._Ze
+        self._mean = self._m + Ze.T @ self._w
+        LV0, var0, fresh0 = self._prev
+        uniq, dc = self._round if self._round is not None else (np.zeros(0, np.int64), np.zeros(0))
+        if (self.scoring == "downdate" and not self._changed and fresh0 and uniq.size
+                and LV0.shape == self._LV.shape
+                and self._since_full + 1 < self.refresh
+                and DOWNDATE_COST * (2 * uniq.size + uniq.size ** 2 / self.m) < self.m):
+            ZB = Ze[:, uniq]
+            P = sla.cho_solve((LV0, True), ZB, check_finite=False)  # V_{t−1}⁻¹ Z_B (m×B)
+            M = np.diag(1.0 / dc) + ZB.T @ P
+            LM = sla.cholesky(M, lower=True, check_finite=False)
+            W = sla.solve_triangular(LM, P.T @ Ze, lower=True, check_finite=False)  # B×E
+            self._var = np.maximum(var0 - self.noise_var * np.einsum("ij,ij->j", W, W), 0.0)
+            self._since_full += 1
+            self.n_downdates += 1
+        else:
+            U = sla.solve_triangular(self._LV, Ze, lower=True, check_finite=False)
+            self._var = (np.maximum(self._kdiag - self._znorm, 0.0)
+                         + self.noise_var * np.einsum("ij,ij->j", U, U))
+            self._since_full = 0
+        self._changed = False
+
+    def _variance_at(self, idx: np.ndarray) -> np.ndarray:
+        """σ̃² of the current posterior at the edges ``idx`` only (O(m²|idx|))."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if self._fresh:
+            return self._var[idx]
+        if self._LV.shape[0] == 0:
+            return self._kdiag[idx].copy()
+        Z = self._Ze[:, idx]
+        U = sla.solve_triangular(self._LV, Z, lower=True, check_finite=False)
+        return (np.maximum(self._kdiag[idx] - np.einsum("ij,ij->j", Z, Z), 0.0)
+                + self.noise_var * np.einsum("ij,ij->j", U, U))
+
+    def predict(self, idx) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and standard deviation at the edges ``idx`` only (O(m²|idx|)),
+        without scoring every edge: for callers that need a few arms per round."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if self._fresh or self._LV.shape[0] == 0:
+            mu = self._mean[idx] if self._fresh else self._m[idx].copy()
+        else:
+            mu = self._m[idx] + self._Ze[:, idx].T @ self._w
+        return mu, np.sqrt(np.maximum(self._variance_at(idx), 0.0))
 
     def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
         if self._cache is None:
+            self._score_all()
             self._cache = (readonly(self._mean.copy()), readonly(np.sqrt(np.maximum(self._var, 0.0))))
         return self._cache
 
@@ -307,13 +421,13 @@ class BKBPosterior(NystromPosterior):
         self.stale_ratios: list[float] = []
 
     def _choose_anchors(self, uniq, edges) -> None:
-        var_scaled = self._var / self.noise_var  # σ̃²_{t−1} in the papers' units (before this round)
         stale = self._stale
         self.stale_ratios.append(stale)
         if self.lazy and self.m and stale <= self.ratio:
             return
         S = np.flatnonzero(self._counts)
-        p = np.minimum(1.0, self.qbar * self._counts[S] * var_scaled[S])
+        var_scaled = self._variance_at(S) / self.noise_var  # σ̃²_{t−1} in the papers' units (before this round)
+        p = np.minimum(1.0, self.qbar * self._counts[S] * var_scaled)
         keep = S[self._rng.random(S.size) < p]
         self._set_dictionary(keep)
         self.n_resamples += 1
@@ -328,6 +442,9 @@ _COMMON = (
     Option("jitter", nonneg_float, 1e-8, "jitter on K_ZZ, relative to the largest prior variance (spec J.7)"),
     Option("dup_tol", nonneg_float, 1e-6, "near-duplicate anchors below this residual variance, relative to the "
            "largest prior variance, are not added (spec 5, J.7)"),
+    Option("scoring", _scoring, "downdate", "all-edge variances: 'downdate' (rank-B Woodbury term of the round "
+           "while the dictionary is fixed, exact) or 'full' (recomputed, m^2 E flops)"),
+    Option("refresh", positive_int, 20, "rounds of downdates between full recomputations"),
 )
 #: Options of ``--model nystrom[...]``.
 NYSTROM_OPTIONS = (
@@ -346,14 +463,14 @@ BKB_OPTIONS = (
 
 
 def make_nystrom(prior, *, noise_var, seed=0, mu=None, eps=0.5, gamma=1.0, m_max=2000, jitter=1e-8,
-                 dup_tol=1e-6) -> KORSPosterior:
+                 dup_tol=1e-6, scoring="downdate", refresh=20) -> KORSPosterior:
     """Factory of the ``nystrom`` backend (:class:`KORSPosterior`)."""
     return KORSPosterior(prior, noise_var, seed=seed, mu=mu, eps=eps, gamma=gamma, m_max=m_max, jitter=jitter,
-                         dup_tol=dup_tol)
+                         dup_tol=dup_tol, scoring=scoring, refresh=refresh)
 
 
 def make_bkb(prior, *, noise_var, seed=0, qbar=3.0, lazy=False, ratio=2.0, m_max=2000, jitter=1e-8,
-             dup_tol=1e-6) -> BKBPosterior:
+             dup_tol=1e-6, scoring="downdate", refresh=20) -> BKBPosterior:
     """Factory of the ``bkb`` backend (:class:`BKBPosterior`)."""
     return BKBPosterior(prior, noise_var, seed=seed, qbar=qbar, lazy=lazy, ratio=ratio, m_max=m_max, jitter=jitter,
-                        dup_tol=dup_tol)
+                        dup_tol=dup_tol, scoring=scoring, refresh=refresh)
