@@ -38,7 +38,7 @@ from .kernels import (
 from .linalg import SparseCholesky, jittered_cholesky
 from .validate import choice, positive_float
 
-__all__ = ["Prior", "DiagonalPrior", "DensePrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
+__all__ = ["Prior", "DiagonalPrior", "DensePrior", "PointsPrior", "rbf_kernel", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
            "network_kernel", "DENSE_MAX_EDGES", "KERNEL_KINDS",
            "PRIOR_SCALE", "NOISE_SCALE"]
 
@@ -216,6 +216,53 @@ def _check_symmetric(K: np.ndarray, scale: float, tile: int = 512) -> None:
             worst = max(worst, float(diff))
     if worst > 1e-10 * max(scale, 1e-300):
         raise EvrouteError(f"kernel matrix is not symmetric (max |K - K^T| = {worst:.3g})")
+
+
+class PointsPrior(Prior):
+    """A kernel function over a finite set of points (arms that are not edges: the contextual
+    benchmarks of papers 001/002, where an arm is a (context, action) point). Rows are computed
+    on demand, k(X[idx], X): nothing E×E is held.
+
+    Parameters
+    ----------
+    mean : array (E,)
+    points : array (E, d)
+    kernel : callable
+        ``kernel(A, B)`` → the |A|×|B| matrix of k(a, b) (e.g. :func:`rbf_kernel`).
+    """
+
+    def __init__(self, mean, points, kernel):
+        self.mean = _as_mean(mean)
+        X = np.ascontiguousarray(points, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] != self.n_edges or not np.all(np.isfinite(X)):
+            raise EvrouteError(f"points must be a finite ({self.n_edges}, d) array, got shape {X.shape}")
+        self.points = _readonly(X)
+        self.kernel = kernel
+        d = np.concatenate([np.einsum("ii->i", np.asarray(kernel(X[i:i + 512], X[i:i + 512]), dtype=np.float64))
+                            for i in range(0, X.shape[0], 512)]) if X.shape[0] else np.zeros(0)
+        if not np.all(np.isfinite(d)) or np.any(d < 0):
+            raise EvrouteError("the kernel has a negative or non-finite diagonal on these points")
+        self._diag = _readonly(d)
+
+    def diag(self) -> np.ndarray:
+        return self._diag
+
+    def rows(self, idx) -> np.ndarray:
+        idx = _as_index(idx, self.n_edges)
+        return np.asarray(self.kernel(self.points[idx], self.points), dtype=np.float64)
+
+
+def rbf_kernel(lengthscale: float = 1.0, variance: float = 1.0):
+    """The Gaussian kernel k(a, b) = variance · exp(−‖a − b‖² / (2 ℓ²)) as ``kernel(A, B)``."""
+    ls2 = 2.0 * positive_float("lengthscale", lengthscale) ** 2
+    var = positive_float("variance", variance)
+
+    def kernel(A, B):
+        A, B = np.atleast_2d(A), np.atleast_2d(B)
+        d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+        return var * np.exp(-np.maximum(d2, 0.0) / ls2)
+
+    return kernel
 
 
 class DensePrior(Prior):

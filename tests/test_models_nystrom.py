@@ -276,3 +276,24 @@ def test_dictionary_size_tracks_the_effective_dimension(small):
     assert deffs[0] > deffs[1] > deffs[2]
     for name in sizes:
         assert sizes[name][0] > sizes[name][2], (name, sizes, deffs)
+
+
+def test_points_prior_rows_are_the_kernel_and_lazy_bkb_accumulates():
+    """PointsPrior (arms that are points, e.g. paper 001's (context, action) pairs) gives the
+    Gaussian kernel's rows; BBKB's trigger accumulates the variance since the last resampling
+    (one observation a round never passes C alone here, yet the dictionary is refreshed)."""
+    from evroute.prior import PointsPrior, rbf_kernel
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(60, 3))
+    prior = PointsPrior(np.zeros(60), X, rbf_kernel(0.3, 2.0))
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(prior.rows(np.arange(60)), 2.0 * np.exp(-d2 / (2 * 0.09)), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(prior.diag(), 2.0)
+    lam = 4.0  # σ̃² ≤ k/λ = 0.5 per observation: 1 + σ̃² < C = 1.6 for a single round
+    model = BKBPosterior(prior, lam, qbar=3.0, lazy=True, ratio=1.6, seed=1)
+    for t in range(30):
+        e = np.array([t % 60])
+        model.update(e, np.array([rng.normal()]))
+    assert max(model.stale_ratios) < 1.6
+    assert 2 <= model.n_resamples < 30

@@ -124,8 +124,9 @@ class NystromPosterior(PosteriorModel):
 
     def _reset_dictionary(self) -> None:
         E = self.n_arms
-        self._Z = np.zeros(0, np.int64)
-        self._R = np.zeros((0, 0))
+        self._Z = np.zeros(0, np.int64)  # committed anchors (rows of Ze)
+        self._pending: list[tuple[int, np.ndarray]] = []  # anchors added this round: (edge, k(edge, ·))
+        self._R = np.zeros((0, 0))  # over committed and pending anchors
         self._Ze_buf = np.zeros((16, E))  # rows 0..m-1 are Ze (grown by doubling)
         self._rows = {}  # k(z, ·) of the anchors (reused when BKB resamples)
         self._znorm = np.zeros(E)  # ‖z_e‖²
@@ -135,67 +136,99 @@ class NystromPosterior(PosteriorModel):
 
     @property
     def _Ze(self) -> np.ndarray:
-        """Ze = R⁻¹ K_{Z,:} (m×E, a view)."""
+        """Ze = R⁻¹ K_{Z,:} (m×E, a view; committed anchors)."""
         return self._Ze_buf[:self._Z.size]
+
+    @property
+    def _Zall(self) -> np.ndarray:
+        """Committed and pending anchors, in order."""
+        if not self._pending:
+            return self._Z
+        return np.append(self._Z, [a for a, _ in self._pending])
 
     @property
     def anchors(self) -> np.ndarray:
         """The dictionary's anchor edges, in the order they were added."""
-        return readonly(self._Z.copy())
+        return readonly(self._Zall.copy())
 
     @property
     def m(self) -> int:
-        return int(self._Z.size)
+        return int(self._Z.size + len(self._pending))
 
-    def _residual(self, s: int) -> tuple[np.ndarray, float]:
-        """(z_s, ρ²): the embedding of edge s and its residual variance k_ss − ‖z_s‖²."""
-        z = self._Ze[:, s]
-        return z, float(self._kdiag[s] + self.jitter - z @ z)
+    def _coords(self, s: int) -> np.ndarray:
+        """z_s = R⁻¹ k_Z(s) over the committed and pending anchors: the committed part is a
+        column of Ze, each pending coordinate one step of the triangular solve (O(m) each)."""
+        z0 = self._Ze[:, s]
+        if not self._pending:
+            return z0
+        m0 = self._Z.size
+        z = np.empty(m0 + len(self._pending))
+        z[:m0] = z0
+        for j, (a, row) in enumerate(self._pending):
+            i = m0 + j
+            z[i] = (row[s] + (self.jitter if a == s else 0.0) - self._R[i, :i] @ z[:i]) / self._R[i, i]
+        return z
 
     def _add_anchor(self, s: int, k_row: np.ndarray | None = None) -> bool:
-        """Append edge s to the dictionary (a row of R and of Ze); False for a near-duplicate.
-        ``k_row``: k(s, ·) if already at hand (else one row from the prior)."""
-        if self._Z.size >= self.m_max:
+        """Add edge s to the dictionary (a row of R now; its row of Ze at :meth:`_commit`);
+        False for a near-duplicate. ``k_row``: k(s, ·) if already at hand (else one row from
+        the prior)."""
+        if self.m >= self.m_max:
             return False
-        r, rho2 = self._residual(s)
+        r = self._coords(s)
+        rho2 = float(self._kdiag[s] + self.jitter - r @ r)
         if not rho2 > self.dup_tol:
             self.n_duplicates += 1
             return False
-        rho = math.sqrt(rho2)
-        m = self._Z.size
+        m = self.m
         R = np.zeros((m + 1, m + 1))
         R[:m, :m] = self._R
         R[m, :m] = r
-        R[m, m] = rho
+        R[m, m] = math.sqrt(rho2)
+        self._R = R
         if k_row is None:
             k_row = self._prior.rows(np.array([s]))[0]
-        new = np.array(k_row, dtype=np.float64)
-        new[s] += self.jitter
-        new -= r @ self._Ze
-        new /= rho  # the new coordinate of every edge
-        if m == self._Ze_buf.shape[0]:
-            buf = np.zeros((2 * m, self.n_arms))
-            buf[:m] = self._Ze_buf
+        self._pending.append((int(s), np.asarray(k_row, dtype=np.float64)))
+        return True
+
+    def _commit(self) -> None:
+        """The pending anchors' rows of Ze in one block, N = R₂₂⁻¹(K_A + jitter − R₂₁ Ze)
+        (one GEMM and one triangular solve instead of one pass over Ze per anchor); G and b
+        bordered over the observed edges (old coordinates do not change: R is triangular)."""
+        if not self._pending:
+            return
+        m0, k = self._Z.size, len(self._pending)
+        A = np.array([a for a, _ in self._pending], dtype=np.int64)
+        N = np.array([row for _, row in self._pending], dtype=np.float64)  # k×E (a copy)
+        N[np.arange(k), A] += self.jitter
+        if m0:
+            N -= self._R[m0:, :m0] @ self._Ze
+        N = sla.solve_triangular(self._R[m0:, m0:], N, lower=True, check_finite=False)
+        if m0 + k > self._Ze_buf.shape[0]:
+            size = self._Ze_buf.shape[0]
+            while size < m0 + k:
+                size *= 2
+            buf = np.zeros((size, self.n_arms))
+            buf[:m0] = self._Ze
             self._Ze_buf = buf
-        self._Ze_buf[m] = new
-        self._R = R
-        self._znorm += new * new
-        # border G and b with the new coordinate over the observed edges (O(n m); the old
-        # block does not change because old coordinates do not)
+        self._Ze_buf[m0:m0 + k] = N
+        self._znorm += np.einsum("ij,ij->j", N, N)
         S = np.flatnonzero(self._counts)
         c = self._counts[S].astype(np.float64)
-        cn = c * new[S]
-        G = np.zeros((m + 1, m + 1))
-        G[:m, :m] = self._G
-        G[m, :m] = G[:m, m] = self._Ze_buf[:m, S] @ cn
-        G[m, m] = float(cn @ new[S])
+        NS = N[:, S]
+        G = np.zeros((m0 + k, m0 + k))
+        G[:m0, :m0] = self._G
+        G[:m0, m0:] = (self._Ze_buf[:m0, S] * c) @ NS.T
+        G[m0:, :m0] = G[:m0, m0:].T
+        G[m0:, m0:] = (NS * c) @ NS.T
         self._G = G
-        self._b = np.append(self._b, float(new[S] @ (self._sums[S] - c * self._m[S])))
-        self._changed = True
-        self._Z = np.append(self._Z, s)
+        self._b = np.append(self._b, NS @ (self._sums[S] - c * self._m[S]))
         if self._keep_rows:
-            self._rows[s] = np.asarray(k_row)
-        return True
+            for a, row in self._pending:
+                self._rows[a] = row
+        self._Z = np.append(self._Z, A)
+        self._pending = []
+        self._changed = True
 
     def _set_dictionary(self, edges) -> None:
         """Rebuild the dictionary from scratch with ``edges`` (in that order); kernel rows of
@@ -207,6 +240,7 @@ class NystromPosterior(PosteriorModel):
         self._reset_dictionary()
         for s in edges.tolist():
             self._add_anchor(s, old[s] if s in old else fetched[s])
+        self._commit()
 
     def _choose_anchors(self, uniq: np.ndarray, edges: np.ndarray) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -231,6 +265,7 @@ class NystromPosterior(PosteriorModel):
         self._b += ZB @ (ds - dc * self._m[uniq])
         tic = time.perf_counter()
         self._choose_anchors(uniq, e.astype(np.int64, copy=False))
+        self._commit()
         toc = time.perf_counter()
         self.dictionary_sizes.append(self.m)
         self._posterior()
@@ -377,24 +412,55 @@ class KORSPosterior(NystromPosterior):
         if self.m == 0:
             u = np.zeros(0)
         else:
-            kz = self._R @ self._Ze[:, s]  # k_Z(s) = R z_s (less the jitter where s is an anchor)
-            kz[self._Z == s] -= self.jitter
+            kz = self._R @ self._coords(s)  # k_Z(s) = R z_s (less the jitter where s is an anchor)
+            kz[self._Zall == s] -= self.jitter
             u = sla.solve_triangular(self._LM, kz / np.sqrt(self._p), lower=True, check_finite=False)
         d = max(kss - float(u @ u), 0.0)
         return (1.0 + self.eps) * d / (d + self.mu), u
 
+    def _kors_batch(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_kors` for several edges against the committed dictionary (one triangular
+        solve with |idx| right-hand sides)."""
+        assert not self._pending
+        if self.m == 0:
+            return (1.0 + self.eps) * self._kdiag[idx] / (self._kdiag[idx] + self.mu), np.zeros((0, idx.size))
+        KZ = self._R @ self._Ze[:, idx]
+        KZ[self._Z[:, None] == idx[None, :]] -= self.jitter
+        U = sla.solve_triangular(self._LM, KZ / np.sqrt(self._p)[:, None], lower=True, check_finite=False)
+        d = np.maximum(self._kdiag[idx] - np.einsum("ij,ij->j", U, U), 0.0)
+        return (1.0 + self.eps) * d / (d + self.mu), U
+
     def _choose_anchors(self, uniq, edges) -> None:
-        for s in edges:  # in path order, one observation at a time
-            s = int(s)
-            self.n_scored += 1
-            tau, u = self._kors(s)
-            p = min(self.gamma * tau, 1.0)
-            if self._rng.random() < p and self._add_anchor(s):
+        # one uniform per observation, in path order (as the sequential algorithm draws them)
+        u = self._rng.random(edges.size)
+        self.n_scored += int(edges.size)
+        # τ̃ only falls as anchors are added (a ridge posterior variance): the scores against
+        # the dictionary before the round bound this round's probabilities from above, so the
+        # kernel rows of every edge that can still be accepted are fetched in one call
+        distinct = np.unique(edges)
+        tau0, U0 = self._kors_batch(distinct)
+        bound = dict(zip(distinct.tolist(), np.minimum(self.gamma * tau0, 1.0).tolist(), strict=True))
+        col = {int(e): j for j, e in enumerate(distinct)}
+        maybe = [i for i in range(edges.size) if u[i] < bound[int(edges[i])]]
+        if not maybe:
+            return
+        committed = set(self._Z.tolist())
+        need = np.array(sorted({int(edges[i]) for i in maybe} - committed), dtype=np.int64)
+        rows = dict(zip(need.tolist(), self._prior.rows(need), strict=True)) if need.size else {}
+        m_before = self.m
+        for i in maybe:  # the exact sequential rule, on the candidates that can pass it
+            s = int(edges[i])
+            if self.m == m_before:  # nothing added yet this round: the bound is the score
+                p, uvec = bound[s], U0[:, col[s]]
+            else:
+                tau, uvec = self._kors(s)
+                p = min(self.gamma * tau, 1.0)
+            if u[i] < p and self._add_anchor(s, rows.get(s)):
                 # border M with the new anchor (weight 1/√p): column D k_Z(s)/√p, corner k_ss/p + μ
                 m = self._p.size
                 LM = np.zeros((m + 1, m + 1))
                 LM[:m, :m] = self._LM
-                l_row = u / math.sqrt(p)
+                l_row = uvec / math.sqrt(p)
                 LM[m, :m] = l_row
                 LM[m, m] = math.sqrt(max(self._kdiag[s] / p + self.mu - float(l_row @ l_row), 1e-300))
                 self._LM = LM
@@ -407,7 +473,8 @@ class BKBPosterior(NystromPosterior):
     probability p_j = min(1, q̄ · c_j · σ̃²_j), σ̃²_j its current posterior variance in the
     papers' units (GP variance / λ) and c_j its count (the authors' code rule, one Bernoulli
     per distinct arm; spec wave2-notes). With ``lazy`` (BBKB), the dictionary is kept while
-    1 + Σ_{e ∈ round} σ̃²_e ≤ ``ratio`` (paper 002's batch rule).
+    1 + Σ σ̃²_e over the observations since the last resampling is ≤ ``ratio`` (the batch rule
+    of BBKB's code, accumulated as there; σ̃² of each round under the previous posterior).
     """
 
     _keep_rows = True
@@ -419,12 +486,15 @@ class BKBPosterior(NystromPosterior):
         self.ratio = positive_float("ratio", ratio)
         self.n_resamples = 0
         self.stale_ratios: list[float] = []
+        self._since_resample = 0.0
 
     def _choose_anchors(self, uniq, edges) -> None:
         stale = self._stale
         self.stale_ratios.append(stale)
-        if self.lazy and self.m and stale <= self.ratio:
+        self._since_resample += stale - 1.0  # Σ σ̃² of the observations since the last resampling
+        if self.lazy and self.m and 1.0 + self._since_resample <= self.ratio:
             return
+        self._since_resample = 0.0
         S = np.flatnonzero(self._counts)
         var_scaled = self._variance_at(S) / self.noise_var  # σ̃²_{t−1} in the papers' units (before this round)
         p = np.minimum(1.0, self.qbar * self._counts[S] * var_scaled)
