@@ -139,6 +139,107 @@ class IndexAgent(Agent):
         return f"IndexAgent({self.policy!r}, {type(self.model).__name__})"
 
 
+class BoundAgent(Agent):
+    """Paper 000's frequentist confidence bounds as edge weights: ``gp-amm``, ``gp-dmm``,
+    ``gp-ay``, ``gp-igp`` (:mod:`evroute.bounds`).
+
+    Energy is a cost, so the index is the lower bound LCB_e = max_a μ_a(e) − w_a s_a(e) over the
+    rule's noise levels a (one posterior model each: DMM keeps five, as the authors' code
+    does). Rectification (paper 003's E[max(0, ·)]) would lift it above the bound, so instead
+    the weights are max(LCB_e, floor_e) − potential_e, clipped at 0: floor is a physical lower
+    bound of the edge's energy (so the max is still a lower bound of any physical energy) and
+    the potential sums to a constant along every route between the trip's ends (so the
+    shortest route is unchanged); see :func:`evroute.energy.energy_floor_wh`. The logged index
+    is the LCB itself, for coverage checks.
+
+    The information gain ln det(I + D^½K_OO D^½/ς²) is recomputed exactly each round on the
+    distinct observed edges O (one |O|×|O| Cholesky): the sum of the rounds' batch increments,
+    not the looser per-edge (Hadamard) sum. An empty confidence set (R̃²(a) < 0 at some a)
+    is logged in ``empty_set`` and its width taken as 0, never a crash.
+    """
+
+    def __init__(self, rule: str, models: dict, noise_var: float, prior, oracle, start: int, end: int, *,
+                 B: float, delta: float = 0.01, eta: float = 0.002, energy_floor=None, potential=None):
+        self.rule = rule
+        self.models = models  # noise level a → posterior model (ς² itself among them)
+        self.noise_var = float(noise_var)
+        if self.noise_var not in models:
+            raise EvrouteError("a bound agent needs the model of the noise variance itself")
+        self.prior = prior
+        self.oracle = oracle
+        self.start, self.end = int(start), int(end)
+        self.prior_mean = np.asarray(prior.mean, dtype=np.float64)
+        self.B, self.delta, self.eta = float(B), float(delta), float(eta)
+        E = self.prior_mean.size
+        self.floor = np.full(E, -np.inf) if energy_floor is None else np.asarray(energy_floor, dtype=np.float64)
+        self.potential = np.zeros(E) if potential is None else np.asarray(potential, dtype=np.float64)
+        self._logdet = 0.0
+        self._diag = {"bound_beta": float("nan"), "logdet": 0.0, "empty_set": 0.0}
+
+    @property
+    def base(self):
+        return self.models[self.noise_var]
+
+    def _widths(self) -> dict:
+        from .bounds import confidence_widths, q_from_mean, rtilde2
+
+        counts = self.base.counts
+        seen = np.flatnonzero(counts)
+        n = counts[seen].astype(np.float64)
+        q = None
+        empty = False
+        if self.rule == "dmm":
+            r = self.base._sums[seen] / n - self.prior_mean[seen]
+            q = {a: q_from_mean(n, r, m.mean_std()[0][seen] - self.prior_mean[seen]) for a, m in self.models.items()}
+            empty = any(rtilde2(a, qa, q[self.noise_var], self.noise_var, self._logdet, self.delta, self.B) < 0
+                        for a, qa in q.items())
+        w = confidence_widths(self.rule, logdet=self._logdet, B=self.B, delta=self.delta, noise_var=self.noise_var,
+                              n_obs=int(n.sum()), eta=self.eta, q=q)
+        self._diag = {"bound_beta": float(w.get(self.noise_var, float("nan"))), "logdet": float(self._logdet),
+                      "empty_set": float(empty)}
+        return w
+
+    def lower_bounds(self) -> np.ndarray:
+        """LCB_e for every edge (the tightest over the rule's noise levels)."""
+        lcb = None
+        for a, wa in self._widths().items():
+            mu, sd = self.models[a].mean_std()
+            v = mu - wa * sd
+            lcb = v if lcb is None else np.maximum(lcb, v)
+        return lcb
+
+    def select(self, t, available, rng) -> Decision:
+        mu, sd = self.base.mean_std()
+        lcb = self.lower_bounds()
+        weights = np.maximum(np.maximum(lcb, self.floor) - self.potential, 0.0)
+        path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
+                          dtype=np.int64)
+        beta = self._diag["bound_beta"]
+        return Decision(path, beta * beta if np.isfinite(beta) else float("nan"), lcb[path].copy(), mu[path].copy(),
+                        sd[path].copy(), self.prior_mean[path])
+
+    def observe(self, path, values) -> None:
+        from .bounds import information_logdet
+
+        for m in self.models.values():
+            m.update(path, values)
+        seen = np.flatnonzero(self.base.counts)
+        self._logdet = information_logdet(self.prior.block(seen), self.base.counts[seen], self.noise_var)
+
+    def mean_std(self):
+        return self.base.mean_std()
+
+    def diagnostics(self):
+        return dict(self._diag)
+
+    @property
+    def n_distinct(self) -> int:
+        return self.base.n_distinct
+
+    def __repr__(self) -> str:
+        return f"BoundAgent({self.rule!r}, {len(self.models)} model(s), B={self.B:g})"
+
+
 # --------------------------------------------------------------------------------------
 # The registry: policy names → agents
 # --------------------------------------------------------------------------------------
@@ -173,6 +274,12 @@ class AgentSetup:
     model: str = "exact"
     model_options: dict = field(default_factory=dict)
     seed: int = 0
+    #: ‖f − m‖ of the truth in its kernel's RKHS, for agents told B (paper 000 gives the true B)
+    truth_rkhs_norm: float = float("nan")
+    #: a physical lower bound of every edge's energy and a route-invariant potential (Wh;
+    #: :func:`evroute.energy.energy_floor_wh`), for agents whose weights are lower bounds
+    energy_floor: np.ndarray | None = None
+    potential: np.ndarray | None = None
 
 
 _AGENTS = Registry("policy", sort=False)
@@ -265,3 +372,47 @@ for _family in MODEL_FAMILIES:
     for _rule in RULES:
         register_agent(f"{_family}-{_rule}", _index_agent_factory(_family, _rule), options=RULE_OPTIONS[_rule],
                        description=f"{_rule} index rule on the {'GP' if _family == 'gp' else 'BI'} posterior")
+
+
+def _bound_b(name, value):
+    if value in (None, "", "oracle"):
+        return "oracle"
+    return nonneg_float(name, value)
+
+
+#: The options of the paper-000 bound agents.
+BOUND_OPTIONS: tuple[Option, ...] = (
+    Option("b", _bound_b, "oracle", "B, the RKHS-norm bound of f - m in the prior's RKHS (gp-amm[b=10]); "
+           "'oracle': the truth's own norm, as paper 000's experiments give the true B"),
+    Option("delta", nonneg_float, 0.01, "confidence 1 - delta (paper 000 Sec. 7: 0.01)"),
+    Option("eta", nonneg_float, 0.002, "gp-igp's eta (paper 000 Sec. 7: 2/T at T = 1000)"),
+)
+_BOUND_RULES = {"amm": "AMM (paper 000 eq. 14, analytic)", "dmm": "DMM (paper 000, minimum over a grid of 5)",
+                "ay": "Abbasi-Yadkori's bound (paper 000's baseline)", "igp": "IGP-UCB's bound (paper 000's baseline)"}
+
+
+def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
+    def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002) -> Agent:
+        B = b
+        from .bounds import DMM_GRID
+        from .models import make_model
+
+        if B == "oracle":
+            B = float(setup.truth_rkhs_norm)
+            if not np.isfinite(B):
+                raise EvrouteError(f"gp-{rule}: the truth's RKHS norm is not known here; pass gp-{rule}[b=...]")
+        if not 0 < float(delta) < 1:
+            raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
+        levels = [setup.noise_var * g for g in DMM_GRID] if rule == "dmm" else [setup.noise_var]
+        models = {a: make_model(setup.model, setup.prior, noise_var=a, seed=setup.seed, **setup.model_options)
+                  for a in levels}
+        return BoundAgent(rule, models, setup.noise_var, setup.prior, setup.oracle, setup.start, setup.end, B=B,
+                          delta=float(delta), eta=float(eta), energy_floor=setup.energy_floor,
+                          potential=setup.potential)
+
+    return factory
+
+
+for _rule, _what in _BOUND_RULES.items():
+    register_agent(f"gp-{_rule}", _bound_agent_factory(_rule), options=BOUND_OPTIONS,
+                   description=f"lower confidence bounds of {_what}, frequentist: they assume ||f - m|| <= B")

@@ -33,6 +33,9 @@ def compare_cmd(
     truth_lengthscale: Annotated[str | None, typer.Option(
         help="Lengthscale of the kernel the true f is sampled from: a number (default 1, the paper's) "
              "or 'same' (each run's --lengthscales value: the sweep then changes the environment too).")] = None,
+    truth: Annotated[str | None, typer.Option(
+        "--truth", help="The ground truth: gp (a draw from the GP prior, the paper's; default) or "
+                        "rkhs[B=10] (an RKHS-bounded function with norm B: paper 000 Sec. 7).")] = None,
     jobs: Annotated[int | None, typer.Option(
         help="Parallel processes (default: number of CPUs; 1 runs in-process).")] = None,
     executor: Annotated[str, typer.Option(help="local (process pool) or ray.")] = "local",
@@ -62,7 +65,7 @@ def compare_cmd(
         positive_int("--jobs", jobs)
     grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
                      horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle,
-                     truth_lengthscale=truth_lengthscale)
+                     truth_lengthscale=truth_lengthscale, truth_kind=truth)
     res = run_grid(grid, out, executor=executor, jobs=jobs, ray_address=ray_address, overwrite=overwrite,
                    progress=progress)
     print(summary_markdown(res.summary).rstrip())

@@ -55,6 +55,9 @@ class SimulationConfig:
     #: context lengthscale of the kernel the ground truth f is sampled from (the paper's
     #: kernel lengthscales are 1); ``lengthscale`` is the agent's prior only
     truth_lengthscale: float = 1.0
+    #: the ground truth: ``gp`` (a draw from the GP prior, paper 003) or ``rkhs[B=…,anchors=20]``
+    #: (‖f − m‖_K = B exactly, paper 000 §7)
+    truth: str = "gp"
 
     def __post_init__(self) -> None:
         if isinstance(self.policy, str) and "[" in self.policy:
@@ -119,6 +122,7 @@ class SimulationConfig:
                                    "uses its own Bayesian-inference model (leave --model out)")
         else:
             backend.resolve(self.model_options or {})
+        self.truth_options()
         from .agents import agent_options
 
         declared = {o.name: o for o in agent_options(self.policy)}
@@ -128,6 +132,29 @@ class SimulationConfig:
                                f"(accepted: {', '.join(declared) or 'none'})")
         for key, value in (self.policy_options or {}).items():
             declared[key].convert(key, value)
+
+    def truth_options(self) -> tuple[str, dict]:
+        """(kind, options) of :attr:`truth`, checked: ``("gp", {})`` or ``("rkhs", {"B": …,
+        "anchors": …})`` (B required)."""
+        from .environments import RKHS_ANCHORS, TRUTHS
+        from .specs import parse_spec
+        from .validate import positive_float, positive_int
+
+        kind, opts = parse_spec(str(self.truth), "truth", "rkhs[B=10]")
+        if kind not in TRUTHS:
+            raise EvrouteError(f"unknown truth {self.truth!r}; choose one of: gp, rkhs[B=...,anchors={RKHS_ANCHORS}]")
+        if kind == "gp":
+            if opts:
+                raise EvrouteError(f"truth gp takes no options, got {', '.join(opts)}")
+            return kind, {}
+        opts = {("B" if k.lower() == "b" else k): v for k, v in opts.items()}
+        unknown = sorted(set(opts) - {"B", "anchors"})
+        if unknown:
+            raise EvrouteError(f"unknown option(s) for truth rkhs: {', '.join(unknown)} (accepted: B, anchors)")
+        if "B" not in opts:
+            raise EvrouteError("truth rkhs needs its RKHS norm: rkhs[B=...] (paper 000 uses B = 10)")
+        return kind, {"B": positive_float("B", opts["B"]),
+                      "anchors": positive_int("anchors", opts.get("anchors", RKHS_ANCHORS))}
 
     @property
     def backend(self) -> str:

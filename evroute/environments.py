@@ -27,7 +27,13 @@ from .errors import EvrouteError
 from .policies import rectified_mean
 from .validate import nonneg_float
 
-__all__ = ["Environment", "StaticEnvironment", "gp_truth"]
+__all__ = ["Environment", "StaticEnvironment", "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "TRUTHS", "RKHS_ANCHORS"]
+
+#: The kinds of ground truth (``--truth``): a draw from the GP prior (paper 003) or an
+#: RKHS-bounded function (paper 000 §7).
+TRUTHS = ("gp", "rkhs")
+#: Anchor edges of the RKHS truth (paper 000 §7 uses 20 inducing points).
+RKHS_ANCHORS = 20
 
 
 class Environment(ABC):
@@ -135,3 +141,43 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
     if prior.sampler != "dense":  # large networks: drawn without an E×E matrix
         params["sampler"] = prior.sampler
     return cached_arrays("truth", params, build)["value"]
+
+
+def gp_truth_rkhs_norm(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 1.0) -> float:
+    """‖f − m‖ in the RKHS of the truth's kernel K for :func:`gp_truth`'s draw: f − m = L z with
+    L Lᵀ = K (jitter included), so ‖f − m‖²_K = zᵀz, z the same standard normals (stream
+    ``[seed, 1]``; E draws, no solve). NaN where the truth is drawn by random features (from
+    :data:`evroute.prior.SPARSE_FROM_EDGES` edges): its norm needs an E×E solve. About √E."""
+    from .prior import NetworkPrior
+
+    prior = NetworkPrior(net, np.asarray(prior_mean, dtype=np.float64), "combined", lengthscale, 1.0, 2.0, prior_var)
+    if prior.sampler != "dense":
+        return float("nan")
+    z = np.random.default_rng([int(seed), 1]).standard_normal(net.n_edges)
+    return float(np.sqrt(z @ z))
+
+
+def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: int = RKHS_ANCHORS,
+               lengthscale: float = 1.0) -> np.ndarray:
+    """An RKHS-bounded truth (paper 000 §7's construction, on edges): f = m + b Σ_i w_i K(·, z_i)
+    with ``anchors`` distinct random edges z_i, w ~ N(0, I) and b = B/√(wᵀ K_ZZ w), so that
+    ‖f − m‖_K = B exactly in the RKHS of the truth's kernel K (the paper's combined kernel,
+    σ₀², context lengthscale ``lengthscale``). Rows of K only: no E×E matrix. Stream
+    ``[seed, 3]``."""
+    from .prior import NetworkPrior
+    from .validate import positive_float, positive_int
+
+    B = positive_float("B", B)
+    anchors = positive_int("anchors", anchors)
+    m = np.asarray(prior_mean, dtype=np.float64)
+    if anchors > m.size:
+        raise EvrouteError(f"rkhs truth: {anchors} anchors but the network has {m.size} edges")
+    prior = NetworkPrior(net, m, "combined", lengthscale, 1.0, 2.0, prior_var)
+    rng = np.random.default_rng([int(seed), 3])
+    Z = np.sort(rng.choice(m.size, size=anchors, replace=False))
+    w = rng.standard_normal(anchors)
+    KZ = np.asarray(prior.rows(Z), dtype=np.float64)
+    norm2 = float(w @ KZ[:, Z] @ w)
+    if not norm2 > 0:
+        raise EvrouteError("rkhs truth: the anchors' kernel block is degenerate; choose another seed")
+    return m + (B / np.sqrt(norm2)) * (KZ.T @ w)

@@ -35,6 +35,8 @@ class Problem:
     noise_var: float
     truth: np.ndarray
     seed: int
+    #: ‖f − m‖ in the RKHS of the truth's kernel (NaN where it cannot be had without E×E)
+    truth_rkhs_norm: float = float("nan")
 
     @property
     def noise_std(self) -> float:
@@ -44,7 +46,7 @@ class Problem:
 def prepare_problem(cfg, net=None) -> Problem:
     """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed."""
     from .energy import load_vehicle
-    from .environments import gp_truth
+    from .environments import gp_truth, gp_truth_rkhs_norm, rkhs_truth
     from .network import load_network
     from .oracle import Oracle
     from .routes import edge_energies, resolve_route
@@ -61,8 +63,14 @@ def prepare_problem(cfg, net=None) -> Problem:
         raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
     prior_var = (PRIOR_SCALE * sigma_det) ** 2
     noise_var = (NOISE_SCALE * sigma_det) ** 2
-    truth = gp_truth(net, e_det, prior_var, cfg.seed, cfg.truth_lengthscale)
-    return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth, cfg.seed)
+    kind, opts = cfg.truth_options()
+    if kind == "rkhs":
+        truth = rkhs_truth(net, e_det, prior_var, cfg.seed, opts["B"], opts["anchors"], cfg.truth_lengthscale)
+        norm = opts["B"]
+    else:
+        truth = gp_truth(net, e_det, prior_var, cfg.seed, cfg.truth_lengthscale)
+        norm = gp_truth_rkhs_norm(net, e_det, prior_var, cfg.seed, cfg.truth_lengthscale)
+    return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth, cfg.seed, norm)
 
 
 def agent_prior(cfg, problem: Problem) -> NetworkPrior:
@@ -87,11 +95,15 @@ def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
     """
     from .agents import AgentSetup, agent_options
     from .agents import make_agent as make_named_agent
+    from .energy import energy_floor_wh
 
+    e = problem.net.edges
+    floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
     setup = AgentSetup(prior=prior if prior is not None else agent_prior(cfg, problem),
                        noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
                        end=problem.route.end, model=cfg.model, model_options=dict(cfg.model_options or {}),
-                       seed=cfg.seed)
+                       seed=cfg.seed, truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=floor,
+                       potential=potential)
     values = {"beta_scale": cfg.beta_scale, "omega": cfg.omega, "xi": cfg.xi, "joint": cfg.joint_samples}
     options = {o.name: values[o.name] for o in agent_options(cfg.policy) if o.name in values}
     options.update(cfg.policy_options or {})

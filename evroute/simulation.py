@@ -97,6 +97,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "horizon": cfg.horizon, "policy": cfg.policy, "model": cfg.backend, "network": problem.net.name,
         "route": problem.route.name, "start_edge": problem.route.start, "end_edge": problem.route.end,
         "seed": cfg.seed, "lengthscale": cfg.lengthscale, "truth_lengthscale": cfg.truth_lengthscale,
+        "truth": cfg.truth, "truth_rkhs_norm": None if math.isnan(problem.truth_rkhs_norm) else problem.truth_rkhs_norm,
         "kernel": cfg.kernel,
         "noise_std_wh": problem.noise_std, "prior_std_wh": math.sqrt(problem.prior_var),
         "sigma_det_wh": problem.sigma_det,

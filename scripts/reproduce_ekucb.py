@@ -83,7 +83,7 @@ class Bump:
                                        np.tile(self.actions, horizon)])
 
 
-def run(method: str, env: Bump, lam: float, seed: int, gamma_factor: float = 1.0) -> dict:
+def run(method: str, env: Bump, lam: float, seed: int, gamma_factor: float = 1.0, mu: float | None = None) -> dict:
     T = env.rewards.shape[0]
     if method == "random":  # the expected regret of a uniform choice (a reference line)
         r = env.rewards
@@ -92,7 +92,8 @@ def run(method: str, env: Bump, lam: float, seed: int, gamma_factor: float = 1.0
     if method == "K-UCB":
         model = KORSPosterior(prior, lam, gamma=1e12, m_max=T + 1, seed=seed)  # every arm an anchor
     elif method == "EK-UCB":
-        model = KORSPosterior(prior, lam, mu=lam, eps=0.5, gamma=gamma_factor * lam, m_max=T + 1, seed=seed)
+        model = KORSPosterior(prior, lam, mu=lam if mu is None else mu, eps=0.5, gamma=gamma_factor * lam,
+                              m_max=T + 1, seed=seed)
     elif method == "BBKB":
         model = BKBPosterior(prior, lam, qbar=30.0, lazy=True, ratio=3.0, m_max=T + 1, seed=seed)
     elif method == "CBKB":
@@ -130,26 +131,36 @@ def main(argv=None) -> int:
     p.add_argument("--gamma-factor", type=float, default=1.0, help="EK-UCB's KORS budget γ = factor · λ "
                    "(1: the text's γ ≈ λ; the code's grid: 0.001, 0.02, 0.05, 0.1)")
     p.add_argument("--cbkb", action="store_true", help="also run eager BKB (q̄ = 10; slow)")
+    p.add_argument("--mus", default=None, help="EK-UCB's KORS ridges μ to sweep (default: μ = λ); the code's "
+                   "Bump sweep is λ = 10, μ ∈ {1, 10, 100}")
+    p.add_argument("--methods", default=None, help="comma-separated subset of random,K-UCB,EK-UCB,BBKB,CBKB")
     p.add_argument("--out", type=Path, default=None, help="also write the table as CSV")
     args = p.parse_args(argv)
     methods = ["random", "K-UCB", "EK-UCB", "BBKB"] + (["CBKB"] if args.cbkb else [])
+    if args.methods:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     rows = []
     print(f"Bump, T = {args.horizon}, {args.seeds} seeds, fixed radius {RADIUS} (papers' units), "
           f"Gaussian kernel ℓ = {LENGTHSCALE}\n")
-    print("| λ = μ | method | final regret (mean ± s.e.) | s / run | m at T | d_eff |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: |")
+    print("| λ | μ | method | final regret (mean ± s.e.) | s / run | m at T | d_eff |")
+    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     for lam in [float(x) for x in args.lambdas.split(",")]:
         for method in methods:
-            res = [run(method, Bump(args.horizon, s), lam, s, args.gamma_factor) for s in range(args.seeds)]
-            reg = np.array([r["regret"] for r in res])
-            se = reg.std(ddof=1) / math.sqrt(reg.size) if reg.size > 1 else float("nan")
-            deff = np.mean([r["d_eff"] for r in res]) if "d_eff" in res[0] else float("nan")
-            row = {"lambda": lam, "method": method, "regret_mean": reg.mean(), "regret_se": se,
-                   "seconds": float(np.mean([r["seconds"] for r in res])),
-                   "m": float(np.mean([r["m"] for r in res])), "d_eff": deff}
-            rows.append(row)
-            print(f"| {lam:g} | {method} | {row['regret_mean']:.1f} ± {se:.1f} | {row['seconds']:.1f} | "
-                  f"{row['m']:.0f} | {'' if math.isnan(deff) else f'{deff:.0f}'} |", flush=True)
+            mus = [float(x) for x in args.mus.split(",")] if (args.mus and method == "EK-UCB") else [None]
+            for mu in mus:
+                res = [run(method, Bump(args.horizon, s), lam, s, args.gamma_factor, mu) for s in range(args.seeds)]
+                reg = np.array([r["regret"] for r in res])
+                se = reg.std(ddof=1) / math.sqrt(reg.size) if reg.size > 1 else float("nan")
+                deff = np.mean([r["d_eff"] for r in res]) if "d_eff" in res[0] else float("nan")
+                mu_used = lam if mu is None else mu
+                row = {"lambda": lam, "mu": mu_used if method == "EK-UCB" else float("nan"), "method": method,
+                       "regret_mean": reg.mean(), "regret_se": se,
+                       "seconds": float(np.mean([r["seconds"] for r in res])),
+                       "m": float(np.mean([r["m"] for r in res])), "d_eff": deff}
+                rows.append(row)
+                print(f"| {lam:g} | {f'{mu_used:g}' if method == 'EK-UCB' else ''} | {method} | "
+                      f"{row['regret_mean']:.1f} ± {se:.1f} | {row['seconds']:.1f} | {row['m']:.0f} | "
+                      f"{'' if math.isnan(deff) else f'{deff:.0f}'} |", flush=True)
     if args.out is not None:
         import pandas as pd
 

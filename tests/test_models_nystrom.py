@@ -163,7 +163,8 @@ def test_every_policy_runs_and_logs_the_dictionary(tmp_path, small, policy):
     cfg = SimulationConfig(model="bkb" if policy == "gp-ts" else "nystrom", policy=policy, horizon=6, seed=1)
     simulate(cfg, tmp_path / "run", net=small["net"])
     r = pd.read_parquet(tmp_path / "run" / "rounds.parquet")
-    assert {"dictionary_size", "stale_ratio", "seconds_dictionary", "seconds_posterior"} <= set(r.columns)
+    assert {"dictionary_size", "stale_ratio", "seconds_dictionary", "seconds_posterior",
+            "seconds_scoring"} <= set(r.columns)
     assert np.all(r.dictionary_size >= 1) and np.all(r.stale_ratio >= 1.0)
     if cfg.model == "nystrom":
         assert np.all(np.diff(r.dictionary_size) >= 0)  # KORS only grows

@@ -126,7 +126,8 @@ class NystromPosterior(PosteriorModel):
         E = self.n_arms
         self._Z = np.zeros(0, np.int64)  # committed anchors (rows of Ze)
         self._pending: list[tuple[int, np.ndarray]] = []  # anchors added this round: (edge, k(edge, ·))
-        self._R = np.zeros((0, 0))  # over committed and pending anchors
+        self._pending_idx = np.zeros(0, np.int64)
+        self._Rbuf = np.zeros((16, 16))  # R over committed and pending anchors (grown by doubling)
         self._Ze_buf = np.zeros((16, E))  # rows 0..m-1 are Ze (grown by doubling)
         self._rows = {}  # k(z, ·) of the anchors (reused when BKB resamples)
         self._znorm = np.zeros(E)  # ‖z_e‖²
@@ -140,11 +141,15 @@ class NystromPosterior(PosteriorModel):
         return self._Ze_buf[:self._Z.size]
 
     @property
+    def _R(self) -> np.ndarray:
+        """R, the lower Cholesky factor of K_ZZ + jitter·I (a view)."""
+        m = self.m
+        return self._Rbuf[:m, :m]
+
+    @property
     def _Zall(self) -> np.ndarray:
         """Committed and pending anchors, in order."""
-        if not self._pending:
-            return self._Z
-        return np.append(self._Z, [a for a, _ in self._pending])
+        return np.append(self._Z, self._pending_idx) if self._pending else self._Z
 
     @property
     def anchors(self) -> np.ndarray:
@@ -161,13 +166,13 @@ class NystromPosterior(PosteriorModel):
         z0 = self._Ze[:, s]
         if not self._pending:
             return z0
-        m0 = self._Z.size
-        z = np.empty(m0 + len(self._pending))
-        z[:m0] = z0
-        for j, (a, row) in enumerate(self._pending):
-            i = m0 + j
-            z[i] = (row[s] + (self.jitter if a == s else 0.0) - self._R[i, :i] @ z[:i]) / self._R[i, i]
-        return z
+        m0, m = self._Z.size, self.m
+        kp = np.fromiter((row[s] for _, row in self._pending), dtype=np.float64, count=m - m0)
+        kp[self._pending_idx == s] += self.jitter
+        R = self._Rbuf
+        if m0:
+            kp -= R[m0:m, :m0] @ z0
+        return np.concatenate([z0, sla.solve_triangular(R[m0:m, m0:m], kp, lower=True, check_finite=False)])
 
     def _add_anchor(self, s: int, k_row: np.ndarray | None = None) -> bool:
         """Add edge s to the dictionary (a row of R now; its row of Ze at :meth:`_commit`);
@@ -181,14 +186,16 @@ class NystromPosterior(PosteriorModel):
             self.n_duplicates += 1
             return False
         m = self.m
-        R = np.zeros((m + 1, m + 1))
-        R[:m, :m] = self._R
-        R[m, :m] = r
-        R[m, m] = math.sqrt(rho2)
-        self._R = R
+        if m == self._Rbuf.shape[0]:
+            buf = np.zeros((2 * m, 2 * m))
+            buf[:m, :m] = self._Rbuf
+            self._Rbuf = buf
+        self._Rbuf[m, :m] = r
+        self._Rbuf[m, m] = math.sqrt(rho2)
         if k_row is None:
             k_row = self._prior.rows(np.array([s]))[0]
         self._pending.append((int(s), np.asarray(k_row, dtype=np.float64)))
+        self._pending_idx = np.append(self._pending_idx, s)
         return True
 
     def _commit(self) -> None:
@@ -228,6 +235,7 @@ class NystromPosterior(PosteriorModel):
                 self._rows[a] = row
         self._Z = np.append(self._Z, A)
         self._pending = []
+        self._pending_idx = np.zeros(0, np.int64)
         self._changed = True
 
     def _set_dictionary(self, edges) -> None:
@@ -274,10 +282,13 @@ class NystromPosterior(PosteriorModel):
 
     def diagnostics(self) -> dict[str, float]:
         """``dictionary_size`` m, ``stale_ratio`` 1 + Σ_{e∈round} σ̃²_{t−1}(e) (paper 002's batch
-        rule, in its units), and the seconds spent on the dictionary and on the posterior."""
+        rule, in its units), and the seconds spent on the dictionary, on the posterior update
+        (V's factor) and on the last all-edge scoring (means and variances of every edge,
+        done when a policy asks for them: the round's selection)."""
         d, p = getattr(self, "_seconds", (0.0, 0.0))
         return {"dictionary_size": float(self.m), "stale_ratio": float(getattr(self, "_stale", 1.0)),
-                "seconds_dictionary": d, "seconds_posterior": p}
+                "seconds_dictionary": d, "seconds_posterior": p,
+                "seconds_scoring": float(getattr(self, "_seconds_scoring", 0.0))}
 
     def _posterior(self) -> None:
         """Factor V = G + λI and solve for w; the all-edge scores follow lazily."""
@@ -306,6 +317,13 @@ class NystromPosterior(PosteriorModel):
         """
         if self._fresh:
             return
+        tic = time.perf_counter()
+        try:
+            self._score_all_now()
+        finally:
+            self._seconds_scoring = time.perf_counter() - tic
+
+    def _score_all_now(self) -> None:
         self._fresh = True
         if self.m == 0 or not np.any(self._counts):
             self._mean, self._var = self._m.copy(), self._kdiag.copy()
@@ -398,8 +416,13 @@ class KORSPosterior(NystromPosterior):
         self.eps = positive_float("eps", eps)
         self.gamma = positive_float("gamma", gamma)
         self._p = np.zeros(0)  # the anchors' sampling probabilities
-        self._LM = np.zeros((0, 0))  # Cholesky factor of D K_ZZ D + μI
+        self._LMbuf = np.zeros((16, 16))  # Cholesky factor of D K_ZZ D + μI (grown by doubling)
         self.n_scored = 0
+
+    @property
+    def _LM(self) -> np.ndarray:
+        m = self._p.size
+        return self._LMbuf[:m, :m]
 
     def kors_score(self, s: int) -> float:
         """τ̃(s) against the current dictionary (closed form of 001 eq. 41)."""
@@ -458,12 +481,13 @@ class KORSPosterior(NystromPosterior):
             if u[i] < p and self._add_anchor(s, rows.get(s)):
                 # border M with the new anchor (weight 1/√p): column D k_Z(s)/√p, corner k_ss/p + μ
                 m = self._p.size
-                LM = np.zeros((m + 1, m + 1))
-                LM[:m, :m] = self._LM
+                if m == self._LMbuf.shape[0]:
+                    buf = np.zeros((2 * m, 2 * m))
+                    buf[:m, :m] = self._LMbuf
+                    self._LMbuf = buf
                 l_row = uvec / math.sqrt(p)
-                LM[m, :m] = l_row
-                LM[m, m] = math.sqrt(max(self._kdiag[s] / p + self.mu - float(l_row @ l_row), 1e-300))
-                self._LM = LM
+                self._LMbuf[m, :m] = l_row
+                self._LMbuf[m, m] = math.sqrt(max(self._kdiag[s] / p + self.mu - float(l_row @ l_row), 1e-300))
                 self._p = np.append(self._p, p)
 
 

@@ -1,0 +1,243 @@
+"""Paper 000's confidence widths (evroute/bounds.py) against the per-observation formulas of
+the paper in its own (k, α, c) units, and the orderings it proves (spec §1.4)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from evroute.bounds import (
+    DMM_GRID,
+    amm_beta,
+    ay_beta,
+    confidence_widths,
+    igp_beta,
+    information_logdet,
+    q_from_mean,
+    q_value,
+    rtilde2,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(40, 2))
+    k = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / (2 * 0.3**2))  # the paper's k (unit RBF)
+    obs = rng.choice(25, size=70)  # repeated inputs among the first 25
+    w = rng.standard_normal(8)
+    f = 0.5 * k[:, :8] @ w  # ‖f‖_k = 0.5 √(wᵀ k_ZZ w)
+    sigma = 0.2
+    y = f[obs] + sigma * rng.standard_normal(obs.size)
+    seen, inv = np.unique(obs, return_inverse=True)
+    n = np.bincount(inv).astype(float)
+    s = np.bincount(inv, weights=y)
+    B_k = 1.2 * 0.5 * math.sqrt(w @ k[:8, :8] @ w)
+    return {"k": k, "obs": obs, "y": y, "O": seen, "n": n, "s": s, "sigma": sigma, "B_k": B_k}
+
+
+def per_observation(d, c, alpha, x):
+    """Paper 000 in its own units: μ_α, ρ_α (eqs. 2–3), R̃²_α of Cor. 4.3 with
+    q(α) = α yᵀ(K_N + αI)⁻¹y, for the prior k, regulariser α, mixture scale c."""
+    k, obs, y, sigma, delta = d["k"], d["obs"], d["y"], d["sigma"], 0.01
+    KN = k[np.ix_(obs, obs)]
+    N = obs.size
+
+    def q(a):
+        return a * y @ np.linalg.solve(KN + a * np.eye(N), y)
+
+    ld = np.linalg.slogdet(np.eye(N) + c / sigma**2 * KN)[1]
+    r2 = q(sigma**2 / c) - q(alpha) + sigma**2 * ld + 2 * sigma**2 * math.log(1 / delta) + alpha * d["B_k"] ** 2
+    kx = k[np.ix_(obs, x)]
+    A = KN + alpha * np.eye(N)
+    mu = kx.T @ np.linalg.solve(A, y)
+    rho2 = np.diag(k)[x] - np.einsum("ij,ij->j", kx, np.linalg.solve(A, kx))
+    return mu, np.sqrt(rho2), r2, ld
+
+
+def gp_posterior(d, K, a, x):
+    """A GP with prior K and noise a on the aggregated data (counts): mean and sd at x."""
+    seen, n, s = d["O"], d["n"], d["s"]
+    A = K[np.ix_(seen, seen)] + np.diag(a / n)
+    kx = K[np.ix_(seen, x)]
+    mu = kx.T @ np.linalg.solve(A, s / n)
+    var = np.diag(K)[x] - np.einsum("ij,ij->j", kx, np.linalg.solve(A, kx))
+    return mu, np.sqrt(var)
+
+
+@pytest.mark.parametrize("c", [1.0, 0.3])
+def test_k_units_equal_the_papers_units(data, c):
+    """The bound μ_a + √(R̃²(a)/a) s_a with K = c·k, a = cα, B_K = B_k/√c (evroute's units) is
+    paper 000's μ_α + √(R̃²_α/α) ρ_α, for every grid α; the aggregated statistics give the
+    per-observation log-det and q."""
+    d = data
+    K, sig2 = c * d["k"], d["sigma"] ** 2
+    B_K = d["B_k"] / math.sqrt(c)
+    x = np.arange(40)
+    KOO = K[np.ix_(d["O"], d["O"])]
+    ld = information_logdet(KOO, d["n"], sig2)
+    q = {sig2 * g: q_value(KOO, d["n"], d["s"], sig2 * g) for g in DMM_GRID}
+    w = confidence_widths("dmm", logdet=ld, B=B_K, delta=0.01, noise_var=sig2, q=q)
+    for a, wa in w.items():
+        mu_p, rho, r2, ld_p = per_observation(d, c, a / c, x)
+        assert ld == pytest.approx(ld_p, rel=1e-10)
+        mu, sd = gp_posterior(d, K, a, x)
+        np.testing.assert_allclose(mu, mu_p, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(mu + wa * sd, mu_p + math.sqrt(r2 / (a / c)) * rho, rtol=1e-8)
+
+
+def test_q_from_the_posterior_mean_and_lemma_c2(data):
+    d, sig2 = data, data["sigma"] ** 2
+    K = d["k"]
+    KOO = K[np.ix_(d["O"], d["O"])]
+    for a in (0.3 * sig2, sig2, 4 * sig2):
+        mu, _ = gp_posterior(d, K, a, d["O"])
+        assert q_from_mean(d["n"], d["s"] / d["n"], mu) == pytest.approx(q_value(KOO, d["n"], d["s"], a), rel=1e-9)
+    ld = information_logdet(KOO, d["n"], sig2)
+    q0 = q_value(KOO, d["n"], d["s"], sig2)
+    # Lemma C.2: at a = ς² the quadratic terms cancel and R̃²/ς² is AMM's β²
+    assert rtilde2(sig2, q0, q0, sig2, ld, 0.01, 2.0) / sig2 == pytest.approx(amm_beta(ld, 2.0, 0.01) ** 2)
+
+
+def test_the_orderings_of_theorem_6_3_and_dmm(data):
+    """AMM < AY and AMM < IGP (matched regularisation) at every point; DMM ≤ AMM since ς² is on
+    the grid."""
+    d, sig2 = data, data["sigma"] ** 2
+    K = d["k"]
+    KOO = K[np.ix_(d["O"], d["O"])]
+    ld = information_logdet(KOO, d["n"], sig2)
+    for B in (0.5, 2.0, 10.0):
+        assert amm_beta(ld, B, 0.01) < ay_beta(ld, B, 0.01)
+        assert amm_beta(ld, B, 0.01) < igp_beta(ld, d["obs"].size, 2 / 1000, B, 0.01)
+        q = {sig2 * g: q_value(KOO, d["n"], d["s"], sig2 * g) for g in DMM_GRID}
+        w = confidence_widths("dmm", logdet=ld, B=B, delta=0.01, noise_var=sig2, q=q)
+        x = np.arange(40)
+        dmm = np.min([gp_posterior(d, K, a, x)[0] + wa * gp_posterior(d, K, a, x)[1] for a, wa in w.items()], axis=0)
+        mu, sd = gp_posterior(d, K, sig2, x)
+        assert np.all(dmm <= mu + amm_beta(ld, B, 0.01) * sd + 1e-12)
+
+
+def test_an_empty_set_is_a_negative_radius_not_a_crash(data):
+    d, sig2 = data, data["sigma"] ** 2
+    KOO = d["k"][np.ix_(d["O"], d["O"])]
+    ld = information_logdet(KOO, d["n"], sig2)
+    s_big = d["s"] * 1e3  # data far outside any ball of radius B: misspecified
+    q = {sig2 * g: q_value(KOO, d["n"], s_big, sig2 * g) for g in DMM_GRID}
+    assert min(rtilde2(a, qa, q[sig2], sig2, ld, 0.01, 0.1) for a, qa in q.items()) < 0
+    w = confidence_widths("dmm", logdet=ld, B=0.1, delta=0.01, noise_var=sig2, q=q)
+    assert min(w.values()) == 0.0
+
+
+# --- the agents, the truths and the weights -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_net():
+    from evroute.network import load_network
+
+    return load_network("synthetic", size=70)
+
+
+def _run(tmp_path, net, policy, truth="rkhs[B=5]", seed=0, horizon=15):
+    import pandas as pd
+
+    from evroute.config import SimulationConfig
+    from evroute.simulation import simulate
+
+    cfg = SimulationConfig(policy=policy, horizon=horizon, seed=seed, truth=truth)
+    out = tmp_path / f"{policy}-{seed}-{truth.replace('[', '').replace(']', '').replace('=', '')}"
+    simulate(cfg, out, net=net)
+    return (pd.read_parquet(out / "rounds.parquet"), pd.read_parquet(out / "observations.parquet"),
+            pd.read_parquet(out / "edges.parquet"), out)
+
+
+@pytest.mark.parametrize("policy", ["gp-amm", "gp-dmm", "gp-ay", "gp-igp"])
+def test_lower_bounds_cover_an_rkhs_truth(tmp_path, small_net, policy):
+    """With --truth rkhs and the true B, the logged LCB of every observed edge lies below its
+    true energy in ≥ 99 % of (edge, round) pairs (paper 000's coverage; here over 3 seeds)."""
+    below = total = 0
+    for seed in range(3):
+        r, o, e, _ = _run(tmp_path, small_net, policy, seed=seed)
+        f = o.expected_wh.to_numpy()
+        below += int(np.sum(o.index_before.to_numpy() <= f))
+        total += len(o)
+        assert {"bound_beta", "logdet", "empty_set"} <= set(r.columns)
+        assert np.all(np.diff(r.logdet) >= -1e-9)  # information only grows
+    assert below / total >= 0.99
+
+
+def test_amm_index_is_the_gp_beta_form_and_dmm_is_tighter(tmp_path, small_net):
+    r, o, _, _ = _run(tmp_path, small_net, "gp-amm")
+    beta = r.set_index("t").beta.reindex(o["t"]).to_numpy()
+    np.testing.assert_allclose(o.index_before, o.post_mean_before - np.sqrt(beta) * o.post_std_before, rtol=1e-10,
+                               atol=1e-9)
+    # on the same data, DMM's lower bound is at least AMM's at every edge (σ²/c is on its grid)
+    from evroute.config import SimulationConfig
+    from evroute.problem import make_agent, prepare_problem
+
+    cfg = SimulationConfig(policy="gp-dmm", horizon=5, truth="rkhs[B=5]")
+    problem = prepare_problem(cfg, net=small_net)
+    dmm = make_agent(cfg, problem)
+    amm = make_agent(SimulationConfig(policy="gp-amm", horizon=5, truth="rkhs[B=5]"), problem)
+    rng = np.random.default_rng(0)
+    for t in range(1, 6):
+        path = dmm.select(t, None, rng).path
+        y = problem.truth[path] + problem.noise_std * rng.standard_normal(path.size)
+        dmm.observe(path, y)
+        amm.observe(path, y)
+        assert np.all(dmm.lower_bounds() >= amm.lower_bounds() - 1e-9)
+
+
+def test_weights_keep_the_shortest_route_of_the_lower_bounds(small_net):
+    """The Dijkstra weights max(LCB, floor) − potential are ≥ 0 and their shortest route is the
+    shortest route under max(LCB, floor) itself (Bellman–Ford, negative weights allowed)."""
+    from evroute.config import SimulationConfig
+    from evroute.problem import make_agent, prepare_problem
+
+    cfg = SimulationConfig(policy="gp-amm", horizon=5, truth="rkhs[B=5]")
+    problem = prepare_problem(cfg, net=small_net)
+    agent = make_agent(cfg, problem)
+    rng = np.random.default_rng(1)
+    for t in range(1, 5):
+        d = agent.select(t, None, rng)
+        raw = np.maximum(agent.lower_bounds(), agent.floor)
+        shifted = raw - agent.potential
+        assert np.all(shifted >= -1e-9)
+        bf = problem.oracle.bellman_ford_path(raw, problem.route.start, problem.route.end)
+        assert raw[d.path].sum() == pytest.approx(raw[bf.edges].sum(), rel=1e-9, abs=1e-9)
+        agent.observe(d.path, problem.truth[d.path] + problem.noise_std * rng.standard_normal(d.path.size))
+
+
+def test_the_truths_rkhs_norms(small_net):
+    """rkhs[B]: ‖f − m‖_K = B exactly; gp: the reported norm is (f − m)ᵀK⁻¹(f − m) (dense check)."""
+    from evroute.environments import gp_truth, gp_truth_rkhs_norm, rkhs_truth
+    from evroute.prior import NetworkPrior
+    from evroute.routes import edge_energies
+
+    m = edge_energies(small_net)
+    pv = (0.25 * np.std(m)) ** 2
+    K = NetworkPrior(small_net, m, "combined", 1.0, 1.0, 2.0, pv).dense()
+    f = rkhs_truth(small_net, m, pv, 4, 7.0)
+    g = f - m
+    assert math.sqrt(g @ np.linalg.solve(K, g)) == pytest.approx(7.0, rel=1e-6)
+    f = gp_truth(small_net, m, pv, 4)
+    g = f - m
+    assert gp_truth_rkhs_norm(small_net, m, pv, 4) == pytest.approx(math.sqrt(g @ np.linalg.solve(K, g)), rel=1e-4)
+
+
+def test_energy_floor_bounds_the_physics_and_the_potential_telescopes():
+    from evroute.energy import edge_energy_wh, energy_floor_wh, load_vehicle
+
+    v = load_vehicle(None)
+    rng = np.random.default_rng(0)
+    length = rng.uniform(5, 500, 2000)
+    grade = rng.uniform(-0.35, 0.35, 2000)
+    speed = rng.uniform(3, 30, 2000)
+    floor, pot = energy_floor_wh(length, grade, v)
+    assert np.all(edge_energy_wh(length, np.arctan(grade), speed, v) >= floor - 1e-12)
+    assert np.all(floor - pot >= -1e-12)
+    # the potential of a chain of edges is η⁻ m g (h_end − h_start)/3600
+    h = np.cumsum(np.r_[0.0, grade[:10] * length[:10]])
+    assert pot[:10].sum() == pytest.approx(v.eta_minus * v.mass_kg * v.g * (h[-1] - h[0]) / 3600)
