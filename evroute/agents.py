@@ -24,7 +24,7 @@ import numpy as np
 from .errors import EvrouteError
 from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
 from .specs import Option, Registry
-from .validate import flag, nonneg_float
+from .validate import flag, nonneg_float, positive_int
 
 __all__ = ["Decision", "Agent", "IndexAgent", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
            "agent_options", "policy_family"]
@@ -189,7 +189,7 @@ class BoundAgent(Agent):
         q = None
         empty = False
         if self.rule == "dmm":
-            r = self.base._sums[seen] / n - self.prior_mean[seen]
+            r = self.base.sums[seen] / n - self.prior_mean[seen]
             q = {a: q_from_mean(n, r, m.mean_std()[0][seen] - self.prior_mean[seen]) for a, m in self.models.items()}
             empty = any(rtilde2(a, qa, q[self.noise_var], self.noise_var, self._logdet, self.delta, self.B) < 0
                         for a, qa in q.items())
@@ -238,6 +238,96 @@ class BoundAgent(Agent):
 
     def __repr__(self) -> str:
         return f"BoundAgent({self.rule!r}, {len(self.models)} model(s), B={self.B:g})"
+
+
+class PathBoundAgent(BoundAgent):
+    """``gp-cmm``: paper 000's exact bound (the SOCP of eq. 10), affordable on a few routes only.
+
+    The ``routes`` cheapest routes under the DMM edge weights (Yen's algorithm) are re-ranked by
+    the path-level lower bound of spec §1.5, paper 000's 1-D dual (eq. 12) applied to the
+    functional g = Σ_{e∈S} k(·, e):
+
+        LCB(S) = max_a Σ_S m + Σ_S μ̂_a − √(R̃²(a)/a) · √(1ᵀ Σ_{a,S} 1),
+
+    which is the SOCP's value where strong duality holds, and a valid bound at any a (weak
+    duality): here the maximum over a log grid of 49 noise levels ς²·[10⁻³, 10³] and DMM's five,
+    refined by a bounded scalar search (so it is never below DMM's bound of the same route at
+    the same level: √(1ᵀΣ1) ≤ Σ_e s_e). Every a costs O(|O|) after one eigendecomposition of
+    M = D^½K_OO D^½ per round (the eigen trick of spec §1.3). Not additive over edges, hence the
+    re-ranking; the route with the lowest bound is driven. The logged index is DMM's per edge.
+    """
+
+    def __init__(self, models, noise_var, prior, oracle, start, end, *, routes: int = 5, **kw):
+        super().__init__("dmm", models, noise_var, prior, oracle, start, end, **kw)
+        self.k_routes = int(routes)
+
+    def path_lower_bounds(self, paths) -> np.ndarray:
+        """LCB(S) of each route S (see the class docstring)."""
+        from scipy.optimize import minimize_scalar
+
+        from .bounds import DMM_GRID
+
+        sig2 = self.noise_var
+        counts = self.base.counts
+        seen = np.flatnonzero(counts)
+        n = counts[seen].astype(np.float64)
+        sq = np.sqrt(n)
+        if seen.size:
+            KOO = self.prior.block(seen)
+            lam, Q = np.linalg.eigh(sq[:, None] * KOO * sq[None, :])
+            lam = np.maximum(lam, 0.0)
+            u = Q.T @ (sq * (self.base.sums[seen] / n - self.prior_mean[seen]))
+        else:
+            lam, Q, u = np.zeros(0), np.zeros((0, 0)), np.zeros(0)
+        logdet = float(np.sum(np.log1p(lam / sig2)))
+        const = sig2 * logdet + 2.0 * sig2 * math.log(1.0 / self.delta)
+
+        def q(a):
+            return a * float(np.sum(u * u / (lam + a)))
+
+        q0 = q(sig2)
+        out = []
+        for S in paths:
+            S = np.asarray(S, dtype=np.int64)
+            rows = np.asarray(self.prior.rows(S), dtype=np.float64)
+            z = Q.T @ (sq * rows[:, seen].sum(axis=0)) if seen.size else np.zeros(0)
+            kss = float(rows[:, S].sum())
+            base = float(self.prior_mean[S].sum())
+
+            def lcb(log_a, z=z, kss=kss, base=base):
+                a = math.exp(log_a)
+                r2 = max(q0 - q(a) + const + a * self.B * self.B, 0.0)
+                var = max(kss - float(np.sum(z * z / (lam + a))), 0.0)
+                return base + float(np.sum(z * u / (lam + a))) - math.sqrt(r2 / a) * math.sqrt(var)
+
+            grid = np.union1d(np.linspace(math.log(sig2 * 1e-3), math.log(sig2 * 1e3), 49),
+                              np.log(sig2 * np.asarray(DMM_GRID)))  # DMM's levels included
+            vals = [lcb(x) for x in grid]
+            i = int(np.argmax(vals))
+            lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+            best = vals[i]
+            if hi > lo:
+                res = minimize_scalar(lambda x: -lcb(x), bounds=(lo, hi), method="bounded",
+                                      options={"xatol": 1e-6})
+                best = max(best, -float(res.fun))
+            out.append(best)
+        return np.asarray(out)
+
+    def select(self, t, available, rng) -> Decision:
+        mu, sd = self.base.mean_std()
+        lcb = self.lower_bounds()
+        weights = np.maximum(np.maximum(lcb, self.floor) - self.potential, 0.0)
+        routes = self.oracle.k_shortest_paths(weights, self.start, self.end, self.k_routes, available=available)
+        bounds = self.path_lower_bounds([r.edges for r in routes])
+        best = int(np.argmin(bounds))  # ties: the cheapest under DMM's weights
+        path = np.asarray(routes[best].edges, dtype=np.int64)
+        self._diag["path_lower_bound"] = float(bounds[best])
+        beta = self._diag["bound_beta"]
+        return Decision(path, beta * beta if np.isfinite(beta) else float("nan"), lcb[path].copy(), mu[path].copy(),
+                        sd[path].copy(), self.prior_mean[path])
+
+    def diagnostics(self):
+        return {"path_lower_bound": float("nan"), **self._diag}
 
 
 # --------------------------------------------------------------------------------------
@@ -388,11 +478,12 @@ BOUND_OPTIONS: tuple[Option, ...] = (
     Option("eta", nonneg_float, 0.002, "gp-igp's eta (paper 000 Sec. 7: 2/T at T = 1000)"),
 )
 _BOUND_RULES = {"amm": "AMM (paper 000 eq. 14, analytic)", "dmm": "DMM (paper 000, minimum over a grid of 5)",
+                "cmm": "CMM (paper 000 eq. 10 via its 1-D dual, path-level, on the k cheapest DMM routes)",
                 "ay": "Abbasi-Yadkori's bound (paper 000's baseline)", "igp": "IGP-UCB's bound (paper 000's baseline)"}
 
 
 def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
-    def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002) -> Agent:
+    def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002, routes=5) -> Agent:
         B = b
         from .bounds import DMM_GRID
         from .models import make_model
@@ -403,9 +494,13 @@ def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
                 raise EvrouteError(f"gp-{rule}: the truth's RKHS norm is not known here; pass gp-{rule}[b=...]")
         if not 0 < float(delta) < 1:
             raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
-        levels = [setup.noise_var * g for g in DMM_GRID] if rule == "dmm" else [setup.noise_var]
+        levels = [setup.noise_var * g for g in DMM_GRID] if rule in ("dmm", "cmm") else [setup.noise_var]
         models = {a: make_model(setup.model, setup.prior, noise_var=a, seed=setup.seed, **setup.model_options)
                   for a in levels}
+        if rule == "cmm":
+            return PathBoundAgent(models, setup.noise_var, setup.prior, setup.oracle, setup.start, setup.end,
+                                  routes=routes, B=B, delta=float(delta), eta=float(eta),
+                                  energy_floor=setup.energy_floor, potential=setup.potential)
         return BoundAgent(rule, models, setup.noise_var, setup.prior, setup.oracle, setup.start, setup.end, B=B,
                           delta=float(delta), eta=float(eta), energy_floor=setup.energy_floor,
                           potential=setup.potential)
@@ -413,6 +508,10 @@ def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
     return factory
 
 
+_CMM_OPTIONS = BOUND_OPTIONS + (
+    Option("routes", positive_int, 5, "gp-cmm: candidate routes (Yen, under DMM's weights) re-ranked by the "
+           "path-level bound"),)
+
 for _rule, _what in _BOUND_RULES.items():
-    register_agent(f"gp-{_rule}", _bound_agent_factory(_rule), options=BOUND_OPTIONS,
+    register_agent(f"gp-{_rule}", _bound_agent_factory(_rule), options=_CMM_OPTIONS if _rule == "cmm" else BOUND_OPTIONS,
                    description=f"lower confidence bounds of {_what}, frequentist: they assume ||f - m|| <= B")

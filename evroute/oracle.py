@@ -137,6 +137,33 @@ class Oracle:
         path = self._walk_back(pred, int(start), int(end))
         return Route(path, float(w[path].sum()))
 
+    def k_shortest_paths(self, weights, start: int, end: int, k: int, available=None) -> list[Route]:
+        """The ``k`` shortest loopless routes for non-negative ``weights``, cheapest first (Yen's
+        algorithm, :func:`networkx.shortest_simple_paths`; a turn into edge v costs w_v, so a
+        route costs the sum of its edges' weights). Fewer when fewer routes exist."""
+        import itertools
+
+        import networkx as nx
+
+        from .validate import positive_int
+
+        k = positive_int("k", k)
+        first = self.shortest_path(weights, start, end, available=available)  # checks, errors
+        mask = self._available_mask(available)
+        w = self._check(weights, start, end, mask)
+        G = nx.DiGraph()
+        G.add_nodes_from(range(self.n_edges))
+        rows = np.repeat(np.arange(self.n_edges), np.diff(self._csr.indptr))
+        keep = np.ones(rows.size, bool) if mask is None else (mask[rows] & mask[self._indices])
+        G.add_weighted_edges_from(zip(rows[keep].tolist(), self._indices[keep].tolist(),
+                                      w[self._indices[keep]].tolist(), strict=True))
+        out = []
+        for path in itertools.islice(nx.shortest_simple_paths(G, int(start), int(end), weight="weight"), k):
+            out.append(Route(list(path), float(w[path].sum())))
+        if out and out[0].cost > first.cost + 1e-9 * max(1.0, abs(first.cost)):  # (cannot happen: Yen starts there)
+            raise EvrouteError("k_shortest_paths: inconsistent shortest route")
+        return out
+
     def bellman_ford_path(self, weights, start: int, end: int) -> Route:
         """Exact shortest walk for weights of any sign (Bellman–Ford).
 

@@ -153,7 +153,7 @@ def _run(tmp_path, net, policy, truth="rkhs[B=5]", seed=0, horizon=15):
             pd.read_parquet(out / "edges.parquet"), out)
 
 
-@pytest.mark.parametrize("policy", ["gp-amm", "gp-dmm", "gp-ay", "gp-igp"])
+@pytest.mark.parametrize("policy", ["gp-amm", "gp-dmm", "gp-ay", "gp-igp", "gp-cmm"])
 def test_lower_bounds_cover_an_rkhs_truth(tmp_path, small_net, policy):
     """With --truth rkhs and the true B, the logged LCB of every observed edge lies below its
     true energy in ≥ 99 % of (edge, round) pairs (paper 000's coverage; here over 3 seeds)."""
@@ -164,6 +164,8 @@ def test_lower_bounds_cover_an_rkhs_truth(tmp_path, small_net, policy):
         below += int(np.sum(o.index_before.to_numpy() <= f))
         total += len(o)
         assert {"bound_beta", "logdet", "empty_set"} <= set(r.columns)
+        if policy == "gp-cmm":  # the route-level bound covers the route's true energy
+            assert np.mean(r.path_lower_bound <= r.expected_energy_wh) >= 0.99
         assert np.all(np.diff(r.logdet) >= -1e-9)  # information only grows
     assert below / total >= 0.99
 
@@ -241,3 +243,64 @@ def test_energy_floor_bounds_the_physics_and_the_potential_telescopes():
     # the potential of a chain of edges is η⁻ m g (h_end − h_start)/3600
     h = np.cumsum(np.r_[0.0, grade[:10] * length[:10]])
     assert pot[:10].sum() == pytest.approx(v.eta_minus * v.mass_kg * v.g * (h[-1] - h[0]) / 3600)
+
+
+def test_k_shortest_paths_are_yens_on_the_line_graph(small_net):
+    """The k cheapest loopless routes equal a brute-force enumeration (networkx's all simple
+    paths on a small piece of the line graph), cheapest first."""
+    import networkx as nx
+
+    from evroute.oracle import Oracle
+
+    oracle = Oracle.from_network(small_net)
+    rng = np.random.default_rng(0)
+    w = rng.uniform(1.0, 2.0, small_net.n_edges)
+    start = 0
+    reach = np.flatnonzero(oracle.reachable(start))
+    G = nx.DiGraph()
+    G.add_edges_from(zip(small_net.conn_src.tolist(), small_net.conn_dst.tolist(), strict=True))
+    end = int(min(reach[reach != start], key=lambda e: nx.shortest_path_length(G, start, e)))
+    ranked = sorted(w[p].sum() for p in nx.all_simple_paths(G, start, end, cutoff=7))
+    got = oracle.k_shortest_paths(w, start, end, 5)
+    assert got[0].edges == oracle.shortest_path(w, start, end).edges
+    np.testing.assert_allclose([r.cost for r in got], ranked[:len(got)], rtol=1e-12)
+
+
+def test_path_bound_is_the_dual_maximised_and_never_below_dmm(small_net):
+    """gp-cmm's route bound is max_a of Σ m + Σ μ̂_a − √(R̃²(a)/a) √(1ᵀΣ_{a,S}1), checked against
+    a dense evaluation on a fine grid; and at least DMM's summed per-edge bound of the route."""
+    from evroute.bounds import q_value, rtilde2
+    from evroute.config import SimulationConfig
+    from evroute.problem import make_agent, prepare_problem
+
+    cfg = SimulationConfig(policy="gp-cmm", horizon=5, truth="rkhs[B=5]")
+    problem = prepare_problem(cfg, net=small_net)
+    agent = make_agent(cfg, problem)
+    rng = np.random.default_rng(2)
+    for t in range(1, 5):
+        d = agent.select(t, None, rng)
+        agent.observe(d.path, problem.truth[d.path] + problem.noise_std * rng.standard_normal(d.path.size))
+    S = agent.select(5, None, rng).path
+    ours = agent.path_lower_bounds([S])[0]
+    K = agent.prior.dense()
+    c = agent.base.counts
+    seen = np.flatnonzero(c)
+    n, m = c[seen].astype(float), agent.prior_mean
+    s = agent.base.sums[seen] - n * m[seen]
+    sig2 = agent.noise_var
+    KOO = K[np.ix_(seen, seen)]
+    ld = information_logdet(KOO, n, sig2)
+    q0 = q_value(KOO, n, s, sig2)
+    dense = []
+    for a in sig2 * np.logspace(-3, 3, 2001):
+        A = KOO + np.diag(a / n)
+        kS = K[np.ix_(seen, S)].sum(1)
+        mean = m[S].sum() + kS @ np.linalg.solve(A, s / n)
+        var = K[np.ix_(S, S)].sum() - kS @ np.linalg.solve(A, kS)
+        r2 = rtilde2(a, q_value(KOO, n, s, a), q0, sig2, ld, agent.delta, agent.B)
+        dense.append(mean - math.sqrt(max(r2, 0) / a) * math.sqrt(max(var, 0)))
+    assert ours >= max(dense) - 1e-6 * abs(max(dense))
+    assert ours <= max(dense) + 1e-3 * abs(max(dense))
+    per_edge = max(sum(agent.models[a].mean_std()[0][S] - w * agent.models[a].mean_std()[1][S])
+                   for a, w in agent._widths().items())
+    assert ours >= per_edge - 1e-9 * abs(per_edge)

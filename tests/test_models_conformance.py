@@ -85,9 +85,12 @@ def test_counts_follow_the_observations(name, small):
     _needs_torch(name)
     model = fed(name, small)
     want = np.zeros(small["prior"].n_edges, np.int64)
-    for e, _ in rounds(small):
+    sums = np.zeros(small["prior"].n_edges)
+    for e, y in rounds(small):
         np.add.at(want, e, 1)
+        np.add.at(sums, e, y)
     np.testing.assert_array_equal(model.counts, want)
+    np.testing.assert_allclose(model.sums, sums, rtol=1e-12, atol=1e-12)
     assert model.n_distinct == np.count_nonzero(want)
 
 

@@ -130,6 +130,11 @@ class PosteriorModel(ABC):
         return readonly(self._counts.copy())
 
     @property
+    def sums(self) -> np.ndarray:
+        """Per-edge sums of the observed energies (float64, length E, read-only copy)."""
+        return readonly(self._sums.copy())
+
+    @property
     def n_distinct(self) -> int:
         """Number of distinct edges observed so far."""
         return int(np.count_nonzero(self._counts))

@@ -433,6 +433,7 @@ class _SVGPMethods:
 
         self._rng = np.random.default_rng([self.seed, 0x5347])
         self._counts = np.zeros(E, np.int64)
+        self._sums = np.zeros(E)
         self._hist_e = np.zeros(1024, np.int64)
         self._hist_y = np.zeros(1024)  # observations in units of σ₀
         self._n = 0
@@ -478,13 +479,14 @@ class _SVGPMethods:
     def update(self, edges, observed) -> None:
         """Algorithm 3: add the observations, reselect Z, G optimisation steps."""
 
-        uniq, dc, _ = aggregate_observations(edges, observed, self.n_arms)
+        uniq, dc, ds = aggregate_observations(edges, observed, self.n_arms)
         if uniq.size == 0:
             return
         e = np.asarray(edges).astype(np.int64)
         y = np.asarray(observed, dtype=np.float64) / self._sigma0
         self._append(e, y)
         self._counts[uniq] += dc.astype(np.int64)
+        self._sums[uniq] += ds
         self._cache = None
         self._select_inducing()
         self._optimise(self.steps)
