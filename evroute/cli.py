@@ -186,7 +186,7 @@ def models_cmd() -> None:
 
     for name in available_models():
         print(get_backend(name).help())
-    print("\npolicies (--policy; options as gp-bucb[xi=0.5] in evroute compare --policies):")
+    print("\npolicies (--policy, or --policies of evroute compare; options as gp-bucb[xi=0.5]):")
     for name in agent_names():
         opts = ", ".join(f"{o.name}={o.default!r}" for o in agent_options(name))
         print(f"  {name}" + (f" [{opts}]" if opts else ""))
@@ -236,7 +236,7 @@ def simulate_cmd(
     route: Annotated[str | None, typer.Option("--route", help="Named route: A or B (default A).")] = None,
     from_: Annotated[str | None, typer.Option("--from", help="Start point LAT,LON.")] = None,
     to: Annotated[str | None, typer.Option("--to", help="End point LAT,LON.")] = None,
-    policy: Annotated[str, typer.Option(help="gp-ucb, gp-bucb, gp-ts, gp-greedy, bi-ucb, bi-bucb, bi-ts, bi-greedy.")] = "gp-ts",
+    policy: Annotated[str, typer.Option(help="gp-ucb, gp-bucb, gp-ts, gp-greedy, bi-ucb, bi-bucb, bi-ts, bi-greedy, gp-amm, gp-dmm, gp-cmm, gp-ay, gp-igp; options as a spec: gp-ucb[beta=002] (see `evroute models`).")] = "gp-ts",
     model: Annotated[str, typer.Option(help="GP backend of the gp-* policies, with options as a spec: exact, bi, svgp, svgp[inducing=500] (see `evroute models`).")] = "exact",
     horizon: Annotated[int, typer.Option(help="Number of rounds T.")] = 500,
     seed: Annotated[int, typer.Option(help="Seed of the ground truth, the noise and the policy.")] = 0,

@@ -138,31 +138,50 @@ class Oracle:
         return Route(path, float(w[path].sum()))
 
     def k_shortest_paths(self, weights, start: int, end: int, k: int, available=None) -> list[Route]:
-        """The ``k`` shortest loopless routes for non-negative ``weights``, cheapest first (Yen's
-        algorithm, :func:`networkx.shortest_simple_paths`; a turn into edge v costs w_v, so a
-        route costs the sum of its edges' weights). Fewer when fewer routes exist."""
-        import itertools
-
-        import networkx as nx
+        """The ``k`` shortest loopless routes for non-negative ``weights``, cheapest first (Yen
+        1971): each next route is the cheapest deviation from a prefix of an earlier one, its
+        spur part found by Dijkstra (SciPy's csgraph, as :meth:`shortest_path`) with the
+        earlier routes' next turns and the prefix's edges removed. Fewer when fewer exist.
+        Ties are broken by the edge sequence, so the result is deterministic. (networkx's
+        ``shortest_simple_paths`` gives the same routes, tested, but runs its Dijkstra in
+        Python: 5 s a round on Monaco against milliseconds here.)"""
+        import heapq
 
         from .validate import positive_int
 
         k = positive_int("k", k)
         first = self.shortest_path(weights, start, end, available=available)  # checks, errors
         mask = self._available_mask(available)
-        w = self._check(weights, start, end, mask)
-        G = nx.DiGraph()
-        G.add_nodes_from(range(self.n_edges))
+        w = np.where(mask, np.asarray(weights, dtype=np.float64), np.inf) if mask is not None \
+            else np.asarray(weights, dtype=np.float64)
         rows = np.repeat(np.arange(self.n_edges), np.diff(self._csr.indptr))
-        keep = np.ones(rows.size, bool) if mask is None else (mask[rows] & mask[self._indices])
-        G.add_weighted_edges_from(zip(rows[keep].tolist(), self._indices[keep].tolist(),
-                                      w[self._indices[keep]].tolist(), strict=True))
-        out = []
-        for path in itertools.islice(nx.shortest_simple_paths(G, int(start), int(end), weight="weight"), k):
-            out.append(Route(list(path), float(w[path].sum())))
-        if out and out[0].cost > first.cost + 1e-9 * max(1.0, abs(first.cost)):  # (cannot happen: Yen starts there)
-            raise EvrouteError("k_shortest_paths: inconsistent shortest route")
-        return out
+        base = w[self._indices]
+        found = [list(first.edges)]
+        seen = {tuple(first.edges)}
+        heap: list[tuple[float, tuple[int, ...]]] = []
+        while len(found) < k:
+            prev = found[-1]
+            for i in range(len(prev) - 1):
+                spur, root = prev[i], prev[:i + 1]
+                data = base.copy()
+                for p in found:  # the earlier routes' next turns from this prefix
+                    if len(p) > i + 1 and p[:i + 1] == root:
+                        data[(rows == p[i]) & (self._indices == p[i + 1])] = np.inf
+                if i:  # the prefix's edges (before the spur) may not be entered again
+                    data[np.isin(self._indices, root[:-1])] = np.inf
+                graph = sp.csr_matrix((data, self._indices, self._csr.indptr), shape=self._csr.shape)
+                dist, pred = csgraph.dijkstra(graph, directed=True, indices=int(spur), return_predecessors=True)
+                if not np.isfinite(dist[end]):
+                    continue
+                tail = self._walk_back(pred, int(spur), int(end))
+                path = tuple(root[:-1] + tail)
+                if path not in seen:
+                    seen.add(path)
+                    heapq.heappush(heap, (float(w[list(path)].sum()), path))
+            if not heap:
+                break
+            found.append(list(heapq.heappop(heap)[1]))
+        return [Route(p, float(w[p].sum())) for p in found]
 
     def bellman_ford_path(self, weights, start: int, end: int) -> Route:
         """Exact shortest walk for weights of any sign (Bellman–Ford).

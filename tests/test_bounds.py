@@ -264,6 +264,14 @@ def test_k_shortest_paths_are_yens_on_the_line_graph(small_net):
     got = oracle.k_shortest_paths(w, start, end, 5)
     assert got[0].edges == oracle.shortest_path(w, start, end).edges
     np.testing.assert_allclose([r.cost for r in got], ranked[:len(got)], rtol=1e-12)
+    # a far end: the same costs as networkx's Yen (turn into v costs w_v)
+    import itertools
+
+    far = int(reach[np.argmax([nx.shortest_path_length(G, start, e) for e in reach])])
+    H = nx.DiGraph()
+    H.add_weighted_edges_from((u, v, w[v]) for u, v in G.edges)
+    ref = [w[p].sum() for p in itertools.islice(nx.shortest_simple_paths(H, start, far, weight="weight"), 6)]
+    np.testing.assert_allclose([r.cost for r in oracle.k_shortest_paths(w, start, far, 6)], ref, rtol=1e-12)
 
 
 def test_path_bound_is_the_dual_maximised_and_never_below_dmm(small_net):

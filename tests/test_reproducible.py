@@ -17,7 +17,9 @@ RUNS = ["",  # the README's main job: gp-ts, 500 rounds on the embedded syntheti
         "--network luxembourg --policy gp-ts --horizon 10",
         # the sparse (GMRF) exact posterior and a Nyström dictionary (seeded KORS draws)
         "--network monaco --kernel graph --policy gp-ucb --horizon 8",
-        "--network monaco --policy gp-ts --model nystrom --horizon 8"]
+        "--network monaco --policy gp-ts --model nystrom --horizon 8",
+        # paper 000's route-level bound on an RKHS truth (random anchors, Yen's candidates)
+        "--network monaco --route B --policy gp-cmm --truth rkhs[B=10] --horizon 5"]
 
 
 def _start(tmp: Path, tag: str, hash_seed: int, cache: Path) -> subprocess.Popen:
