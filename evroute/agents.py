@@ -83,6 +83,14 @@ class Agent(ABC):
         same keys every round); none by default."""
         return {}
 
+    def tables(self) -> dict[str, dict[str, list]]:
+        """Extra tables of the run, written as ``<name>.parquet`` (columns as lists); none by default."""
+        return {}
+
+    def summary(self) -> dict:
+        """Extra entries of the run's ``summary.json``; none by default."""
+        return {}
+
 
 class IndexAgent(Agent):
     """One posterior model and one index rule (paper 003, Algorithm 1–2).
@@ -330,6 +338,145 @@ class PathBoundAgent(BoundAgent):
         return {"path_lower_bound": float("nan"), **self._diag}
 
 
+def pe_beta(t: int, horizon: int, n_arms: int, delta: float) -> float:
+    """Paper 004's β_t for a finite domain (Thm 4.1, δ_A = δ/2): √(2 ln(T |X| π² t² / (3δ))) with
+    |X| = E edges and T the horizon. A square root already (UCB = μ + β σ): do not take it twice."""
+    T = max(int(horizon), int(t), 1)
+    return math.sqrt(2.0 * math.log(T * int(n_arms) * math.pi**2 * float(t) ** 2 / (3.0 * delta)))
+
+
+def pe_xi(n: int, n_priors: int, noise_var: float, delta: float) -> float:
+    """Paper 004's ξ indexed by the observation count n (spec wave2-notes: the union bound of
+    Lemma 5.1 runs over counts): ξ(n) = 2 R² ln(|U| π² n² / (3δ)), R² = ς²."""
+    return 2.0 * noise_var * math.log(n_priors * math.pi**2 * float(max(n, 1)) ** 2 / (3.0 * delta))
+
+
+class PEAgent(Agent):
+    """``gp-pe``: PE-GP-UCB (paper 004, Algorithm 1) over candidate priors that differ in their
+    mean (vehicle presets), on the routing semi-bandit (spec §2.5).
+
+    Each round, for every surviving prior p: LCB^p = μ^p − β_t σ^p and one shortest route; the
+    (route, prior) pair with the lowest total LCB is driven (doubly optimistic; ties: the
+    earlier prior in the list). The chosen prior's predictions μ^{p_t}_{t−1}, σ^{p_t}_{t−1} of
+    the driven edges are stored *before* the update; after the round
+    H^p += Σ_e (y_e − μ_e), W^p += β_t Σ_e σ_e, n^p += L_t, and p_t is eliminated when
+    |H^p| > √(ξ(n^p) n^p) + W^p (ξ indexed by the count n^p). β_t, ξ: :func:`pe_beta`,
+    :func:`pe_xi`, times ``beta_scale`` and ``xi_scale`` (1: the theory's values).
+
+    Weights are lower bounds kept non-negative as for the paper-000 agents (a physical floor
+    and a route-invariant potential). **Fallback:** the last surviving prior is never
+    eliminated; a test it fails is logged (``fallback`` in ``priors.parquet``) and it stays.
+    Every prior's posterior sees all the data (fixed hyperparameters, no refits).
+    """
+
+    def __init__(self, models: dict, means: dict, oracle, start: int, end: int, *, horizon: int,
+                 noise_var: float, delta: float = 0.05, beta_scale: float = 1.0, xi_scale: float = 1.0,
+                 energy_floor=None, potential=None):
+        self.models = models
+        self.means = {k: np.asarray(v, dtype=np.float64) for k, v in means.items()}
+        self.names = list(models)
+        self.survivors = list(models)
+        self.oracle = oracle
+        self.start, self.end = int(start), int(end)
+        self.horizon = int(horizon)
+        self.noise_var = float(noise_var)
+        self.delta, self.beta_scale, self.xi_scale = float(delta), float(beta_scale), float(xi_scale)
+        E = next(iter(models.values())).n_arms
+        self.floor = np.full(E, -np.inf) if energy_floor is None else np.asarray(energy_floor, dtype=np.float64)
+        self.potential = np.zeros(E) if potential is None else np.asarray(potential, dtype=np.float64)
+        self.H = dict.fromkeys(self.names, 0.0)
+        self.W = dict.fromkeys(self.names, 0.0)
+        self.n = dict.fromkeys(self.names, 0)
+        self.eliminated_at: dict[str, int] = {}
+        self._rows: dict[str, list] = {k: [] for k in ("t", "chosen", "survivors", "H", "W", "n", "threshold",
+                                                       "eliminated", "fallback")}
+        self._pending = None
+        self._t = 0
+
+    def select(self, t, available, rng) -> Decision:
+        beta = self.beta_scale * pe_beta(t, self.horizon, self.floor.size, self.delta)
+        best = None
+        for p in self.survivors:
+            mu, sd = self.models[p].mean_std()
+            lcb = np.maximum(mu - beta * sd, self.floor)
+            weights = np.maximum(lcb - self.potential, 0.0)
+            route = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
+                               dtype=np.int64)
+            cost = float(weights[route].sum())  # (the potential is the same constant for every route)
+            if best is None or cost < best[0]:
+                best = (cost, p, route, mu, sd, lcb)
+        _, p, path, mu, sd, lcb = best
+        self._pending = (p, mu[path].copy(), sd[path].copy(), beta)
+        self._t = int(t)
+        return Decision(path, beta * beta, lcb[path].copy(), mu[path].copy(), sd[path].copy(),
+                        self.means[p][path].copy())
+
+    def observe(self, path, values) -> None:
+        p, mu, sd, beta = self._pending
+        values = np.asarray(values, dtype=np.float64)
+        self.H[p] += float(np.sum(values - mu))  # one-step-ahead residuals (σ_{t−1}: stored before)
+        self.W[p] += beta * float(np.sum(sd))
+        self.n[p] += int(values.size)
+        xi = self.xi_scale * pe_xi(self.n[p], len(self.names), self.noise_var, self.delta)
+        threshold = math.sqrt(xi * self.n[p]) + self.W[p]
+        failed = abs(self.H[p]) > threshold
+        eliminated, fallback = "", False
+        if failed and len(self.survivors) > 1:
+            self.survivors.remove(p)
+            self.eliminated_at[p] = self._t
+            eliminated = p
+        elif failed:
+            fallback = True
+        for q in self.survivors:
+            self.models[q].update(path, values)
+        row = (self._t, p, ",".join(self.survivors), self.H[p], self.W[p], self.n[p], threshold, eliminated,
+               fallback)
+        for k, v in zip(self._rows, row, strict=True):
+            self._rows[k].append(v)
+
+    def mean_std(self):
+        return self.models[self.survivors[0]].mean_std()
+
+    @property
+    def n_distinct(self) -> int:
+        return self.models[self.survivors[0]].n_distinct
+
+    def diagnostics(self):
+        chosen = self._pending[0] if self._pending else self.names[0]
+        return {"prior_index": float(self.names.index(chosen)), "n_priors": float(len(self.survivors))}
+
+    def tables(self):
+        return {"priors": dict(self._rows)}
+
+    def summary(self):
+        return {"priors": self.names, "prior_left": self.survivors[0] if len(self.survivors) == 1 else None,
+                "priors_surviving": list(self.survivors), "priors_eliminated_at": dict(self.eliminated_at)}
+
+
+_PE_OPTIONS: tuple[Option, ...] = (
+    Option("delta", nonneg_float, 0.05, "confidence delta of beta_t and xi (spec 004 Sec. 2.5's example: 0.05)"),
+    Option("beta_scale", nonneg_float, 1.0, "multiplier of paper 004's beta_t (1: the theory's)"),
+    Option("xi_scale", nonneg_float, 1.0, "multiplier of paper 004's xi(n) (1: the theory's; smaller eliminates "
+           "sooner and voids the guarantee)"),
+)
+
+
+def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0) -> Agent:
+    from .models import make_model
+    from .prior import ShiftedPrior
+
+    if not setup.candidates:
+        raise EvrouteError("gp-pe needs candidate priors (--priors sumo-ev,compact-ev,...)")
+    if not 0 < float(delta) < 1:
+        raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
+    models = {name: make_model(setup.model, ShiftedPrior(setup.prior, mean), noise_var=setup.noise_var,
+                               seed=setup.seed, **setup.model_options)
+              for name, mean in setup.candidates.items()}
+    return PEAgent(models, setup.candidates, setup.oracle, setup.start, setup.end, horizon=setup.horizon,
+                   noise_var=setup.noise_var, delta=float(delta), beta_scale=float(beta_scale),
+                   xi_scale=float(xi_scale), energy_floor=setup.energy_floor, potential=setup.potential)
+
+
 # --------------------------------------------------------------------------------------
 # The registry: policy names → agents
 # --------------------------------------------------------------------------------------
@@ -370,6 +517,10 @@ class AgentSetup:
     #: :func:`evroute.energy.energy_floor_wh`), for agents whose weights are lower bounds
     energy_floor: np.ndarray | None = None
     potential: np.ndarray | None = None
+    #: candidate prior means by name (paper 004: "which vehicle am I?"), all with the prior's kernel
+    candidates: dict | None = None
+    #: the run's horizon T (paper 004's β uses it); 0 when unknown
+    horizon: int = 0
 
 
 _AGENTS = Registry("policy", sort=False)
@@ -515,3 +666,6 @@ _CMM_OPTIONS = BOUND_OPTIONS + (
 for _rule, _what in _BOUND_RULES.items():
     register_agent(f"gp-{_rule}", _bound_agent_factory(_rule), options=_CMM_OPTIONS if _rule == "cmm" else BOUND_OPTIONS,
                    description=f"lower confidence bounds of {_what}, frequentist: they assume ||f - m|| <= B")
+
+register_agent("gp-pe", _pe_factory, options=_PE_OPTIONS,
+               description="PE-GP-UCB (paper 004): optimistic over (route, prior), eliminates implausible priors")

@@ -33,6 +33,10 @@ def compare_cmd(
     truth_lengthscale: Annotated[str | None, typer.Option(
         help="Lengthscale of the kernel the true f is sampled from: a number (default 1, the paper's) "
              "or 'same' (each run's --lengthscales value: the sweep then changes the environment too).")] = None,
+    priors: Annotated[str | None, typer.Option(
+        "--priors", help="Candidate priors of gp-pe (paper 004): comma-separated vehicle presets (default: all).")] = None,
+    truth_prior: Annotated[str | None, typer.Option(
+        "--truth-prior", help="The vehicle whose energies the truth is drawn around (default: --vehicle).")] = None,
     truth: Annotated[str | None, typer.Option(
         "--truth", help="The ground truth: gp (a draw from the GP prior, the paper's; default) or "
                         "rkhs[B=10] (an RKHS-bounded function with norm B: paper 000 Sec. 7).")] = None,
@@ -65,7 +69,8 @@ def compare_cmd(
         positive_int("--jobs", jobs)
     grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
                      horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle,
-                     truth_lengthscale=truth_lengthscale, truth_kind=truth)
+                     truth_lengthscale=truth_lengthscale, truth_kind=truth, priors=priors,
+                     truth_prior=truth_prior)
     res = run_grid(grid, out, executor=executor, jobs=jobs, ray_address=ray_address, overwrite=overwrite,
                    progress=progress)
     print(summary_markdown(res.summary).rstrip())

@@ -58,6 +58,12 @@ class SimulationConfig:
     #: the ground truth: ``gp`` (a draw from the GP prior, paper 003) or ``rkhs[B=…,anchors=20]``
     #: (‖f − m‖_K = B exactly, paper 000 §7)
     truth: str = "gp"
+    #: candidate priors of gp-pe & co. (paper 004): comma-separated vehicle presets or JSON files
+    #: (None: every vehicle preset)
+    priors: str | None = None
+    #: the vehicle whose E_det is the truth's mean (paper 004: the truth drawn from one candidate);
+    #: None: ``vehicle``. When given, σ₀ and ς come from its E_det, for the truth and every agent.
+    truth_prior: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.policy, str) and "[" in self.policy:
@@ -123,6 +129,11 @@ class SimulationConfig:
         else:
             backend.resolve(self.model_options or {})
         self.truth_options()
+        self.prior_names()
+        if self.truth_prior is not None:
+            from .energy import load_vehicle
+
+            load_vehicle(self.truth_prior)
         from .agents import agent_options
 
         declared = {o.name: o for o in agent_options(self.policy)}
@@ -132,6 +143,21 @@ class SimulationConfig:
                                f"(accepted: {', '.join(declared) or 'none'})")
         for key, value in (self.policy_options or {}).items():
             declared[key].convert(key, value)
+
+    def prior_names(self) -> list[str]:
+        """The candidate priors (vehicle presets or JSON files), checked; all presets by default."""
+        from .energy import load_vehicle, vehicle_names
+
+        if self.priors is None:
+            return list(vehicle_names())
+        names = [x.strip() for x in str(self.priors).split(",") if x.strip()]
+        if not names:
+            raise EvrouteError("--priors is empty; give vehicle presets such as sumo-ev,delivery-van")
+        if len(set(names)) != len(names):
+            raise EvrouteError(f"--priors names a prior twice: {self.priors}")
+        for n in names:
+            load_vehicle(n)
+        return names
 
     def truth_options(self) -> tuple[str, dict]:
         """(kind, options) of :attr:`truth`, checked: ``("gp", {})`` or ``("rkhs", {"B": …,

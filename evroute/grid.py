@@ -233,6 +233,9 @@ class Grid:
     truth_lengthscale: float | str = 1.0
     #: the ground truth of every cell: ``gp`` or ``rkhs[B=…]`` (see :class:`SimulationConfig`)
     truth: str = "gp"
+    #: candidate priors (gp-pe) and the truth's vehicle (paper 004; see :class:`SimulationConfig`)
+    priors: str | None = None
+    truth_prior: str | None = None
 
     @property
     def networks(self) -> list[str]:
@@ -257,6 +260,8 @@ class Grid:
         name += cell.policy.tag
         if self.truth != "gp":
             name += f"-{_safe(self.truth)}"
+        if self.truth_prior is not None:
+            name += f"-tp{_safe(self.truth_prior)}"
         if cell.policy.family == "gp" and self.model != "exact":
             name += f"-m{_safe(self.model)}"
         return f"{name}-s{cell.seed}"
@@ -271,7 +276,7 @@ class Grid:
             kernel=self.kernel, lengthscale=float(cell.lengthscale), omega=float(p.omega), xi=float(p.xi),
             beta_scale=float(p.beta_scale), joint_samples=bool(p.joint_samples), vehicle=self.vehicle,
             model_options=dict(self.model_options), policy_options=dict(p.extra), truth_lengthscale=self.truth_for(cell),
-            truth=self.truth)
+            truth=self.truth, priors=self.priors, truth_prior=self.truth_prior)
 
     def validate(self) -> None:
         """Check everything that can be checked without loading a network (one-line errors)."""
@@ -318,7 +323,8 @@ class Grid:
                 "routes": list(self.routes), "policies": [p.label for p in self.policies],
                 "seeds": list(self.seeds), "horizon": self.horizon, "model": self.model,
                 "lengthscales": [float(x) for x in self.lengthscales], "kernel": self.kernel,
-                "truth_lengthscale": self.truth_lengthscale, "truth": self.truth,
+                "truth_lengthscale": self.truth_lengthscale, "truth": self.truth, "priors": self.priors,
+                "truth_prior": self.truth_prior,
                 "vehicle": self.vehicle, "osm": dict(self.osm), "dem": dict(self.dem),
                 "model_options": dict(self.model_options), "cells": cells}
 
@@ -329,7 +335,8 @@ class Grid:
                    lengthscales=[float(x) for x in d["lengthscales"]], osm=dict(d.get("osm") or {}),
                    dem=dict(d.get("dem") or {}), vehicle=d.get("vehicle"), kernel=d.get("kernel", "combined"),
                    model_options=dict(d.get("model_options") or {}), preset=d.get("preset"),
-                   truth_lengthscale=d.get("truth_lengthscale", 1.0), truth=d.get("truth", "gp"))
+                   truth_lengthscale=d.get("truth_lengthscale", 1.0), truth=d.get("truth", "gp"),
+                   priors=d.get("priors"), truth_prior=d.get("truth_prior"))
 
 
 def _safe(text: str) -> str:
@@ -412,7 +419,8 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
               policies: str | None = None, seeds: int | None = None, horizon: int | None = None,
               model: str | None = None, lengthscales: str | None = None, osm: str | None = None,
               dem: str | None = None, vehicle: str | None = None,
-              truth_lengthscale: str | None = None, truth_kind: str | None = None) -> Grid:
+              truth_lengthscale: str | None = None, truth_kind: str | None = None, priors: str | None = None,
+              truth_prior: str | None = None) -> Grid:
     """Build a grid from command-line values; options given override the preset's.
 
     With a preset and ``network`` but no ``routes``, the preset's route letters are taken
@@ -451,7 +459,9 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
     grid = Grid(routes=route_list, policies=policy_specs, seeds=list(range(n_seeds)), horizon=hz,
                 model=model_name, model_options=model_options, lengthscales=ls, osm=parse_file_map(osm, nets, "osm"),
                 dem=parse_file_map(dem, nets, "dem"), vehicle=vehicle, preset=preset,
-                truth_lengthscale=truth, truth=str(truth_kind if truth_kind is not None else base.get("truth", "gp")))
+                truth_lengthscale=truth, truth=str(truth_kind if truth_kind is not None else base.get("truth", "gp")),
+                priors=priors if priors is not None else base.get("priors"),
+                truth_prior=truth_prior if truth_prior is not None else base.get("truth_prior"))
     grid.validate()
     if vehicle is not None:
         from .energy import load_vehicle

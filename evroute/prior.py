@@ -38,7 +38,7 @@ from .kernels import (
 from .linalg import SparseCholesky, jittered_cholesky
 from .validate import choice, positive_float
 
-__all__ = ["Prior", "DiagonalPrior", "DensePrior", "PointsPrior", "rbf_kernel", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
+__all__ = ["Prior", "DiagonalPrior", "DensePrior", "PointsPrior", "rbf_kernel", "ShiftedPrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
            "network_kernel", "DENSE_MAX_EDGES", "KERNEL_KINDS",
            "PRIOR_SCALE", "NOISE_SCALE"]
 
@@ -263,6 +263,53 @@ def rbf_kernel(lengthscale: float = 1.0, variance: float = 1.0):
         return var * np.exp(-np.maximum(d2, 0.0) / ls2)
 
     return kernel
+
+
+class ShiftedPrior(Prior):
+    """Another prior's covariance with a different mean (paper 004's candidate priors that
+    differ in their mean only: "which vehicle am I?"). Every covariance view (diagonal, rows,
+    dense matrix, sparse precision, factors) is the base prior's own object, not a copy."""
+
+    def __init__(self, base: Prior, mean):
+        self._base = base
+        self.mean = _as_mean(mean)
+        if self.mean.size != base.n_edges:
+            raise EvrouteError(f"mean has {self.mean.size} entries, the prior {base.n_edges} edges")
+
+    def __getattr__(self, name):  # every covariance view and attribute: the base prior's
+        if name == "_base":
+            raise AttributeError(name)
+        return getattr(self._base, name)
+
+    def diag(self) -> np.ndarray:
+        return self._base.diag()
+
+    def rows(self, idx) -> np.ndarray:
+        return self._base.rows(idx)
+
+    def block(self, idx) -> np.ndarray:
+        return self._base.block(idx)
+
+    @property
+    def prior_var(self) -> float:
+        return self._base.prior_var
+
+    def dense(self) -> np.ndarray:
+        return self._base.dense()
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        return self._base.sample(rng) - self._base.mean + self.mean
+
+    @property
+    def representation(self) -> str:
+        return self._base.representation
+
+    @property
+    def is_markov(self) -> bool:
+        return self._base.is_markov
+
+    def precision(self):
+        return self._base.precision()
 
 
 class DensePrior(Prior):

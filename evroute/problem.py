@@ -52,24 +52,26 @@ def prepare_problem(cfg, net=None) -> Problem:
     from .routes import edge_energies, resolve_route
 
     vehicle = load_vehicle(cfg.vehicle)
+    truth_vehicle = load_vehicle(cfg.truth_prior) if cfg.truth_prior is not None else vehicle
     net = net or load_network(cfg.network, osm=cfg.osm, dem=cfg.dem)
     route = resolve_route(net, cfg.route, cfg.from_point, cfg.to_point)
     oracle = Oracle.from_network(net)
     if not oracle.reachable(route.start)[route.end]:
         raise EvrouteError(f"route {route.name}: the end edge {route.end} cannot be reached from the start edge {route.start}")
     e_det = edge_energies(net, vehicle)
-    sigma_det = float(np.std(e_det))
+    e_truth = e_det if cfg.truth_prior is None else edge_energies(net, truth_vehicle)
+    sigma_det = float(np.std(e_truth))
     if not sigma_det > 0:
         raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
     prior_var = (PRIOR_SCALE * sigma_det) ** 2
     noise_var = (NOISE_SCALE * sigma_det) ** 2
     kind, opts = cfg.truth_options()
     if kind == "rkhs":
-        truth = rkhs_truth(net, e_det, prior_var, cfg.seed, opts["B"], opts["anchors"], cfg.truth_lengthscale)
+        truth = rkhs_truth(net, e_truth, prior_var, cfg.seed, opts["B"], opts["anchors"], cfg.truth_lengthscale)
         norm = opts["B"]
     else:
-        truth = gp_truth(net, e_det, prior_var, cfg.seed, cfg.truth_lengthscale)
-        norm = gp_truth_rkhs_norm(net, e_det, prior_var, cfg.seed, cfg.truth_lengthscale)
+        truth = gp_truth(net, e_truth, prior_var, cfg.seed, cfg.truth_lengthscale)
+        norm = gp_truth_rkhs_norm(net, e_truth, prior_var, cfg.seed, cfg.truth_lengthscale)
     return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth, cfg.seed, norm)
 
 
@@ -99,11 +101,16 @@ def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
 
     e = problem.net.edges
     floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
+    from .energy import load_vehicle
+    from .routes import edge_energies
+
+    # the candidate priors' means (paper 004; E vectors, cheap), for the agents that use them
+    candidates = {name: edge_energies(problem.net, load_vehicle(name)) for name in cfg.prior_names()}
     setup = AgentSetup(prior=prior if prior is not None else agent_prior(cfg, problem),
                        noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
                        end=problem.route.end, model=cfg.model, model_options=dict(cfg.model_options or {}),
                        seed=cfg.seed, truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=floor,
-                       potential=potential)
+                       potential=potential, candidates=candidates, horizon=int(cfg.horizon))
     values = {"beta_scale": cfg.beta_scale, "omega": cfg.omega, "xi": cfg.xi, "joint": cfg.joint_samples}
     options = {o.name: values[o.name] for o in agent_options(cfg.policy) if o.name in values}
     options.update(cfg.policy_options or {})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +37,8 @@ class RunResult:
     edges: pd.DataFrame
     summary: dict
     log_dir: Path | None = None
+    #: the agent's extra tables (``priors`` of gp-pe), written as ``<name>.parquet``
+    tables: dict = field(default_factory=dict)
 
     @property
     def rounds(self) -> pd.DataFrame:
@@ -127,7 +129,7 @@ def read_run_table(run_dir: str | os.PathLike, name: str, columns: list[str] | N
 
 
 #: Every name evroute writes into a run directory (the tables' CSV copies included).
-RUN_DIR_NAMES = frozenset(RUN_FILES) | {"rounds.csv", "observations.csv", "edges.csv"}
+RUN_DIR_NAMES = frozenset(RUN_FILES) | {"rounds.csv", "observations.csv", "edges.csv", "priors.parquet", "priors.csv"}
 
 
 def is_run_directory(path: str | os.PathLike) -> bool:
@@ -240,6 +242,11 @@ def write_run(result: RunResult, config: dict, out: Path, overwrite: bool = Fals
             raise EvrouteError(f"the run's {name} log is neither in memory nor on disk")
         elif result.log_dir.resolve() != tmp.resolve():  # logged elsewhere: copy it in
             atomic_write_with(target, lambda p, src=result.log_dir / f"{name}.parquet": shutil.copyfile(src, p))
+        if csv:
+            atomic_write_with(tmp / f"{name}.csv", lambda p, src=target: parquet_to_csv(src, p))
+    for name, df in result.tables.items():
+        target = tmp / f"{name}.parquet"
+        atomic_write_with(target, lambda p, df=df: df.to_parquet(p, index=False))
         if csv:
             atomic_write_with(tmp / f"{name}.csv", lambda p, src=target: parquet_to_csv(src, p))
     atomic_write_json(tmp / "summary.json", result.summary)

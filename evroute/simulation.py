@@ -105,14 +105,18 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "exact_optimal_energy_wh": None, "exact_optimum": None, "rectification_gap_wh": None,
         "distinct_edges_observed": int(agent.n_distinct),
         "last_route_regret_wh": res.last_regret,
+        "truth_prior": cfg.truth_prior,
     }
+    summary.update(agent.summary())
     if cfg.exact_optimum:
         opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
         summary["exact_optimal_energy_wh"] = opt["energy"]
         summary["exact_optimum"] = opt
         if opt["energy"] is not None:
             summary["rectification_gap_wh"] = optimal - opt["energy"]
-    return RunResult(res.rounds, res.observations, edges, summary, log_dir=Path(log_dir) if log_dir is not None else None)
+    tables = {name: pd.DataFrame(cols) for name, cols in agent.tables().items()}
+    return RunResult(res.rounds, res.observations, edges, summary, log_dir=Path(log_dir) if log_dir is not None else None,
+                     tables=tables)
 
 def limit_blas(threads: int | None):
     """A context limiting the BLAS libraries to ``threads`` threads (None or 0: no limit).
