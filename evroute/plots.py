@@ -295,6 +295,38 @@ def plot_dictionary(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
                            "dictionary size m", "Nyström dictionary size", out_dir, "dictionary")
 
 
+def plot_priors(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Which candidate priors survive, round by round (paper 004's PE-GP-UCB: ``priors.parquet``):
+    one panel per run (up to 6), a bar per prior from round 1 to its elimination, dots where
+    it was the optimistic choice."""
+    dirs = [Path(d) for d in runs.dir if (Path(d) / "priors.parquet").is_file()][:6]
+    if not dirs:
+        return []
+    plt = _mpl()
+    fig = plt.figure(figsize=(PANEL_W, PANEL_H * 0.7 * len(dirs) + LEGEND_H), dpi=DPI, layout="constrained")
+    axes = fig.subplots(len(dirs), 1, squeeze=False)[:, 0]
+    for ax, d in zip(axes, dirs, strict=True):
+        pri = pd.read_parquet(d / "priors.parquet")
+        summary = json.loads((d / "summary.json").read_text())
+        names = summary.get("priors") or list(dict.fromkeys(pri.chosen))
+        horizon = int(pri.t.max()) if len(pri) else 1
+        elim = summary.get("priors_eliminated_at") or {}
+        for i, name in enumerate(names):
+            end = elim.get(name, horizon)
+            ax.plot([1, end], [i, i], lw=6, color="tab:green" if name not in elim else "tab:gray", alpha=0.5)
+            chosen = pri.t[pri.chosen == name]
+            ax.plot(chosen, np.full(len(chosen), i), "k.", ms=3)
+            if name in elim:
+                ax.plot([end], [i], "rx", ms=8)
+        ax.set_yticks(range(len(names)), [Path(n).stem for n in names])
+        ax.set_xlim(0, horizon + 1)
+        truth = summary.get("truth_prior") or "the run's vehicle"
+        ax.set_title(f"{d.name}  (truth around {truth})", fontsize=8)
+    axes[-1].set_xlabel("round t")
+    fig.suptitle("candidate priors\nalive (green), eliminated (x), chosen (dots)", fontsize=9)
+    return _save(fig, out_dir, "priors")
+
+
 def _truth_note(runs: pd.DataFrame) -> str:
     """A second title line when each run's truth was sampled with its own lengthscale."""
     if "truth_lengthscale" not in runs:
@@ -485,6 +517,7 @@ def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None =
     files += plot_beta(runs, out_dir)
     files += plot_lengthscale(runs, out_dir)
     files += plot_dictionary(runs, out_dir)
+    files += plot_priors(runs, out_dir)
     if maps:
         files += plot_exploration(runs, out_dir)
     return files

@@ -59,6 +59,10 @@ def test_statistics_follow_the_logged_predictions(tmp_path, small_net, featherwe
         row = pri[pri.t == t].iloc[0]
         assert row.H == pytest.approx(H[p], rel=1e-9, abs=1e-6) and row.n == n[p]
     assert summary["priors"][0] == "sumo-ev"
+    from evroute.plots import plot_directory
+
+    files = plot_directory(tmp_path / "pe-0", tmp_path / "plots", maps=False)
+    assert tmp_path / "plots" / "priors.png" in files
 
 
 def _pe_run(net, seed, shift_sd, horizon=20, only_low=False):
