@@ -247,6 +247,8 @@ def simulate_cmd(
     truth_lengthscale: Annotated[float, typer.Option(help="Context lengthscale of the kernel the true f is sampled from (the paper's: 1).")] = 1.0,
     priors: Annotated[str | None, typer.Option("--priors", help="Candidate priors of gp-pe (paper 004): comma-separated vehicle presets or JSON files (default: every preset).")] = None,
     truth_prior: Annotated[str | None, typer.Option("--truth-prior", help="The vehicle whose energies the truth is drawn around (default: --vehicle); sets σ₀ and ς for every agent.")] = None,
+    drift: Annotated[float, typer.Option("--drift", help="Time-varying energies: f_{t+1} = m + √(1−ε)(f_t − m) + √ε g_t with g_t from the kernel (paper 004); 0: static.")] = 0.0,
+    closures: Annotated[str | None, typer.Option("--closures", help="Road closures: alternate (the best corridor closed every other round) or random[rate=0.05].")] = None,
     truth: Annotated[str, typer.Option("--truth", help="The ground truth: gp (a draw from the GP prior, the paper's) or rkhs[B=10] (an RKHS-bounded function with norm B: paper 000 Sec. 7).")] = "gp",
     kappa: Annotated[float, typer.Option(help="Graph Matérn κ.")] = 1.0,
     nu: Annotated[float, typer.Option(help="Graph Matérn ν.")] = 2.0,
@@ -290,7 +292,7 @@ def simulate_cmd(
     cfg = SimulationConfig(
         network=network, osm=str(osm) if osm else None, dem=str(dem) if dem else None, route=route,
         from_point=from_, to_point=to, policy=policy, model=model_name, horizon=horizon, seed=seed,
-        kernel=kernel, lengthscale=lengthscale, truth_lengthscale=truth_lengthscale, truth=truth, priors=priors, truth_prior=truth_prior, kappa=kappa, nu=nu, omega=omega, xi=xi,
+        kernel=kernel, lengthscale=lengthscale, truth_lengthscale=truth_lengthscale, truth=truth, priors=priors, truth_prior=truth_prior, drift=drift, closures=closures, kappa=kappa, nu=nu, omega=omega, xi=xi,
         beta_scale=beta_scale, joint_samples=joint_samples, vehicle=vehicle,
         exact_optimum=exact_optimum, exact_optimum_time_limit=exact_optimum_time_limit,
         model_options=model_options)

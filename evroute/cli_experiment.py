@@ -37,6 +37,10 @@ def compare_cmd(
         "--priors", help="Candidate priors of gp-pe (paper 004): comma-separated vehicle presets (default: all).")] = None,
     truth_prior: Annotated[str | None, typer.Option(
         "--truth-prior", help="The vehicle whose energies the truth is drawn around (default: --vehicle).")] = None,
+    drift: Annotated[float | None, typer.Option(
+        "--drift", help="Time-varying energies with forgetting rate ε (paper 004); default 0: static.")] = None,
+    closures: Annotated[str | None, typer.Option(
+        "--closures", help="Road closures: alternate or random[rate=0.05] (default none).")] = None,
     truth: Annotated[str | None, typer.Option(
         "--truth", help="The ground truth: gp (a draw from the GP prior, the paper's; default) or "
                         "rkhs[B=10] (an RKHS-bounded function with norm B: paper 000 Sec. 7).")] = None,
@@ -70,7 +74,7 @@ def compare_cmd(
     grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
                      horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle,
                      truth_lengthscale=truth_lengthscale, truth_kind=truth, priors=priors,
-                     truth_prior=truth_prior)
+                     truth_prior=truth_prior, drift=drift, closures=closures)
     res = run_grid(grid, out, executor=executor, jobs=jobs, ray_address=ray_address, overwrite=overwrite,
                    progress=progress)
     print(summary_markdown(res.summary).rstrip())

@@ -64,6 +64,10 @@ class SimulationConfig:
     #: the vehicle whose E_det is the truth's mean (paper 004: the truth drawn from one candidate);
     #: None: ``vehicle``. When given, σ₀ and ς come from its E_det, for the truth and every agent.
     truth_prior: str | None = None
+    #: time-varying energies: f_{t+1} = m + √(1−ε)(f_t − m) + √ε g_t (paper 004); 0: static
+    drift: float = 0.0
+    #: road closures: None, ``alternate`` or ``random[rate=0.05]`` (:class:`evroute.environments.RoadEnvironment`)
+    closures: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.policy, str) and "[" in self.policy:
@@ -130,6 +134,11 @@ class SimulationConfig:
             backend.resolve(self.model_options or {})
         self.truth_options()
         self.prior_names()
+        from .environments import parse_closures
+
+        parse_closures(self.closures)
+        if isinstance(self.drift, bool) or not isinstance(self.drift, int | float) or not 0 <= self.drift < 1:
+            raise EvrouteError(f"drift must be a number in [0, 1), got {self.drift!r}")
         if self.truth_prior is not None:
             from .energy import load_vehicle
 

@@ -18,6 +18,7 @@ truths and road closures subclass :class:`Environment`.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -27,7 +28,7 @@ from .errors import EvrouteError
 from .policies import rectified_mean
 from .validate import nonneg_float
 
-__all__ = ["Environment", "StaticEnvironment", "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "TRUTHS", "RKHS_ANCHORS"]
+__all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "parse_closures", "CLOSURES", "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "TRUTHS", "RKHS_ANCHORS"]
 
 #: The kinds of ground truth (``--truth``): a draw from the GP prior (paper 003) or an
 #: RKHS-bounded function (paper 000 §7).
@@ -181,3 +182,144 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
     if not norm2 > 0:
         raise EvrouteError("rkhs truth: the anchors' kernel block is degenerate; choose another seed")
     return m + (B / np.sqrt(norm2)) * (KZ.T @ w)
+
+
+#: Road-closure patterns (``--closures``): the best corridor closed in every other round
+#: (paper 004's alternating domain, on roads) or each edge closed at random.
+CLOSURES = ("alternate", "random")
+
+
+def parse_closures(spec) -> tuple[str, dict] | None:
+    """``None``, ``alternate`` or ``random[rate=0.05]`` → (kind, options); one-line errors."""
+    from .specs import parse_spec
+    from .validate import positive_float
+
+    if spec in (None, "", "none"):
+        return None
+    kind, opts = parse_spec(str(spec), "closures", "random[rate=0.05]")
+    if kind not in CLOSURES:
+        raise EvrouteError(f"unknown closures {spec!r}; choose alternate or random[rate=0.05]")
+    if kind == "alternate":
+        if opts:
+            raise EvrouteError(f"closures alternate takes no options, got {', '.join(opts)}")
+        return kind, {}
+    unknown = sorted(set(opts) - {"rate"})
+    if unknown:
+        raise EvrouteError(f"unknown option(s) for closures random: {', '.join(unknown)} (accepted: rate)")
+    rate = positive_float("rate", opts.get("rate", 0.05))
+    if not rate < 1:
+        raise EvrouteError(f"closures random: rate must be below 1, got {rate}")
+    return kind, {"rate": rate}
+
+
+class RoadEnvironment(Environment):
+    """Energies that change and roads that close (paper 004's settings on roads).
+
+    - **Drift** ``eps`` > 0: f_{t+1} = m + √(1−ε)(f_t − m) + √ε g_t with g_t a fresh draw of
+      GP(0, K) (``sample_dev(rng)``, stream ``[seed, 4, t]``): every f_t is a draw of GP(m, K) and
+      Cov(f_t, f_t′) = (1−ε)^{|t−t′|/2} K, the time-varying kernel of Bogunovic et al. (2016)
+      used by paper 004.
+    - **Closures**: ``alternate`` closes the middle third of the round-1 clairvoyant route (a
+      sixth, a twelfth if no detour remains) in every even round, the "best corridor" (an
+      error if no detour exists); ``random[rate=r]`` closes each other edge with probability r each round
+      (stream ``[seed, 5, t]``; a draw that disconnects the trip is redrawn, up to 20 times,
+      then the round is left open).
+
+    Regret is measured against each round's own clairvoyant route on the open edges (the
+    rectified oracle handed f_t, as :class:`StaticEnvironment`). Rounds are visited in order.
+    """
+
+    def __init__(self, truth, mean, sample_dev, noise_std: float, oracle, start: int, end: int, seed: int, *,
+                 eps: float = 0.0, closures=None):
+        f = np.array(truth, dtype=np.float64)
+        if f.ndim != 1 or not np.all(np.isfinite(f)):
+            raise EvrouteError("the truth must be a 1-d array of finite numbers")
+        self._m = np.asarray(mean, dtype=np.float64)
+        self._f, self._t = f, 1
+        self.n_edges = int(f.size)
+        self.noise_std = nonneg_float("noise_std", noise_std)
+        self.eps = nonneg_float("drift", eps)
+        if not self.eps < 1:
+            raise EvrouteError(f"drift must be in [0, 1), got {eps}")
+        self._sample_dev = sample_dev
+        self.oracle = oracle
+        self.start, self.end = int(start), int(end)
+        self.seed = int(seed)
+        self._rng = np.random.default_rng([self.seed, 2])
+        self.closures = parse_closures(closures) if not isinstance(closures, tuple) else closures
+        self._masks: dict[int, np.ndarray | None] = {}
+        self._refs: dict[int, np.ndarray] = {}
+        self._corridor = None
+        if self.closures and self.closures[0] == "alternate":
+            route = self._route(f, None)
+            for frac in (1 / 3, 1 / 6, 1 / 12):  # the middle of the best route, as wide as still leaves a detour
+                k = max(1, int(round(frac * route.size)))
+                mid = (route.size - k) // 2
+                corridor = np.setdiff1d(route[mid:mid + k], [self.start, self.end])
+                mask = np.ones(self.n_edges, bool)
+                mask[corridor] = False
+                if corridor.size and self._connected(mask):
+                    self._corridor = corridor
+                    break
+            else:
+                raise EvrouteError("closures alternate: closing the middle of the best route leaves no route "
+                                   "between the trip's ends; choose another route or random closures")
+
+    def _route(self, f, mask) -> np.ndarray:
+        w = rectified_mean(f, self.noise_std)
+        return np.asarray(self.oracle.shortest_path(w, self.start, self.end, available=mask).edges, dtype=np.int64)
+
+    def _connected(self, mask) -> bool:
+        try:
+            self.oracle.shortest_path(np.ones(self.n_edges), self.start, self.end, available=mask)
+        except EvrouteError:
+            return False
+        return True
+
+    def _advance(self, t: int) -> None:
+        t = int(t)
+        if t < self._t:
+            raise EvrouteError(f"round {t} was already left behind (now {self._t}): rounds go in order")
+        while self._t < t:
+            self._t += 1
+            if self.eps > 0:
+                g = self._sample_dev(np.random.default_rng([self.seed, 4, self._t]))
+                self._f = self._m + math.sqrt(1.0 - self.eps) * (self._f - self._m) + math.sqrt(self.eps) * g
+
+    def expected(self, t: int) -> np.ndarray:
+        self._advance(t)
+        out = self._f.view()
+        out.flags.writeable = False
+        return out
+
+    def available(self, t: int) -> np.ndarray | None:
+        t = int(t)
+        if not self.closures:
+            return None
+        if t not in self._masks:
+            kind, opts = self.closures
+            mask = None
+            if kind == "alternate":
+                if t % 2 == 0:
+                    mask = np.ones(self.n_edges, bool)
+                    mask[self._corridor] = False
+            else:
+                rng = np.random.default_rng([self.seed, 5, t])
+                for _ in range(20):
+                    m = rng.random(self.n_edges) >= opts["rate"]
+                    m[[self.start, self.end]] = True
+                    if self._connected(m):
+                        mask = m
+                        break
+            self._masks = {t: mask}  # (only the current round is kept)
+        return self._masks[t]
+
+    def observe(self, t: int, path: np.ndarray) -> np.ndarray:
+        f = self.expected(t)
+        return f[path] + self.noise_std * self._rng.standard_normal(len(path))
+
+    def reference_route(self, t: int) -> np.ndarray:
+        t = int(t)
+        if t not in self._refs:
+            self._refs = {t: self._route(self.expected(t), self.available(t))}
+        return self._refs[t]

@@ -236,6 +236,9 @@ class Grid:
     #: candidate priors (gp-pe) and the truth's vehicle (paper 004; see :class:`SimulationConfig`)
     priors: str | None = None
     truth_prior: str | None = None
+    #: the environment: drift rate and road closures (paper 004; see :class:`SimulationConfig`)
+    drift: float = 0.0
+    closures: str | None = None
 
     @property
     def networks(self) -> list[str]:
@@ -262,6 +265,10 @@ class Grid:
             name += f"-{_safe(self.truth)}"
         if self.truth_prior is not None:
             name += f"-tp{_safe(self.truth_prior)}"
+        if self.drift:
+            name += f"-drift{fmt_number(self.drift)}"
+        if self.closures:
+            name += f"-{_safe(self.closures)}"
         if cell.policy.family == "gp" and self.model != "exact":
             name += f"-m{_safe(self.model)}"
         return f"{name}-s{cell.seed}"
@@ -276,7 +283,8 @@ class Grid:
             kernel=self.kernel, lengthscale=float(cell.lengthscale), omega=float(p.omega), xi=float(p.xi),
             beta_scale=float(p.beta_scale), joint_samples=bool(p.joint_samples), vehicle=self.vehicle,
             model_options=dict(self.model_options), policy_options=dict(p.extra), truth_lengthscale=self.truth_for(cell),
-            truth=self.truth, priors=self.priors, truth_prior=self.truth_prior)
+            truth=self.truth, priors=self.priors, truth_prior=self.truth_prior, drift=float(self.drift),
+            closures=self.closures)
 
     def validate(self) -> None:
         """Check everything that can be checked without loading a network (one-line errors)."""
@@ -324,7 +332,7 @@ class Grid:
                 "seeds": list(self.seeds), "horizon": self.horizon, "model": self.model,
                 "lengthscales": [float(x) for x in self.lengthscales], "kernel": self.kernel,
                 "truth_lengthscale": self.truth_lengthscale, "truth": self.truth, "priors": self.priors,
-                "truth_prior": self.truth_prior,
+                "truth_prior": self.truth_prior, "drift": self.drift, "closures": self.closures,
                 "vehicle": self.vehicle, "osm": dict(self.osm), "dem": dict(self.dem),
                 "model_options": dict(self.model_options), "cells": cells}
 
@@ -336,7 +344,8 @@ class Grid:
                    dem=dict(d.get("dem") or {}), vehicle=d.get("vehicle"), kernel=d.get("kernel", "combined"),
                    model_options=dict(d.get("model_options") or {}), preset=d.get("preset"),
                    truth_lengthscale=d.get("truth_lengthscale", 1.0), truth=d.get("truth", "gp"),
-                   priors=d.get("priors"), truth_prior=d.get("truth_prior"))
+                   priors=d.get("priors"), truth_prior=d.get("truth_prior"), drift=float(d.get("drift", 0.0)),
+                   closures=d.get("closures"))
 
 
 def _safe(text: str) -> str:
@@ -420,7 +429,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
               model: str | None = None, lengthscales: str | None = None, osm: str | None = None,
               dem: str | None = None, vehicle: str | None = None,
               truth_lengthscale: str | None = None, truth_kind: str | None = None, priors: str | None = None,
-              truth_prior: str | None = None) -> Grid:
+              truth_prior: str | None = None, drift: float | None = None, closures: str | None = None) -> Grid:
     """Build a grid from command-line values; options given override the preset's.
 
     With a preset and ``network`` but no ``routes``, the preset's route letters are taken
@@ -461,7 +470,9 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
                 dem=parse_file_map(dem, nets, "dem"), vehicle=vehicle, preset=preset,
                 truth_lengthscale=truth, truth=str(truth_kind if truth_kind is not None else base.get("truth", "gp")),
                 priors=priors if priors is not None else base.get("priors"),
-                truth_prior=truth_prior if truth_prior is not None else base.get("truth_prior"))
+                truth_prior=truth_prior if truth_prior is not None else base.get("truth_prior"),
+                drift=float(drift if drift is not None else base.get("drift", 0.0)),
+                closures=closures if closures is not None else base.get("closures"))
     grid.validate()
     if vehicle is not None:
         from .energy import load_vehicle

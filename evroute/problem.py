@@ -82,11 +82,23 @@ def agent_prior(cfg, problem: Problem) -> NetworkPrior:
 
 
 def make_environment(cfg, problem: Problem):
-    """The environment of a run: today the static GP truth of the problem with Gaussian noise."""
-    from .environments import StaticEnvironment
+    """The environment of a run: the static truth of the problem with Gaussian noise (paper
+    003), or, with ``drift`` or ``closures``, a :class:`evroute.environments.RoadEnvironment`
+    (energies that change, roads that close; paper 004)."""
+    from .environments import RoadEnvironment, StaticEnvironment
 
-    return StaticEnvironment(problem.truth, problem.noise_std, problem.oracle, problem.route.start,
-                             problem.route.end, cfg.seed)
+    if not cfg.drift and not cfg.closures:
+        return StaticEnvironment(problem.truth, problem.noise_std, problem.oracle, problem.route.start,
+                                 problem.route.end, cfg.seed)
+    from .energy import load_vehicle
+    from .routes import edge_energies
+
+    mean = problem.prior_mean if cfg.truth_prior is None else edge_energies(problem.net,
+                                                                            load_vehicle(cfg.truth_prior))
+    dev = NetworkPrior(problem.net, np.zeros(problem.net.n_edges), "combined", cfg.truth_lengthscale, 1.0, 2.0,
+                       problem.prior_var)  # the truth's kernel: the drift's innovations g_t
+    return RoadEnvironment(problem.truth, mean, dev.sample, problem.noise_std, problem.oracle, problem.route.start,
+                           problem.route.end, cfg.seed, eps=float(cfg.drift), closures=cfg.closures)
 
 
 def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):

@@ -49,3 +49,68 @@ def test_reference_route_is_the_rectified_oracle_on_the_truth(problem):
     assert env.optimal_energy(1) == pytest.approx(float(problem.truth[ref].sum()))
     assert env.available(1) is None
     assert not env.expected(1).flags.writeable
+
+
+# --- paper 004's environments: drift and closures -------------------------------------------
+
+
+def _road_env(eps=0.0, closures=None, seed=0):
+    from evroute.environments import RoadEnvironment
+    from evroute.network import load_network
+    from evroute.oracle import Oracle
+    from evroute.prior import NetworkPrior
+    from evroute.routes import edge_energies, resolve_route
+
+    net = load_network("synthetic", size=70)
+    m = edge_energies(net)
+    pv = (0.25 * np.std(m)) ** 2
+    prior = NetworkPrior(net, np.zeros(net.n_edges), "combined", 1.0, 1.0, 2.0, pv)
+    f0 = m + prior.sample(np.random.default_rng(seed))
+    trip = resolve_route(net, "A")
+    env = RoadEnvironment(f0, m, prior.sample, 0.1 * np.std(m), Oracle.from_network(net), trip.start, trip.end,
+                          seed, eps=eps, closures=closures)
+    return env, m, prior
+
+
+def test_drift_has_the_time_varying_kernel():
+    """f_t − m stays a draw of GP(0, K) and Cov(f_t, f_{t+k}) = (1 − ε)^{k/2} K (Monte Carlo over
+    rounds and edges, normalised by K's diagonal)."""
+    eps = 0.2
+    env, m, prior = _road_env(eps=eps)
+    d = np.sqrt(prior.diag())
+    Z = np.array([(env.expected(t) - m) / d for t in range(1, 801)])
+    assert np.mean(Z**2) == pytest.approx(1.0, abs=0.08)
+    for k in (1, 2, 4):
+        corr = np.mean(Z[:-k] * Z[k:]) / np.mean(Z**2)
+        assert corr == pytest.approx((1 - eps) ** (k / 2), abs=0.05)
+
+
+def test_alternate_closures_hide_the_best_corridor_every_other_round(tmp_path):
+    env, _, _ = _road_env(closures="alternate")
+    first = env.reference_route(1)
+    assert env.available(1) is None
+    mask = env.available(2)
+    assert mask is not None and not mask[env._corridor].any() and mask[[env.start, env.end]].all()
+    assert np.intersect1d(env.reference_route(2), env._corridor).size == 0
+    assert np.intersect1d(first, env._corridor).size == env._corridor.size
+    # an agent only drives open roads
+    import pandas as pd
+
+    from evroute.config import SimulationConfig
+    from evroute.network import load_network
+    from evroute.simulation import simulate
+
+    cfg = SimulationConfig(policy="gp-ucb", horizon=6, closures="alternate")
+    simulate(cfg, tmp_path / "run", net=load_network("synthetic", size=70))
+    obs = pd.read_parquet(tmp_path / "run" / "observations.parquet")
+    assert not obs[(obs.t % 2 == 0) & obs.edge.isin(env._corridor)].size
+
+
+def test_random_closures_have_their_rate_and_keep_the_trip_possible():
+    env, _, _ = _road_env(closures="random[rate=0.1]", seed=3)
+    masks = [env.available(t) for t in range(1, 41)]
+    closed = np.mean([1 - mk.mean() for mk in masks])
+    assert closed == pytest.approx(0.1, abs=0.03)
+    assert all(mk[env.start] and mk[env.end] for mk in masks)
+    again, _, _ = _road_env(closures="random[rate=0.1]", seed=3)
+    assert np.array_equal(again.available(7), masks[6])
