@@ -151,19 +151,20 @@ def edge_energy_wh(length_m, incline_rad, speed_mps, vehicle: Vehicle | None = N
 def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A physical lower bound of each edge's energy and a potential that makes it non-negative.
 
-    ``floor`` = the potential-energy term of Eq. 8 alone (rolling and air losses dropped, which
-    only add): m g ℓ sin α / η⁺ uphill, m g ℓ sin α · η⁻ downhill, so E_det ≥ floor and so is
-    any physically plausible energy. ``potential`` = η⁻ m g Δh with Δh = grade · ℓ, the node
-    elevation difference: its sum along a route depends only on the route's ends, so
-    subtracting it from every edge weight does not change which route is shortest, and
-    floor − potential ≥ 0 on every edge of grade ≤ tan(acos(η⁺η⁻)) (36 % for the paper's EV;
-    steeper edges are clipped at 0 by the caller). Both in Wh.
+    ``floor`` = Eq. 8 without the air drag (the one loss a driver could make small by driving
+    slowly): F = m g ℓ (sin α + C_r cos α), divided by η⁺ when F ≥ 0 and times η⁻ otherwise, so
+    E_det ≥ floor and so is any physically plausible energy on the edge. ``potential`` =
+    η⁻ m g Δh with Δh = grade · ℓ, the node elevation difference: its sum along a route depends
+    only on the route's ends, so subtracting it from every edge weight does not change which
+    route is shortest, and floor − potential ≥ 0 on every edge of grade ≤ tan(acos(η⁺η⁻)) (36 %
+    for the paper's EV; steeper edges are clipped at 0 by the caller). Both in Wh.
     """
     vehicle = vehicle or Vehicle()
     length = np.asarray(length_m, dtype=np.float64)
     g = np.asarray(grade, dtype=np.float64)
+    alpha = np.arctan(g)
     mg = vehicle.mass_kg * vehicle.g
-    rise = mg * length * np.sin(np.arctan(g))
-    floor = np.where(rise >= 0, rise / vehicle.eta_plus, rise * vehicle.eta_minus) / 3600.0
+    work = mg * length * (np.sin(alpha) + vehicle.rolling_resistance * np.cos(alpha))
+    floor = np.where(work >= 0, work / vehicle.eta_plus, work * vehicle.eta_minus) / 3600.0
     potential = vehicle.eta_minus * mg * g * length / 3600.0
     return floor, potential
