@@ -112,6 +112,7 @@ class NystromPosterior(PosteriorModel):
         self._LV = np.zeros((0, 0))
         self._w = np.zeros(0)
         self._mean, self._var = self._m.copy(), self._kdiag.copy()
+        self._quad = np.zeros(self.n_arms)  # z_eᵀ V⁻¹ z_e of every edge (the data term of σ̃²)
         self._fresh = True  # the all-edge mean and variance are those of the current posterior
         self._since_full = 0  # rounds of rank-B downdates since the last full scoring
         self.n_downdates = 0
@@ -134,6 +135,7 @@ class NystromPosterior(PosteriorModel):
         self._G = np.zeros((0, 0))  # Σ_j c_j z_j z_jᵀ over the observed edges
         self._b = np.zeros(0)  # Σ_j (Σy − c_j m_j) z_j
         self._changed = True  # the dictionary changed since the last all-edge scoring
+        self._reset = True  # ... and was rebuilt from scratch (not only grown)
 
     @property
     def _Ze(self) -> np.ndarray:
@@ -292,7 +294,7 @@ class NystromPosterior(PosteriorModel):
 
     def _posterior(self) -> None:
         """Factor V = G + λI and solve for w; the all-edge scores follow lazily."""
-        self._prev = (self._LV, self._var, self._fresh)
+        self._prev = (self._LV, self._quad, self._fresh)
         self._cache = None
         self._round = None
         m = self.m
@@ -309,11 +311,13 @@ class NystromPosterior(PosteriorModel):
         """Bring the all-edge mean and variance up to date.
 
         μ̃ = m + Zeᵀw (2mE flops). The variance σ̃² = max(0, k_ee − ‖z_e‖²) + λ z_eᵀV⁻¹z_e:
-        ``full`` computes ‖L_V⁻¹z_e‖² for every edge (m²E). ``downdate``, while the dictionary
-        is unchanged and last round's variances are current, uses Woodbury on
-        V_t = V_{t−1} + Z_B C Z_Bᵀ (B distinct edges of the round, C their counts):
-        z V_t⁻¹ z = z V_{t−1}⁻¹ z − ‖L_M⁻¹ A z‖², A = Z_Bᵀ V_{t−1}⁻¹, M = C⁻¹ + Z_Bᵀ V_{t−1}⁻¹ Z_B
-        (2mBE + B²E flops; paper 001 §4's batch update, on the embedded statistics).
+        ``full`` computes ‖L_V⁻¹z_e‖² for every edge (m²E). ``downdate``, when last round's
+        values are current and the dictionary was kept or only grown (KORS), uses Woodbury on
+        the old coordinates, V_A = V_{t−1} + Z_B C Z_Bᵀ (B distinct edges of the round, C their
+        counts): z V_A⁻¹ z = z V_{t−1}⁻¹ z − ‖L_M⁻¹ A z‖², A = Z_Bᵀ V_{t−1}⁻¹,
+        M = C⁻¹ + Z_Bᵀ V_{t−1}⁻¹ Z_B (paper 001 §4's batch update, on the embedded statistics);
+        k new anchors add ‖L₂₂⁻¹(z₂ − L₂₁ L_A⁻¹ z₁)‖² (the bordered factor's new rows, L_A the
+        leading block of the new L_V, which is V_A's factor): 2m(B + k)E + (B² + k²)E flops.
         """
         if self._fresh:
             return
@@ -327,30 +331,41 @@ class NystromPosterior(PosteriorModel):
         self._fresh = True
         if self.m == 0 or not np.any(self._counts):
             self._mean, self._var = self._m.copy(), self._kdiag.copy()
-            self._changed = False
+            self._quad = np.zeros(self.n_arms)
+            self._changed = self._reset = False
             return
         Ze = self._Ze
+        m = self.m
         self._mean = self._m + Ze.T @ self._w
-        LV0, var0, fresh0 = self._prev
+        LV0, q0, fresh0 = self._prev
+        m0 = LV0.shape[0]
         uniq, dc = self._round if self._round is not None else (np.zeros(0, np.int64), np.zeros(0))
-        if (self.scoring == "downdate" and not self._changed and fresh0 and uniq.size
-                and LV0.shape == self._LV.shape
-                and self._since_full + 1 < self.refresh
-                and DOWNDATE_COST * (2 * uniq.size + uniq.size ** 2 / self.m) < self.m):
-            ZB = Ze[:, uniq]
-            P = sla.cho_solve((LV0, True), ZB, check_finite=False)  # V_{t−1}⁻¹ Z_B (m×B)
+        B, k = uniq.size, m - m0
+        usable = (self.scoring == "downdate" and fresh0 and not self._reset and B and 0 < m0 <= m
+                  and self._since_full + 1 < self.refresh)
+        if usable and DOWNDATE_COST * (2 * (B + k) + (B * B + k * k) / m0) < m * m / m0:
+            # old coordinates: Woodbury on V_prev + Z_B C Z_Bᵀ (the leading block of the new V)
+            Z1 = Ze[:m0]
+            ZB = Z1[:, uniq]
+            P = sla.cho_solve((LV0, True), ZB, check_finite=False)  # V_prev⁻¹ Z_B (m0×B)
             M = np.diag(1.0 / dc) + ZB.T @ P
             LM = sla.cholesky(M, lower=True, check_finite=False)
-            W = sla.solve_triangular(LM, P.T @ Ze, lower=True, check_finite=False)  # B×E
-            self._var = np.maximum(var0 - self.noise_var * np.einsum("ij,ij->j", W, W), 0.0)
+            W = sla.solve_triangular(LM, P.T @ Z1, lower=True, check_finite=False)  # B×E
+            quad = q0 - np.einsum("ij,ij->j", W, W)
+            if k:  # new coordinates: the new L_V = [[L_A, 0], [L21, L22]], L_A that leading block
+                L = self._LV
+                Pm = sla.solve_triangular(L[:m0, :m0], L[m0:, :m0].T, lower=True, trans="T", check_finite=False)
+                R2 = sla.solve_triangular(L[m0:, m0:], Ze[m0:] - Pm.T @ Z1, lower=True, check_finite=False)
+                quad = quad + np.einsum("ij,ij->j", R2, R2)
+            self._quad = quad
             self._since_full += 1
             self.n_downdates += 1
         else:
             U = sla.solve_triangular(self._LV, Ze, lower=True, check_finite=False)
-            self._var = (np.maximum(self._kdiag - self._znorm, 0.0)
-                         + self.noise_var * np.einsum("ij,ij->j", U, U))
+            self._quad = np.einsum("ij,ij->j", U, U)
             self._since_full = 0
-        self._changed = False
+        self._var = np.maximum(self._kdiag - self._znorm, 0.0) + self.noise_var * np.maximum(self._quad, 0.0)
+        self._changed = self._reset = False
 
     def _variance_at(self, idx: np.ndarray) -> np.ndarray:
         """σ̃² of the current posterior at the edges ``idx`` only (O(m²|idx|))."""
