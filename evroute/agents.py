@@ -369,9 +369,12 @@ class PEAgent(Agent):
     Every prior's posterior sees all the data (fixed hyperparameters, no refits).
     """
 
+    rule = "pe"
+
     def __init__(self, models: dict, means: dict, oracle, start: int, end: int, *, horizon: int,
                  noise_var: float, delta: float = 0.05, beta_scale: float = 1.0, xi_scale: float = 1.0,
-                 energy_floor=None, potential=None):
+                 energy_floor=None, potential=None, rule: str = "pe"):
+        self.rule = rule
         self.models = models
         self.means = {k: np.asarray(v, dtype=np.float64) for k, v in means.items()}
         self.names = list(models)
@@ -387,25 +390,71 @@ class PEAgent(Agent):
         self.H = dict.fromkeys(self.names, 0.0)
         self.W = dict.fromkeys(self.names, 0.0)
         self.n = dict.fromkeys(self.names, 0)
+        self.rounds_used = dict.fromkeys(self.names, 0)
+        self.route_sum = dict.fromkeys(self.names, 0.0)
         self.eliminated_at: dict[str, int] = {}
         self._rows: dict[str, list] = {k: [] for k in ("t", "chosen", "survivors", "H", "W", "n", "threshold",
                                                        "eliminated", "fallback")}
         self._pending = None
         self._t = 0
 
+    def _lcb_route(self, p, beta, available):
+        mu, sd = self.models[p].mean_std()
+        lcb = np.maximum(mu - beta * sd, self.floor)
+        weights = np.maximum(lcb - self.potential, 0.0)
+        route = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
+                           dtype=np.int64)
+        return float(weights[route].sum()), route, mu, sd, lcb  # (the potential: one constant per trip)
+
+    def log_evidence(self) -> dict[str, float]:
+        """ln p(y | p) of every prior, up to one constant shared by all (they share the kernel and
+        the noise): −½ (ȳ − m_p)ᵀ(K_OO + ς²D⁻¹)⁻¹(ȳ − m_p) on the distinct observed edges, from each
+        prior's posterior mean (no solve; :func:`evroute.bounds.q_from_mean`)."""
+        from .bounds import q_from_mean
+
+        out = {}
+        for p in self.names:
+            model = self.models[p]
+            c = model.counts
+            seen = np.flatnonzero(c)
+            if seen.size == 0:
+                out[p] = 0.0
+                continue
+            n = c[seen].astype(np.float64)
+            r = model.sums[seen] / n - self.means[p][seen]
+            fitted = model.mean_std()[0][seen] - self.means[p][seen]
+            out[p] = -0.5 * q_from_mean(n, r, fitted) / self.noise_var
+        return out
+
     def select(self, t, available, rng) -> Decision:
         beta = self.beta_scale * pe_beta(t, self.horizon, self.floor.size, self.delta)
-        best = None
-        for p in self.survivors:
-            mu, sd = self.models[p].mean_std()
-            lcb = np.maximum(mu - beta * sd, self.floor)
+        if self.rule == "pe":  # doubly optimistic over (route, prior)
+            best = None
+            for p in self.survivors:
+                cost, route, mu, sd, lcb = self._lcb_route(p, beta, available)
+                if best is None or cost < best[0]:
+                    best = (cost, p, route, mu, sd, lcb)
+            _, p, path, mu, sd, lcb = best
+        elif self.rule == "mle":  # type-II maximum likelihood prior, then GP-UCB under it
+            ev = self.log_evidence()
+            p = max(self.names, key=lambda q: (ev[q], -self.names.index(q)))
+            _, path, mu, sd, lcb = self._lcb_route(p, beta, available)
+        elif self.rule == "fb":  # fully Bayesian: LCBs weighted by P(p | D), uniform hyperprior
+            ev = self.log_evidence()
+            lw = np.array([ev[q] for q in self.names])
+            wts = np.exp(lw - lw.max())
+            wts /= wts.sum()
+            self._weights = dict(zip(self.names, wts.tolist(), strict=True))
+            lcb = sum(w * np.maximum(self.models[q].mean_std()[0] - beta * self.models[q].mean_std()[1], self.floor)
+                      for q, w in zip(self.names, wts, strict=True))
             weights = np.maximum(lcb - self.potential, 0.0)
-            route = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
-                               dtype=np.int64)
-            cost = float(weights[route].sum())  # (the potential is the same constant for every route)
-            if best is None or cost < best[0]:
-                best = (cost, p, route, mu, sd, lcb)
-        _, p, path, mu, sd, lcb = best
+            path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
+                              dtype=np.int64)
+            p = self.names[int(np.argmax(wts))]
+            mu, sd = self.models[p].mean_std()
+        else:  # rb: regret balancing (paper 004 Alg. 2): the least-used surviving prior
+            p = min(self.survivors, key=lambda q: (self.rounds_used[q], self.names.index(q)))
+            _, path, mu, sd, lcb = self._lcb_route(p, beta, available)
         self._pending = (p, mu[path].copy(), sd[path].copy(), beta)
         self._t = int(t)
         return Decision(path, beta * beta, lcb[path].copy(), mu[path].copy(), sd[path].copy(),
@@ -417,25 +466,54 @@ class PEAgent(Agent):
         self.H[p] += float(np.sum(values - mu))  # one-step-ahead residuals (σ_{t−1}: stored before)
         self.W[p] += beta * float(np.sum(sd))
         self.n[p] += int(values.size)
-        xi = self.xi_scale * pe_xi(self.n[p], len(self.names), self.noise_var, self.delta)
-        threshold = math.sqrt(xi * self.n[p]) + self.W[p]
-        failed = abs(self.H[p]) > threshold
-        eliminated, fallback = "", False
-        if failed and len(self.survivors) > 1:
-            self.survivors.remove(p)
-            self.eliminated_at[p] = self._t
-            eliminated = p
-        elif failed:
-            fallback = True
-        for q in self.survivors:
+        self.rounds_used[p] += 1
+        self.route_sum[p] += float(values.sum())
+        eliminated, fallback, threshold = "", False, float("nan")
+        if self.rule == "pe":
+            xi = self.xi_scale * pe_xi(self.n[p], len(self.names), self.noise_var, self.delta)
+            threshold = math.sqrt(xi * self.n[p]) + self.W[p]
+            if abs(self.H[p]) > threshold:
+                eliminated, fallback = self._eliminate(p)
+        elif self.rule == "rb":
+            eliminated = self._rb_eliminate(values.size)
+        for q in self.survivors:  # (eliminated priors are no longer updated: nothing reads them)
             self.models[q].update(path, values)
         row = (self._t, p, ",".join(self.survivors), self.H[p], self.W[p], self.n[p], threshold, eliminated,
                fallback)
         for k, v in zip(self._rows, row, strict=True):
             self._rows[k].append(v)
 
-    def mean_std(self):
-        return self.models[self.survivors[0]].mean_std()
+    def _eliminate(self, p) -> tuple[str, bool]:
+        if len(self.survivors) > 1:
+            self.survivors.remove(p)
+            self.eliminated_at[p] = self._t
+            return p, False
+        return "", True  # the documented fallback: the last prior stays
+
+    def _rb_eliminate(self, L: int) -> str:
+        """Regret balancing's test (paper 004 Alg. 2, for costs), once every surviving prior has
+        driven a round: with U(p) = Ȳ_p + √(ξ_p/|S_p|) the upper bound of the mean route energy
+        under p (ξ of :func:`pe_xi` on |S_p| rounds, R² = ς² × the mean route length) and
+        w̄_p = W_p/|S_p|, p is dropped when Ȳ_p − √(ξ_p/|S_p|) − w̄_p > min_q U(q): even its
+        optimistic value is worse than another prior's pessimistic one."""
+        if any(self.rounds_used[q] == 0 for q in self.survivors):
+            return ""
+        R2 = self.noise_var * max(1.0, sum(self.n[q] for q in self.survivors) / sum(self.rounds_used[q]
+                                                                               for q in self.survivors))
+        lo, hi = {}, {}
+        for q in self.survivors:
+            k = self.rounds_used[q]
+            conf = math.sqrt(self.xi_scale * pe_xi(k, len(self.names), R2, self.delta) / k)
+            mean = self.route_sum[q] / k
+            lo[q] = mean - conf - self.W[q] / k
+            hi[q] = mean + conf
+        best = min(hi.values())
+        for q in list(self.survivors):
+            if lo[q] > best and len(self.survivors) > 1:
+                self.survivors.remove(q)
+                self.eliminated_at[q] = self._t
+                return q
+        return ""
 
     @property
     def n_distinct(self) -> int:
@@ -444,6 +522,10 @@ class PEAgent(Agent):
     def diagnostics(self):
         chosen = self._pending[0] if self._pending else self.names[0]
         return {"prior_index": float(self.names.index(chosen)), "n_priors": float(len(self.survivors))}
+
+    def mean_std(self):
+        p = self._pending[0] if self._pending and self._pending[0] in self.survivors else self.survivors[0]
+        return self.models[p].mean_std()
 
     def tables(self):
         return {"priors": dict(self._rows)}
@@ -461,7 +543,7 @@ _PE_OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0) -> Agent:
+def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, rule="pe") -> Agent:
     from .models import make_model
     from .prior import ShiftedPrior
 
@@ -474,7 +556,7 @@ def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0) -> 
               for name, mean in setup.candidates.items()}
     return PEAgent(models, setup.candidates, setup.oracle, setup.start, setup.end, horizon=setup.horizon,
                    noise_var=setup.noise_var, delta=float(delta), beta_scale=float(beta_scale),
-                   xi_scale=float(xi_scale), energy_floor=setup.energy_floor, potential=setup.potential)
+                   xi_scale=float(xi_scale), energy_floor=setup.energy_floor, potential=setup.potential, rule=rule)
 
 
 # --------------------------------------------------------------------------------------
@@ -669,3 +751,9 @@ for _rule, _what in _BOUND_RULES.items():
 
 register_agent("gp-pe", _pe_factory, options=_PE_OPTIONS,
                description="PE-GP-UCB (paper 004): optimistic over (route, prior), eliminates implausible priors")
+register_agent("gp-mle", lambda setup, **o: _pe_factory(setup, rule="mle", **o), options=_PE_OPTIONS,
+               description="paper 004's baseline: GP-UCB under the type-II maximum-likelihood prior of the round")
+register_agent("gp-fb", lambda setup, **o: _pe_factory(setup, rule="fb", **o), options=_PE_OPTIONS,
+               description="paper 004's baseline: fully Bayesian, LCBs weighted by P(prior | data)")
+register_agent("gp-rb", lambda setup, **o: _pe_factory(setup, rule="rb", **o), options=_PE_OPTIONS,
+               description="paper 004's baseline: regret balancing over the priors (its Alg. 2)")

@@ -104,3 +104,42 @@ def test_the_last_prior_is_kept_with_a_logged_fallback(small_net):
     agent = _pe_run(small_net, 1, 10.0, only_low=True)
     assert agent.survivors == ["low"] and agent.summary()["prior_left"] == "low"
     assert any(agent.tables()["priors"]["fallback"])
+
+
+def test_the_baselines_mle_fb_and_rb(small_net):
+    """gp-mle picks the prior of highest evidence (the true one once data arrive, against a
+    2σ₀-shifted one), gp-fb's weights concentrate on it, gp-rb uses the priors in turn."""
+    from evroute.agents import AgentSetup, make_agent
+    from evroute.config import SimulationConfig
+    from evroute.problem import agent_prior, prepare_problem
+    from evroute.simulation import run_bandit
+
+    cfg = SimulationConfig(policy="gp-pe", horizon=12, seed=4)
+    problem = prepare_problem(cfg, net=small_net)
+    m = problem.prior_mean
+    cands = {"low": m - 2 * math.sqrt(problem.prior_var), "true": m}
+
+    def run(name):
+        setup = AgentSetup(agent_prior(cfg, problem), problem.noise_var, problem.oracle, problem.route.start,
+                           problem.route.end, candidates=cands, horizon=12, seed=4)
+        agent = make_agent(name, setup)
+        run_bandit(cfg, problem, agent=agent)
+        return agent
+
+    mle = run("gp-mle")
+    assert mle.tables()["priors"]["chosen"][1:] == ["true"] * 11
+    ev = mle.log_evidence()
+    assert ev["true"] > ev["low"]
+    # against a dense Gaussian evidence: −½ (ȳ − m_p)ᵀ (K_OO + ς² D⁻¹)⁻¹ (ȳ − m_p)
+    model = mle.models["true"]
+    seen = np.flatnonzero(model.counts)
+    n = model.counts[seen].astype(float)
+    A = agent_prior(cfg, problem).dense()[np.ix_(seen, seen)] + np.diag(problem.noise_var / n)
+    for name, mean in cands.items():
+        r = model.sums[seen] / n - mean[seen]
+        assert ev[name] == pytest.approx(-0.5 * r @ np.linalg.solve(A, r), rel=1e-8)
+    fb = run("gp-fb")
+    assert fb._weights["true"] > 0.99
+    rb = run("gp-rb")
+    chosen = rb.tables()["priors"]["chosen"]
+    assert chosen[:4] == ["low", "true", "low", "true"] or len(rb.survivors) == 1
