@@ -52,6 +52,14 @@ PRESETS: dict[str, dict] = {
         "policies": ("gp-amm", "gp-dmm", "gp-ay", "gp-igp", "gp-ucb", "gp-ts"),
         "seeds": 5, "horizon": 500, "lengthscales": (1.0,),
     },
+    "priors": {
+        "description": "004 in evroute, \"which vehicle am I?\": the truth around delivery-van, the candidates every "
+                       "vehicle preset; PE-GP-UCB, MLE, FB, RB, and GP-UCB under the run's vehicle (sumo-ev: a wrong "
+                       "prior; add --vehicle delivery-van --policies gp-ucb for the true one)",
+        "routes": ("monaco:B", "luxembourg:A"),
+        "policies": ("gp-pe", "gp-mle", "gp-fb", "gp-rb", "gp-ucb"),
+        "seeds": 5, "horizon": 500, "lengthscales": (1.0,), "truth_prior": "delivery-van",
+    },
     "paper-lengthscale": {
         "description": "003 Fig. 4–5 (App. C.1): GP/BI-BUCB and GP/BI-TS for lengthscales 0.1 to 2.0",
         "routes": PAPER_ROUTES, "policies": ("gp-bucb", "gp-ts", "bi-bucb", "bi-ts"),
