@@ -14,6 +14,8 @@ prior, noise_var=..., seed=...)``. The backends shipped with evroute, registered
 - ``nystrom`` and ``bkb`` (:mod:`evroute.models.nystrom`): the DTC posterior of a dictionary
   of anchor edges, grown by KORS (EK-UCB, paper 001) or resampled by posterior variance
   (BKB, paper 002); kernel rows from the prior operator, m×E floats.
+- ``kalman`` (:mod:`evroute.models.kalman`): the posterior under time-varying energies, the
+  (1−ε)^{|t−t′|/2} kernel of paper 004, as a Kalman filter on the edges (dense E×E).
 - ``svgp`` (:mod:`evroute.models.svgp`): the sparse variational GP of 003 Algorithm 3, in
   GPyTorch (torch is imported on first use).
 
@@ -23,7 +25,7 @@ pass the shared conformance checks in ``tests/test_models_conformance.py``.
 
 from __future__ import annotations
 
-from . import bi, exact, nystrom, svgp
+from . import bi, exact, kalman, nystrom, svgp
 from .base import PosteriorModel, aggregate_observations
 from .bi import BIModel
 from .exact import ExactGPModel
@@ -63,5 +65,7 @@ register_model("nystrom", nystrom.make_nystrom, options=nystrom.NYSTROM_OPTIONS,
                description="Nystrom dictionary grown by KORS, DTC posterior (EK-UCB, paper 001)")
 register_model("bkb", nystrom.make_bkb, options=nystrom.BKB_OPTIONS,
                description="Nystrom dictionary resampled by posterior variance, DTC posterior (BKB, paper 002)")
+register_model("kalman", kalman.make_kalman, options=kalman.OPTIONS,
+               description="time-varying energies: Kalman filter for the (1-eps)^(|t-t'|/2) kernel (paper 004), dense")
 register_model("svgp", svgp.make_svgp, options=svgp.OPTIONS,
                description="sparse variational GP in GPyTorch (003 Algorithm 3)")
