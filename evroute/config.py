@@ -171,25 +171,11 @@ class SimulationConfig:
     def truth_options(self) -> tuple[str, dict]:
         """(kind, options) of :attr:`truth`, checked: ``("gp", {})`` or ``("rkhs", {"B": …,
         "anchors": …})`` (B required)."""
-        from .environments import RKHS_ANCHORS, TRUTHS
-        from .specs import parse_spec
-        from .validate import positive_float, positive_int
+        from .environments import TRUTH_KINDS
+        from .specs import parse_kind
 
-        kind, opts = parse_spec(str(self.truth), "truth", "rkhs[B=10]")
-        if kind not in TRUTHS:
-            raise EvrouteError(f"unknown truth {self.truth!r}; choose one of: gp, rkhs[B=...,anchors={RKHS_ANCHORS}]")
-        if kind == "gp":
-            if opts:
-                raise EvrouteError(f"truth gp takes no options, got {', '.join(opts)}")
-            return kind, {}
-        opts = {("B" if k.lower() == "b" else k): v for k, v in opts.items()}
-        unknown = sorted(set(opts) - {"B", "anchors"})
-        if unknown:
-            raise EvrouteError(f"unknown option(s) for truth rkhs: {', '.join(unknown)} (accepted: B, anchors)")
-        if "B" not in opts:
-            raise EvrouteError("truth rkhs needs its RKHS norm: rkhs[B=...] (paper 000 uses B = 10)")
-        return kind, {"B": positive_float("B", opts["B"]),
-                      "anchors": positive_int("anchors", opts.get("anchors", RKHS_ANCHORS))}
+        kind, opts = parse_kind(self.truth, "truth", TRUTH_KINDS, "rkhs[B=10]")
+        return kind, ({"B": opts["b"], "anchors": opts["anchors"]} if kind == "rkhs" else {})
 
     @property
     def backend(self) -> str:

@@ -26,15 +26,18 @@ import numpy as np
 from .cache import cached_arrays, hash_bytes
 from .errors import EvrouteError
 from .policies import rectified_mean
-from .validate import nonneg_float
+from .specs import Option
+from .validate import nonneg_float, positive_float, positive_int
 
-__all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "parse_closures", "CLOSURES", "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "TRUTHS", "RKHS_ANCHORS"]
+__all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "parse_closures", "CLOSURES", "TRUTH_KINDS", "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "RKHS_ANCHORS"]
 
-#: The kinds of ground truth (``--truth``): a draw from the GP prior (paper 003) or an
-#: RKHS-bounded function (paper 000 §7).
-TRUTHS = ("gp", "rkhs")
 #: Anchor edges of the RKHS truth (paper 000 §7 uses 20 inducing points).
 RKHS_ANCHORS = 20
+#: The kinds of ground truth (``--truth``), a draw from the GP prior (paper 003) or an
+#: RKHS-bounded function (paper 000 §7), with their options (``rkhs[B=10,anchors=20]``; B required).
+TRUTH_KINDS = {"gp": (), "rkhs": (
+    Option("b", positive_float, None, "B, the RKHS norm of f - m (paper 000 Sec. 7: 10)"),
+    Option("anchors", positive_int, RKHS_ANCHORS, "anchor edges of f - m (paper 000 Sec. 7: 20 points)"))}
 
 
 class Environment(ABC):
@@ -166,7 +169,6 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
     σ₀², context lengthscale ``lengthscale``). Rows of K only: no E×E matrix. Stream
     ``[seed, 3]``."""
     from .prior import NetworkPrior
-    from .validate import positive_float, positive_int
 
     B = positive_float("B", B)
     anchors = positive_int("anchors", anchors)
@@ -184,32 +186,25 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
     return m + (B / np.sqrt(norm2)) * (KZ.T @ w)
 
 
-#: Road-closure patterns (``--closures``): the best corridor closed in every other round
-#: (paper 004's alternating domain, on roads) or each edge closed at random.
-CLOSURES = ("alternate", "random")
+def _rate(name, value) -> float:
+    rate = positive_float(name, value)
+    if not rate < 1:
+        raise EvrouteError(f"closures random: {name} must be below 1, got {rate}")
+    return rate
+
+
+#: Road-closure patterns (``--closures``) and their options: the best corridor closed in every
+#: other round (paper 004's alternating domain, on roads) or each edge closed at random.
+CLOSURES = {"alternate": (), "random": (Option("rate", _rate, 0.05, "share of the edges closed each round"),)}
 
 
 def parse_closures(spec) -> tuple[str, dict] | None:
     """``None``, ``alternate`` or ``random[rate=0.05]`` → (kind, options); one-line errors."""
-    from .specs import parse_spec
-    from .validate import positive_float
+    from .specs import parse_kind
 
     if spec in (None, "", "none"):
         return None
-    kind, opts = parse_spec(str(spec), "closures", "random[rate=0.05]")
-    if kind not in CLOSURES:
-        raise EvrouteError(f"unknown closures {spec!r}; choose alternate or random[rate=0.05]")
-    if kind == "alternate":
-        if opts:
-            raise EvrouteError(f"closures alternate takes no options, got {', '.join(opts)}")
-        return kind, {}
-    unknown = sorted(set(opts) - {"rate"})
-    if unknown:
-        raise EvrouteError(f"unknown option(s) for closures random: {', '.join(unknown)} (accepted: rate)")
-    rate = positive_float("rate", opts.get("rate", 0.05))
-    if not rate < 1:
-        raise EvrouteError(f"closures random: rate must be below 1, got {rate}")
-    return kind, {"rate": rate}
+    return parse_kind(spec, "closures", CLOSURES, "random[rate=0.05]")
 
 
 class RoadEnvironment(Environment):

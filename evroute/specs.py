@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import EvrouteError
 
-__all__ = ["Option", "Entry", "Registry", "parse_spec", "resolve_options", "split_list"]
+__all__ = ["Option", "Entry", "Registry", "parse_spec", "parse_kind", "resolve_options", "split_list"]
 
 _SPEC = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\[\]]*)\])?\s*")
 
@@ -81,6 +81,21 @@ def resolve_options(options: tuple[Option, ...], given: dict, owner: str) -> dic
         raise EvrouteError(f"unknown option(s) for {owner}: {', '.join(unknown)} "
                            f"(accepted: {', '.join(declared) or 'none'})")
     return {name: (o.convert(name, given[name]) if name in given else o.default) for name, o in declared.items()}
+
+
+def parse_kind(text, what: str, kinds: dict[str, tuple[Option, ...]], example: str) -> tuple[str, dict]:
+    """``KIND[key=value,...]`` for a fixed set of kinds, each with its declared options:
+    (kind, every option converted or at its default). An unknown kind or option, or a value
+    its option refuses, is a one-line :class:`EvrouteError`. An option declared with default
+    ``None`` is required."""
+    kind, given = parse_spec(str(text), what, example)
+    if kind not in kinds:
+        raise EvrouteError(f"unknown {what} {text!r}; choose one of: {', '.join(kinds)} (e.g. {example})")
+    out = resolve_options(kinds[kind], given, f"{what} {kind!r}")
+    missing = [name for name, value in out.items() if value is None]
+    if missing:
+        raise EvrouteError(f"{what} {kind!r} needs {', '.join(missing)} (e.g. {example})")
+    return kind, out
 
 
 @dataclass(frozen=True)

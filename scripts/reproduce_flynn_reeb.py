@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -205,9 +204,9 @@ def main(argv=None) -> int:
     if args.out is not None:
         import pandas as pd
 
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        pd.DataFrame(rows).to_csv(tmp, index=False)
-        os.replace(tmp, args.out)
+        from evroute.io import atomic_write_with
+
+        atomic_write_with(args.out, lambda p: pd.DataFrame(rows).to_csv(p, index=False))
     return 0
 
 
