@@ -312,3 +312,48 @@ def test_path_bound_is_the_dual_maximised_and_never_below_dmm(small_net):
     per_edge = max(sum(agent.models[a].mean_std()[0][S] - w * agent.models[a].mean_std()[1][S])
                    for a, w in agent._widths().items())
     assert ours >= per_edge - 1e-9 * abs(per_edge)
+
+
+def test_route_bound_is_the_socp_of_eq_10(small_net):
+    """Strong duality (paper 000 Thm 4.4/4.5): for a one-edge route, gp-cmm's bound (the 1-D dual
+    maximised over a) equals the SOCP of eq. 10, solved directly here (SLSQP, spec §3's check):
+    min_w K_{x,I} w  s.t.  ‖K_{O,I} w − r‖² ≤ R_N²,  wᵀ K_{I,I} w ≤ B²,  I = O ∪ {x}."""
+    from scipy.optimize import minimize
+
+    from evroute.config import SimulationConfig
+    from evroute.problem import make_agent, prepare_problem
+
+    cfg = SimulationConfig(policy="gp-cmm", horizon=5, truth="rkhs[B=3]")
+    problem = prepare_problem(cfg, net=small_net)
+    agent = make_agent(cfg, problem)
+    rng = np.random.default_rng(5)
+    for t in range(1, 3):
+        d = agent.select(t, None, rng)
+        agent.observe(d.path, problem.truth[d.path] + problem.noise_std * rng.standard_normal(d.path.size))
+    c = agent.base.counts
+    seen = np.flatnonzero(c)
+    x = int(np.setdiff1d(np.arange(small_net.n_edges), seen)[0])
+    ours = agent.path_lower_bounds([[x]])[0]
+    K = agent.prior.dense()
+    n = c[seen].astype(float)
+    m = agent.prior_mean
+    r = agent.base.sums[seen] / n - m[seen]
+    sig2, B, delta = agent.noise_var, agent.B, agent.delta
+    KOO = K[np.ix_(seen, seen)]
+    ld = information_logdet(KOO, n, sig2)
+    R2 = q_value(KOO, n, agent.base.sums[seen] - n * m[seen], sig2) + sig2 * ld + 2 * sig2 * math.log(1 / delta)
+    idx = np.append(seen, x)
+    s0 = math.sqrt(agent.prior.prior_var)  # in units of σ₀ (the RKHS norm does not change)
+    L = np.linalg.cholesky(K[np.ix_(idx, idx)] / s0**2 + 1e-10 * np.eye(idx.size))
+    # f on I is L v (so ‖f‖_K = ‖v‖): a linear objective under two ellipsoid constraints
+    A_O, a_x = L[:-1], L[-1]
+    sq = np.sqrt(n)
+    cons = [{"type": "ineq", "fun": lambda v: R2 / s0**2 - np.sum((sq * (A_O @ v - r / s0)) ** 2),
+             "jac": lambda v: -2 * (A_O.T @ (sq**2 * (A_O @ v - r / s0)))},
+            {"type": "ineq", "fun": lambda v: B * B - v @ v, "jac": lambda v: -2 * v}]
+    start = np.linalg.lstsq(A_O, r / s0, rcond=None)[0]
+    res = minimize(lambda v: a_x @ v, start, jac=lambda v: a_x, constraints=cons, method="SLSQP",
+                   options={"ftol": 1e-12, "maxiter": 1000})
+    assert res.success, res.message
+    socp = m[x] + s0 * res.fun
+    assert ours == pytest.approx(socp, rel=1e-4, abs=1e-4 * math.sqrt(agent.prior.prior_var))
