@@ -697,6 +697,13 @@ for _family in MODEL_FAMILIES:
                        description=f"{_rule} index rule on the {'GP' if _family == 'gp' else 'BI'} posterior")
 
 
+def _choice(name, value, choices):
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise EvrouteError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return v
+
+
 def _bound_b(name, value):
     if value in (None, "", "oracle"):
         return "oracle"
@@ -709,6 +716,10 @@ BOUND_OPTIONS: tuple[Option, ...] = (
            "'oracle': the truth's own norm, as paper 000's experiments give the true B"),
     Option("delta", nonneg_float, 0.01, "confidence 1 - delta (paper 000 Sec. 7: 0.01)"),
     Option("eta", nonneg_float, 0.002, "gp-igp's eta (paper 000 Sec. 7: 2/T at T = 1000)"),
+    Option("floor", lambda name, v: _choice(name, v, ("physical", "rkhs")), "physical",
+           "lower limit of the weights: 'physical' (potential and rolling energy: valid for physical energies) "
+           "or 'rkhs' (m - B sqrt(k_ee): valid for any truth with ||f - m|| <= B; weights below the route "
+           "potential are then clipped at 0)"),
 )
 _BOUND_RULES = {"amm": "AMM (paper 000 eq. 14, analytic)", "dmm": "DMM (paper 000, minimum over a grid of 5)",
                 "cmm": "CMM (paper 000 eq. 10 via its 1-D dual, path-level, on the k cheapest DMM routes)",
@@ -716,7 +727,7 @@ _BOUND_RULES = {"amm": "AMM (paper 000 eq. 14, analytic)", "dmm": "DMM (paper 00
 
 
 def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
-    def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002, routes=5) -> Agent:
+    def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002, floor="physical", routes=5) -> Agent:
         B = b
         from .bounds import DMM_GRID
         from .models import make_model
@@ -730,13 +741,15 @@ def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
         levels = [setup.noise_var * g for g in DMM_GRID] if rule in ("dmm", "cmm") else [setup.noise_var]
         models = {a: make_model(setup.model, setup.prior, noise_var=a, seed=setup.seed, **setup.model_options)
                   for a in levels}
+        # the floor of the weights: physics (E_det's potential and rolling terms), or what
+        # ‖f − m‖_K ≤ B itself implies, f_e ≥ m_e − B √K_ee (valid for any truth within the ball)
+        lower = setup.energy_floor if floor == "physical" else \
+            np.asarray(setup.prior.mean) - B * np.sqrt(np.asarray(setup.prior.diag()))
+        kw = dict(B=B, delta=float(delta), eta=float(eta), energy_floor=lower, potential=setup.potential)
         if rule == "cmm":
             return PathBoundAgent(models, setup.noise_var, setup.prior, setup.oracle, setup.start, setup.end,
-                                  routes=routes, B=B, delta=float(delta), eta=float(eta),
-                                  energy_floor=setup.energy_floor, potential=setup.potential)
-        return BoundAgent(rule, models, setup.noise_var, setup.prior, setup.oracle, setup.start, setup.end, B=B,
-                          delta=float(delta), eta=float(eta), energy_floor=setup.energy_floor,
-                          potential=setup.potential)
+                                  routes=routes, **kw)
+        return BoundAgent(rule, models, setup.noise_var, setup.prior, setup.oracle, setup.start, setup.end, **kw)
 
     return factory
 
