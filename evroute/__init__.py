@@ -6,12 +6,14 @@ from Python"):
 - networks and trips: :func:`load_network`, :func:`resolve_route`, :class:`Oracle`;
 - the physics prior mean: :func:`load_vehicle`, :func:`edge_energies`;
 - priors over the edges: :func:`network_prior` (the paper's), :class:`NetworkPrior`,
-  :class:`DensePrior`, :class:`DiagonalPrior`, :class:`Prior`;
+  :class:`DensePrior`, :class:`DiagonalPrior`, :class:`PointsPrior` (arms that are points),
+  :class:`ShiftedPrior` (another mean), :class:`Prior`;
 - posterior backends: :func:`make_model`, :func:`register_model`, :func:`available_models`,
   :class:`PosteriorModel`;
 - agents: :func:`make_agent`, :class:`AgentSetup`, :class:`IndexAgent`, :class:`Agent`,
   :func:`register_agent`;
-- environments: :class:`StaticEnvironment`, :class:`Environment`, :func:`gp_truth`;
+- environments: :class:`StaticEnvironment`, :class:`RoadEnvironment` (drift, closures),
+  :class:`Environment`, :func:`gp_truth`, :func:`rkhs_truth`;
 - running: :func:`run_loop` (an environment and an agent), :func:`simulate` with a
   :class:`SimulationConfig` (what ``evroute simulate`` runs), :func:`prepare_problem`;
 - comparing: :func:`make_grid`, :func:`run_grid` (what ``evroute compare`` runs);
@@ -33,12 +35,14 @@ _API = {
     "Oracle": "oracle",
     "load_vehicle": "energy", "Vehicle": "energy",
     "Prior": "prior", "NetworkPrior": "prior", "DensePrior": "prior", "DiagonalPrior": "prior",
+    "PointsPrior": "prior", "ShiftedPrior": "prior",
     "network_prior": "prior",
     "PosteriorModel": "models", "make_model": "models", "register_model": "models",
     "available_models": "models",
     "Agent": "agents", "IndexAgent": "agents", "AgentSetup": "agents", "make_agent": "agents",
     "register_agent": "agents", "Decision": "agents",
     "Environment": "environments", "StaticEnvironment": "environments", "gp_truth": "environments",
+    "RoadEnvironment": "environments", "rkhs_truth": "environments",
     "run_loop": "loop",
     "SimulationConfig": "config",
     "simulate": "simulation",
