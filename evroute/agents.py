@@ -26,7 +26,8 @@ from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
 from .specs import Option, Registry
 from .validate import flag, nonneg_float, positive_int
 
-__all__ = ["Decision", "Agent", "IndexAgent", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
+__all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
+           "pe_beta", "pe_xi", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
            "agent_options", "policy_family"]
 
 
@@ -147,6 +148,14 @@ class IndexAgent(Agent):
         return f"IndexAgent({self.policy!r}, {type(self.model).__name__})"
 
 
+def lower_bound_weights(lcb, floor, potential) -> np.ndarray:
+    """Dijkstra weights from per-edge lower bounds of the energy: max(LCB, floor) − potential,
+    clipped at 0. ``floor`` is a lower bound of the energy itself (so the max stays one) and
+    ``potential`` sums to the same constant along every route of the trip (so the shortest
+    route is unchanged); see :func:`evroute.energy.energy_floor_wh`."""
+    return np.maximum(np.maximum(lcb, floor) - potential, 0.0)
+
+
 class BoundAgent(Agent):
     """Paper 000's frequentist confidence bounds as edge weights: ``gp-amm``, ``gp-dmm``,
     ``gp-ay``, ``gp-igp`` (:mod:`evroute.bounds`).
@@ -219,7 +228,7 @@ class BoundAgent(Agent):
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.base.mean_std()
         lcb = self.lower_bounds()
-        weights = np.maximum(np.maximum(lcb, self.floor) - self.potential, 0.0)
+        weights = lower_bound_weights(lcb, self.floor, self.potential)
         path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
                           dtype=np.int64)
         beta = self._diag["bound_beta"]
@@ -324,7 +333,7 @@ class PathBoundAgent(BoundAgent):
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.base.mean_std()
         lcb = self.lower_bounds()
-        weights = np.maximum(np.maximum(lcb, self.floor) - self.potential, 0.0)
+        weights = lower_bound_weights(lcb, self.floor, self.potential)
         routes = self.oracle.k_shortest_paths(weights, self.start, self.end, self.k_routes, available=available)
         bounds = self.path_lower_bounds([r.edges for r in routes])
         best = int(np.argmin(bounds))  # ties: the cheapest under DMM's weights
@@ -353,7 +362,8 @@ def pe_xi(n: int, n_priors: int, noise_var: float, delta: float) -> float:
 
 class PEAgent(Agent):
     """``gp-pe``: PE-GP-UCB (paper 004, Algorithm 1) over candidate priors that differ in their
-    mean (vehicle presets), on the routing semi-bandit (spec §2.5).
+    mean (vehicle presets), on the routing semi-bandit (spec §2.5); with ``rule`` its baselines
+    ``mle``, ``fb`` and ``rb`` (``gp-mle``, ``gp-fb``, ``gp-rb``: see :meth:`select`).
 
     Each round, for every surviving prior p: LCB^p = μ^p − β_t σ^p and one shortest route; the
     (route, prior) pair with the lowest total LCB is driven (doubly optimistic; ties: the
@@ -368,8 +378,6 @@ class PEAgent(Agent):
     eliminated; a test it fails is logged (``fallback`` in ``priors.parquet``) and it stays.
     Every prior's posterior sees all the data (fixed hyperparameters, no refits).
     """
-
-    rule = "pe"
 
     def __init__(self, models: dict, means: dict, oracle, start: int, end: int, *, horizon: int,
                  noise_var: float, delta: float = 0.05, beta_scale: float = 1.0, xi_scale: float = 1.0,
@@ -401,7 +409,7 @@ class PEAgent(Agent):
     def _lcb_route(self, p, beta, available):
         mu, sd = self.models[p].mean_std()
         lcb = np.maximum(mu - beta * sd, self.floor)
-        weights = np.maximum(lcb - self.potential, 0.0)
+        weights = lower_bound_weights(lcb, self.floor, self.potential)
         route = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
                            dtype=np.int64)
         return float(weights[route].sum()), route, mu, sd, lcb  # (the potential: one constant per trip)
@@ -447,7 +455,7 @@ class PEAgent(Agent):
             self._weights = dict(zip(self.names, wts.tolist(), strict=True))
             lcb = sum(w * np.maximum(self.models[q].mean_std()[0] - beta * self.models[q].mean_std()[1], self.floor)
                       for q, w in zip(self.names, wts, strict=True))
-            weights = np.maximum(lcb - self.potential, 0.0)
+            weights = lower_bound_weights(lcb, self.floor, self.potential)
             path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
                               dtype=np.int64)
             p = self.names[int(np.argmax(wts))]
