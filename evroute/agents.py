@@ -169,9 +169,11 @@ class BoundAgent(Agent):
     shortest route is unchanged); see :func:`evroute.energy.energy_floor_wh`. The logged index
     is the LCB itself, for coverage checks.
 
-    The information gain ln det(I + D^½K_OO D^½/ς²) is recomputed exactly each round on the
-    distinct observed edges O (one |O|×|O| Cholesky): the sum of the rounds' batch increments,
-    not the looser per-edge (Hadamard) sum. An empty confidence set (R̃²(a) < 0 at some a)
+    The information gain ln det(I + D^½K_OO D^½/ς²) over the distinct observed edges O is the
+    sum of the rounds' batch increments ln det(I + D_t^½ Σ_{B|t−1} D_t^½/ς²), not the looser
+    per-edge (Hadamard) sum: the exact backend accumulates them from its update
+    (``information_logdet``); for other backends it is recomputed from one |O|×|O| Cholesky.
+    An empty confidence set (R̃²(a) < 0 at some a)
     is logged in ``empty_set`` and its width taken as 0, never a crash.
     """
 
@@ -240,8 +242,12 @@ class BoundAgent(Agent):
 
         for m in self.models.values():
             m.update(path, values)
-        seen = np.flatnonzero(self.base.counts)
-        self._logdet = information_logdet(self.prior.block(seen), self.base.counts[seen], self.noise_var)
+        tracked = getattr(self.base, "information_logdet", None)  # the exact backend keeps it
+        if tracked is not None:
+            self._logdet = float(tracked)
+        else:
+            seen = np.flatnonzero(self.base.counts)
+            self._logdet = information_logdet(self.prior.block(seen), self.base.counts[seen], self.noise_var)
 
     def mean_std(self):
         return self.base.mean_std()

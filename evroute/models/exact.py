@@ -129,6 +129,7 @@ class ExactGPModel(PosteriorModel):
         self._var_scale = scale if scale > 0 else 1.0
 
         self._counts = np.zeros(E, np.int64)
+        self._info = 0.0  # ln det(I + D^½ K_OO D^½/ς²) (see information_logdet)
         self._sums = np.zeros(E)
         self._mean = self._m.copy()
         self._var = self._kdiag.copy()
@@ -217,6 +218,14 @@ class ExactGPModel(PosteriorModel):
         u = self._solve_A0((ybar - f0[S] - eps)[:, None])[:, 0]
         return f0 + self._KS0[:n0].T @ u
 
+    @property
+    def information_logdet(self) -> float:
+        """ln det(I + D^½ K_OO D^½ / ς²) over the distinct observed edges O with counts D (twice
+        the information gain of every observation so far), accumulated from each round's
+        batch increment ln det(I + D_t^½ Σ_{I|t−1} D_t^½/ς²), which the update's factor of
+        Σ_II + ς²D_t⁻¹ gives for free (rebuilt from scratch at a refactorisation)."""
+        return self._info
+
     def posterior_cov(self) -> np.ndarray:
         """Dense posterior covariance K − K_*S A⁻¹ K_S* (E×E; for checks on small problems)."""
         self._merge()
@@ -249,6 +258,7 @@ class ExactGPModel(PosteriorModel):
         KSS = KS[:, S]
         A = KSS + np.diag(d)
         L = jittered_cholesky(A, what="K_SS + noise")
+        self._info = float(2.0 * np.sum(np.log(np.diag(L))) - np.sum(np.log(d)))  # from scratch
         Gt = sla.cho_solve((L, True), KS, check_finite=False)  # A⁻¹ K_S*  (n×E)
         self._mean = self._m + Gt.T @ (ybar - self._m[S])
         self._var = self._kdiag - np.einsum("ij,ij->j", Gt, KS)
@@ -404,6 +414,8 @@ class ExactGPModel(PosteriorModel):
         M = 0.5 * (M + M.T)
         M[np.diag_indices_from(M)] += self.noise_var / dc
         L = jittered_cholesky(M, what="posterior covariance of the observed edges")
+        # the round's batch information gain: ln det(I + D^½ Σ_II D^½/ς²) (chain rule)
+        self._info += float(2.0 * np.sum(np.log(np.diag(L))) - np.sum(np.log(self.noise_var / dc)))
         # (dtrtri: OpenBLAS's threaded trsm is very slow on tiny systems)
         Linv, info = sla.lapack.dtrtri(L, lower=1)
         if info != 0:
