@@ -380,3 +380,27 @@ def test_the_exact_backend_accumulates_the_information_gain(small_net, spec):
         seen = np.flatnonzero(model.counts)
         ref = information_logdet(K[np.ix_(seen, seen)], model.counts[seen], nv)
         assert model.information_logdet == pytest.approx(ref, rel=1e-9)
+
+
+def test_dual_bounds_in_the_eigenbasis_equal_direct_posteriors(data):
+    """bounds.dual_bounds (the eigen trick) = min over the same levels of μ_a + √(R̃²(a)/a) s_a
+    from direct GP posteriors (Cholesky), for points."""
+    from evroute.bounds import dual_bounds
+
+    d, sig2, B = data, data["sigma"] ** 2, 3.0
+    K = d["k"]
+    seen, n, s = d["O"], d["n"], d["s"]
+    x = np.arange(40)
+    KOO = K[np.ix_(seen, seen)]
+    lam, Q = np.linalg.eigh(np.sqrt(n)[:, None] * KOO * np.sqrt(n)[None, :])
+    levels = sig2 * np.array([0.05, 0.3, 1.0, 4.0, 20.0])
+    ours = dual_bounds(lam, Q.T @ (s / np.sqrt(n)), Q.T @ (np.sqrt(n)[:, None] * K[np.ix_(seen, x)]), np.diag(K)[x],
+                       sig2, 0.01, B, upper=True, levels=levels)
+    ld = information_logdet(KOO, n, sig2)
+    q0 = q_value(KOO, n, s, sig2)
+    ref = np.full(x.size, np.inf)
+    for a in levels:
+        mu, sd = gp_posterior(d, K, a, x)
+        r2 = rtilde2(a, q_value(KOO, n, s, a), q0, sig2, ld, 0.01, B)
+        ref = np.minimum(ref, mu + math.sqrt(max(r2, 0) / a) * sd)
+    np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-12)
