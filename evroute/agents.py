@@ -24,7 +24,7 @@ import numpy as np
 from .errors import EvrouteError
 from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
 from .specs import Option, Registry
-from .validate import flag, nonneg_float, positive_int
+from .validate import flag, nonneg_float, positive_float, positive_int
 
 __all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
            "pe_beta", "pe_xi", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
@@ -730,6 +730,8 @@ BOUND_OPTIONS: tuple[Option, ...] = (
            "'oracle': the truth's own norm, as paper 000's experiments give the true B"),
     Option("delta", nonneg_float, 0.01, "confidence 1 - delta (paper 000 Sec. 7: 0.01)"),
     Option("eta", nonneg_float, 0.002, "gp-igp's eta (paper 000 Sec. 7: 2/T at T = 1000)"),
+    Option("c", positive_float, 1.0, "the mixture scale c, fixed in advance: the model's prior is c times the "
+           "prior's covariance (1: the prior's own sigma_0^2; paper 000 uses c = 1 for RBF)"),
     Option("floor", lambda name, v: _choice(name, v, ("physical", "rkhs")), "physical",
            "lower limit of the weights: 'physical' (potential and rolling energy: valid for physical energies) "
            "or 'rkhs' (m - B sqrt(k_ee): valid for any truth with ||f - m|| <= B; weights below the route "
@@ -741,29 +743,34 @@ _BOUND_RULES = {"amm": "AMM (paper 000 eq. 14, analytic)", "dmm": "DMM (paper 00
 
 
 def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
-    def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002, floor="physical", routes=5) -> Agent:
+    def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002, floor="physical", c=1.0, routes=5) -> Agent:
         B = b
         from .bounds import DMM_GRID
         from .models import make_model
 
-        if B == "oracle":
-            B = float(setup.truth_rkhs_norm)
+        prior = setup.prior
+        if float(c) != 1.0:  # the mixture scale, fixed in advance: the model's prior is c·K
+            from .prior import ScaledPrior
+
+            prior = ScaledPrior(setup.prior, float(c))
+        if B == "oracle":  # the truth's norm in the RKHS of c·K: ‖g‖_{cK} = ‖g‖_K / √c
+            B = float(setup.truth_rkhs_norm) / math.sqrt(float(c))
             if not np.isfinite(B):
                 raise EvrouteError(f"gp-{rule}: the truth's RKHS norm is not known here; pass gp-{rule}[b=...]")
         if not 0 < float(delta) < 1:
             raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
         levels = [setup.noise_var * g for g in DMM_GRID] if rule in ("dmm", "cmm") else [setup.noise_var]
-        models = {a: make_model(setup.model, setup.prior, noise_var=a, seed=setup.seed, **setup.model_options)
+        models = {a: make_model(setup.model, prior, noise_var=a, seed=setup.seed, **setup.model_options)
                   for a in levels}
         # the floor of the weights: physics (E_det's potential and rolling terms), or what
         # ‖f − m‖_K ≤ B itself implies, f_e ≥ m_e − B √K_ee (valid for any truth within the ball)
         lower = setup.energy_floor if floor == "physical" else \
-            np.asarray(setup.prior.mean) - B * np.sqrt(np.asarray(setup.prior.diag()))
+            np.asarray(prior.mean) - B * np.sqrt(np.asarray(prior.diag()))
         kw = dict(B=B, delta=float(delta), eta=float(eta), energy_floor=lower, potential=setup.potential)
         if rule == "cmm":
-            return PathBoundAgent(models, setup.noise_var, setup.prior, setup.oracle, setup.start, setup.end,
+            return PathBoundAgent(models, setup.noise_var, prior, setup.oracle, setup.start, setup.end,
                                   routes=routes, **kw)
-        return BoundAgent(rule, models, setup.noise_var, setup.prior, setup.oracle, setup.start, setup.end, **kw)
+        return BoundAgent(rule, models, setup.noise_var, prior, setup.oracle, setup.start, setup.end, **kw)
 
     return factory
 

@@ -38,7 +38,7 @@ from .kernels import (
 from .linalg import SparseCholesky, jittered_cholesky
 from .validate import choice, positive_float
 
-__all__ = ["Prior", "DiagonalPrior", "DensePrior", "PointsPrior", "rbf_kernel", "ShiftedPrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
+__all__ = ["Prior", "DiagonalPrior", "DensePrior", "PointsPrior", "rbf_kernel", "ShiftedPrior", "ScaledPrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
            "network_kernel", "DENSE_MAX_EDGES", "KERNEL_KINDS",
            "PRIOR_SCALE", "NOISE_SCALE"]
 
@@ -310,6 +310,34 @@ class ShiftedPrior(Prior):
 
     def precision(self):
         return self._base.precision()
+
+
+class ScaledPrior(Prior):
+    """Another prior's covariance times a constant c, the same mean (paper 000's mixture scale c:
+    the prior c·K). Served on priors held densely or by rows; a sparse-precision prior is refused."""
+
+    def __init__(self, base: Prior, c: float):
+        if base.representation != "dense":
+            raise EvrouteError("a scaled prior (c != 1) is served on dense priors only; use c = 1 with the "
+                               "sparse graph prior")
+        self._base = base
+        self.c = positive_float("c", c)
+        self.mean = base.mean
+        self._dense = None
+
+    def diag(self) -> np.ndarray:
+        return _readonly(self.c * np.asarray(self._base.diag()))
+
+    def rows(self, idx) -> np.ndarray:
+        return self.c * np.asarray(self._base.rows(idx))
+
+    def dense(self) -> np.ndarray:
+        if self._dense is None:
+            self._dense = _readonly(self.c * np.asarray(self._base.dense()))
+        return self._dense
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        return self.mean + np.sqrt(self.c) * (self._base.sample(rng) - self._base.mean)
 
 
 class DensePrior(Prior):

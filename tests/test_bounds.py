@@ -404,3 +404,29 @@ def test_dual_bounds_in_the_eigenbasis_equal_direct_posteriors(data):
         r2 = rtilde2(a, q_value(KOO, n, s, a), q0, sig2, ld, 0.01, B)
         ref = np.minimum(ref, mu + math.sqrt(max(r2, 0) / a) * sd)
     np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-12)
+
+
+def test_the_mixture_scale_c_is_the_prior_scaled(small_net):
+    """gp-amm[c=2] on the prior K is gp-amm on the prior 2K with the norm B/√2: the same bounds."""
+    from evroute.agents import AgentSetup, make_agent
+    from evroute.config import SimulationConfig
+    from evroute.prior import DensePrior
+    from evroute.problem import agent_prior, prepare_problem
+
+    cfg = SimulationConfig(policy="gp-amm", horizon=5, truth="rkhs[B=5]")
+    problem = prepare_problem(cfg, net=small_net)
+    prior = agent_prior(cfg, problem)
+
+    def setup(p):
+        return AgentSetup(p, problem.noise_var, problem.oracle, problem.route.start, problem.route.end,
+                          truth_rkhs_norm=problem.truth_rkhs_norm)
+
+    a = make_agent("gp-amm", setup(prior), c=2.0)
+    b = make_agent("gp-amm", setup(DensePrior(prior.mean, 2.0 * prior.dense())), b=5.0 / math.sqrt(2.0))
+    rng = np.random.default_rng(3)
+    for t in range(1, 5):
+        path = a.select(t, None, rng).path
+        y = problem.truth[path] + problem.noise_std * rng.standard_normal(path.size)
+        a.observe(path, y)
+        b.observe(path, y)
+        np.testing.assert_allclose(a.lower_bounds(), b.lower_bounds(), rtol=1e-9, atol=1e-9)
