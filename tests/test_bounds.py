@@ -153,6 +153,21 @@ def _run(tmp_path, net, policy, truth="rkhs[B=5]", seed=0, horizon=15):
             pd.read_parquet(out / "edges.parquet"), out)
 
 
+def _driven(net, policy, truth, seed, rounds):
+    """An agent of ``policy`` set up as `evroute simulate` would, driven for ``rounds`` rounds."""
+    from evroute.config import SimulationConfig
+    from evroute.problem import make_agent, prepare_problem
+
+    cfg = SimulationConfig(policy=policy, horizon=5, truth=truth)
+    problem = prepare_problem(cfg, net=net)
+    agent = make_agent(cfg, problem)
+    rng = np.random.default_rng(seed)
+    for t in range(1, rounds + 1):
+        d = agent.select(t, None, rng)
+        agent.observe(d.path, problem.truth[d.path] + problem.noise_std * rng.standard_normal(d.path.size))
+    return agent, rng
+
+
 @pytest.mark.parametrize("policy", ["gp-amm", "gp-dmm", "gp-ay", "gp-igp", "gp-cmm"])
 def test_lower_bounds_cover_an_rkhs_truth(tmp_path, small_net, policy):
     """With --truth rkhs and the true B, the logged LCB of every observed edge lies below its
@@ -278,16 +293,8 @@ def test_path_bound_is_the_dual_maximised_and_never_below_dmm(small_net):
     """gp-cmm's route bound is max_a of Σ m + Σ μ̂_a − √(R̃²(a)/a) √(1ᵀΣ_{a,S}1), checked against
     a dense evaluation on a fine grid; and at least DMM's summed per-edge bound of the route."""
     from evroute.bounds import q_value, rtilde2
-    from evroute.config import SimulationConfig
-    from evroute.problem import make_agent, prepare_problem
 
-    cfg = SimulationConfig(policy="gp-cmm", horizon=5, truth="rkhs[B=5]")
-    problem = prepare_problem(cfg, net=small_net)
-    agent = make_agent(cfg, problem)
-    rng = np.random.default_rng(2)
-    for t in range(1, 5):
-        d = agent.select(t, None, rng)
-        agent.observe(d.path, problem.truth[d.path] + problem.noise_std * rng.standard_normal(d.path.size))
+    agent, rng = _driven(small_net, "gp-cmm", "rkhs[B=5]", 2, 4)
     S = agent.select(5, None, rng).path
     ours = agent.path_lower_bounds([S])[0]
     K = agent.prior.dense()
@@ -320,16 +327,7 @@ def test_route_bound_is_the_socp_of_eq_10(small_net):
     min_w K_{x,I} w  s.t.  ‖K_{O,I} w − r‖² ≤ R_N²,  wᵀ K_{I,I} w ≤ B²,  I = O ∪ {x}."""
     from scipy.optimize import minimize
 
-    from evroute.config import SimulationConfig
-    from evroute.problem import make_agent, prepare_problem
-
-    cfg = SimulationConfig(policy="gp-cmm", horizon=5, truth="rkhs[B=3]")
-    problem = prepare_problem(cfg, net=small_net)
-    agent = make_agent(cfg, problem)
-    rng = np.random.default_rng(5)
-    for t in range(1, 3):
-        d = agent.select(t, None, rng)
-        agent.observe(d.path, problem.truth[d.path] + problem.noise_std * rng.standard_normal(d.path.size))
+    agent, _ = _driven(small_net, "gp-cmm", "rkhs[B=3]", 5, 2)
     c = agent.base.counts
     seen = np.flatnonzero(c)
     x = int(np.setdiff1d(np.arange(small_net.n_edges), seen)[0])
