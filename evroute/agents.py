@@ -24,10 +24,10 @@ import numpy as np
 from .errors import EvrouteError
 from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
 from .specs import Option, Registry
-from .validate import flag, nonneg_float, positive_float, positive_int
+from .validate import choice, flag, nonneg_float, positive_float, positive_int
 
 __all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
-           "pe_beta", "pe_xi", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
+           "pe_beta", "pe_path_beta", "pe_xi", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
            "agent_options", "policy_family"]
 
 
@@ -360,6 +360,15 @@ def pe_beta(t: int, horizon: int, n_arms: int, delta: float) -> float:
     return math.sqrt(2.0 * math.log(T * int(n_arms) * math.pi**2 * float(t) ** 2 / (3.0 * delta)))
 
 
+def pe_path_beta(t: int, delta: float) -> float:
+    """β'_t = √(2 ln(π² t² / (3δ))) of the path-level elimination test (spec confidence-bounds
+    §2.5, re-derived): S_t is fixed given D_{t−1}, so under the true prior the route's error
+    Σ_{e∈S_t}(f_e − μ_e) is N(0, 1ᵀΣ_{S_t}1) and P(|·| > β'_t √(1ᵀΣ1)) ≤ exp(−β'_t²/2) =
+    3δ/(π²t²), which sums over t to δ/2: a union over rounds only, no |X| factor. Same δ
+    convention as :func:`pe_beta`."""
+    return math.sqrt(2.0 * math.log(math.pi**2 * float(max(t, 1)) ** 2 / (3.0 * delta)))
+
+
 def pe_xi(n: int, n_priors: int, noise_var: float, delta: float) -> float:
     """Paper 004's ξ indexed by the observation count n (spec wave2-notes: the union bound of
     Lemma 5.1 runs over counts): ξ(n) = 2 R² ln(|U| π² n² / (3δ)), R² = ς²."""
@@ -387,8 +396,18 @@ class PEAgent(Agent):
 
     def __init__(self, models: dict, means: dict, oracle, start: int, end: int, *, horizon: int,
                  noise_var: float, delta: float = 0.05, beta_scale: float = 1.0, xi_scale: float = 1.0,
-                 energy_floor=None, potential=None, rule: str = "pe"):
+                 energy_floor=None, potential=None, rule: str = "pe", test: str = "edge", priors: dict | None = None):
         self.rule = rule
+        self.test = test
+        self.priors = priors or {}  # each candidate's prior (for the evidence's log-determinant)
+        if test == "path":
+            from .models import PosteriorModel
+
+            bad = [p for p, m in models.items() if type(m).covariance is PosteriorModel.covariance]
+            if bad:
+                raise EvrouteError(f"test=path needs posterior covariance blocks, which model "
+                                   f"{type(models[bad[0]]).__name__} does not give (use test=edge, or the exact, "
+                                   "kalman or eigen backends)")
         self.models = models
         self.means = {k: np.asarray(v, dtype=np.float64) for k, v in means.items()}
         self.names = list(models)
@@ -407,6 +426,7 @@ class PEAgent(Agent):
         self.rounds_used = dict.fromkeys(self.names, 0)
         self.route_sum = dict.fromkeys(self.names, 0.0)
         self.eliminated_at: dict[str, int] = {}
+        self._sumsq = np.zeros(E)  # per-edge sums of squared observations (the evidence's data term)
         self._rows: dict[str, list] = {k: [] for k in ("t", "chosen", "survivors", "H", "W", "n", "threshold",
                                                        "eliminated", "fallback")}
         self._pending = None
@@ -421,23 +441,42 @@ class PEAgent(Agent):
         return float(weights[route].sum()), route, mu, sd, lcb  # (the potential: one constant per trip)
 
     def log_evidence(self) -> dict[str, float]:
-        """ln p(y | p) of every prior, up to one constant shared by all (they share the kernel and
-        the noise): −½ (ȳ − m_p)ᵀ(K_OO + ς²D⁻¹)⁻¹(ȳ − m_p) on the distinct observed edges, from each
-        prior's posterior mean (no solve; :func:`evroute.bounds.q_from_mean`)."""
-        from .bounds import q_from_mean
+        """ln p(every observation | p) of every prior: comparable across priors whatever their
+        kernels and forgetting rates.
+
+        Time-varying backends (``kalman``, ``eigen``) accumulate it round by round (chain rule).
+        For a static prior it is, with O the distinct observed edges, n_e their counts, r̄ the
+        residual means about p's mean, N = Σ n_e and SS the within-edge sums of squares,
+        −½ [q/ς² + ln det(I + D^½ K_OO D^½/ς²) + N ln(2πς²) + SS/ς²], q from the prior's
+        posterior mean (no solve; :func:`evroute.bounds.q_from_mean`), the log-determinant
+        from the exact backend's own tracking or one |O|×|O| Cholesky
+        (:func:`evroute.bounds.information_logdet`)."""
+        from .bounds import information_logdet, q_from_mean
 
         out = {}
         for p in self.names:
             model = self.models[p]
+            tracked = getattr(model, "log_evidence", None)
+            if isinstance(tracked, float):
+                out[p] = tracked
+                continue
             c = model.counts
             seen = np.flatnonzero(c)
             if seen.size == 0:
                 out[p] = 0.0
                 continue
             n = c[seen].astype(np.float64)
-            r = model.sums[seen] / n - self.means[p][seen]
+            sums = model.sums[seen]
+            r = sums / n - self.means[p][seen]
             fitted = model.mean_std()[0][seen] - self.means[p][seen]
-            out[p] = -0.5 * q_from_mean(n, r, fitted) / self.noise_var
+            logdet = getattr(model, "information_logdet", None)
+            if not isinstance(logdet, float):
+                if p not in self.priors:
+                    raise EvrouteError(f"the evidence of prior {p!r} needs its kernel (give priors=...)")
+                logdet = information_logdet(self.priors[p].block(seen), n, self.noise_var)
+            ss = float(np.sum(np.maximum(self._sumsq[seen] - sums * sums / n, 0.0)))
+            out[p] = -0.5 * (q_from_mean(n, r, fitted) / self.noise_var + logdet
+                             + n.sum() * math.log(2 * math.pi * self.noise_var) + ss / self.noise_var)
         return out
 
     def select(self, t, available, rng) -> Decision:
@@ -469,16 +508,20 @@ class PEAgent(Agent):
         else:  # rb: regret balancing (paper 004 Alg. 2): the least-used surviving prior
             p = min(self.survivors, key=lambda q: (self.rounds_used[q], self.names.index(q)))
             _, path, mu, sd, lcb = self._lcb_route(p, beta, available)
-        self._pending = (p, mu[path].copy(), sd[path].copy(), beta)
+        width = beta * float(np.sum(sd[path]))  # W's increment: Σ_e β_t σ_{t−1}(e) (spec §2.5)
+        if self.test == "path":  # the tighter variant: β'_t √(1ᵀ Σ_S 1), β'_t without the |X| factor
+            width = pe_path_beta(t, self.delta) * math.sqrt(max(float(np.sum(self.models[p].covariance(path))), 0.0))
+        self._pending = (p, mu[path].copy(), sd[path].copy(), width)
         self._t = int(t)
         return Decision(path, beta * beta, lcb[path].copy(), mu[path].copy(), sd[path].copy(),
                         self.means[p][path].copy())
 
     def observe(self, path, values) -> None:
-        p, mu, sd, beta = self._pending
+        p, mu, sd, width = self._pending
         values = np.asarray(values, dtype=np.float64)
+        np.add.at(self._sumsq, np.asarray(path, dtype=np.int64), values * values)
         self.H[p] += float(np.sum(values - mu))  # one-step-ahead residuals (σ_{t−1}: stored before)
-        self.W[p] += beta * float(np.sum(sd))
+        self.W[p] += width
         self.n[p] += int(values.size)
         self.rounds_used[p] += 1
         self.route_sum[p] += float(values.sum())
@@ -492,7 +535,7 @@ class PEAgent(Agent):
             eliminated = self._rb_eliminate(values.size)
         for q in self.survivors:  # (eliminated priors are no longer updated: nothing reads them)
             self.models[q].update(path, values)
-        row = (self._t, p, ",".join(self.survivors), self.H[p], self.W[p], self.n[p], threshold, eliminated,
+        row = (self._t, p, "|".join(self.survivors), self.H[p], self.W[p], self.n[p], threshold, eliminated,
                fallback)
         for k, v in zip(self._rows, row, strict=True):
             self._rows[k].append(v)
@@ -554,10 +597,18 @@ _PE_OPTIONS: tuple[Option, ...] = (
     Option("beta_scale", nonneg_float, 1.0, "multiplier of paper 004's beta_t (1: the theory's)"),
     Option("xi_scale", nonneg_float, 1.0, "multiplier of paper 004's xi(n) (1: the theory's; smaller eliminates "
            "sooner and voids the guarantee)"),
+    Option("tv_model", lambda n, v: choice(n, v, ("auto", "kalman", "window", "eigen")), "auto",
+           "posterior of candidates with eps > 0: kalman (dense, exact), window (restarted static posteriors, "
+           "any size), eigen (truncated eigenbasis) or auto (kalman up to 3,000 edges, else window)"),
+    Option("rank", positive_int, 256, "eigenpairs of tv_model=eigen"),
+    Option("test", lambda n, v: choice(n, v, ("edge", "path")), "edge",
+           "elimination test: edge (paper 004, W += beta_t sum sigma_e) or path (the tighter route-level "
+           "variant of spec 004 Sec. 2.5: W += beta'_t sqrt(1' Sigma_S 1), no |X| factor)"),
 )
 
 
-def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, rule="pe") -> Agent:
+def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, tv_model="auto", rank=256,
+                test="edge", rule="pe") -> Agent:
     from .models import make_model
     from .prior import ShiftedPrior
 
@@ -565,12 +616,37 @@ def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, rul
         raise EvrouteError("gp-pe needs candidate priors (--priors sumo-ev,compact-ev,...)")
     if not 0 < float(delta) < 1:
         raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
-    models = {name: make_model(setup.model, ShiftedPrior(setup.prior, mean), noise_var=setup.noise_var,
-                               seed=setup.seed, **setup.model_options)
-              for name, mean in setup.candidates.items()}
-    return PEAgent(models, setup.candidates, setup.oracle, setup.start, setup.end, horizon=setup.horizon,
+    models, means, priors = {}, {}, {}
+    for name, cand in setup.candidates.items():
+        if isinstance(cand, np.ndarray):  # a mean over the agent's own kernel, static
+            prior, eps = ShiftedPrior(setup.prior, cand), 0.0
+        else:  # an evroute.candidates.CandidatePrior: its own mean, kernel and ε
+            prior, eps = cand.prior, float(cand.eps)
+        means[name], priors[name] = prior.mean, prior
+        if eps > 0:  # time-varying: repeat visits are new inputs (paper 004's (1-ε)^{|t-t'|/2} kernel)
+            backend = time_varying_backend(tv_model, prior.n_edges)
+            opts = {"eps": eps, "rank": int(rank)} if backend == "eigen" else {"eps": eps}
+            models[name] = make_model(backend, prior, noise_var=setup.noise_var, seed=setup.seed, **opts)
+        else:
+            models[name] = make_model(setup.model, prior, noise_var=setup.noise_var, seed=setup.seed,
+                                      **setup.model_options)
+    return PEAgent(models, means, setup.oracle, setup.start, setup.end, horizon=setup.horizon,
                    noise_var=setup.noise_var, delta=float(delta), beta_scale=float(beta_scale),
-                   xi_scale=float(xi_scale), energy_floor=setup.energy_floor, potential=setup.potential, rule=rule)
+                   xi_scale=float(xi_scale), energy_floor=setup.energy_floor, potential=setup.potential, rule=rule,
+                   test=test, priors=priors)
+
+
+#: The time-varying backend ``tv_model=auto`` picks: the exact dense Kalman filter up to this
+#: many edges (about 0.1 s a round at 2,145 edges, 0.8 s at 5,620), the sliding window above
+#: (the truncated eigenbasis keeps too little of these kernels' variance: scripts/check_eigen.py).
+TV_DENSE_MAX_EDGES = 3_000
+
+
+def time_varying_backend(tv_model: str, n_edges: int) -> str:
+    """The backend of a candidate with ε > 0: ``kalman`` (dense, exact), ``window`` or ``eigen``."""
+    if tv_model == "auto":
+        return "kalman" if n_edges <= TV_DENSE_MAX_EDGES else "window"
+    return tv_model
 
 
 # --------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from .validate import positive_int
 def compare_cmd(
     out: Annotated[Path, typer.Option("--out", help="Output directory: runs/, grid.json, summary.csv, summary.md.")],
     preset: Annotated[str | None, typer.Option(
-        help="paper-fig2, paper-fig3 or paper-lengthscale (003 Sec. 4.2, App. C); other options override it.")] = None,
+        help="paper-fig2, paper-fig3, paper-lengthscale (003 Sec. 4.2, App. C), bounds (000) or priors (004); "
+             "other options override it (the README describes each).")] = None,
     network: Annotated[str | None, typer.Option(
         "--network", help="Network of unqualified routes (default synthetic).")] = None,
     routes: Annotated[str | None, typer.Option(
@@ -34,9 +35,12 @@ def compare_cmd(
         help="Lengthscale of the kernel the true f is sampled from: a number (default 1, the paper's) "
              "or 'same' (each run's --lengthscales value: the sweep then changes the environment too).")] = None,
     priors: Annotated[str | None, typer.Option(
-        "--priors", help="Candidate priors of gp-pe (paper 004): comma-separated vehicle presets (default: all).")] = None,
+        "--priors", help="Candidate priors of gp-pe/mle/fb/rb (paper 004): comma-separated vehicle presets or "
+                    "files, each with optional settings VEHICLE[eps=…,lengthscale=…,kappa=…,nu=…,name=…], or a JSON "
+                    "candidates file (default: every preset).")] = None,
     truth_prior: Annotated[str | None, typer.Option(
-        "--truth-prior", help="The vehicle whose energies the truth is drawn around (default: --vehicle).")] = None,
+        "--truth-prior", help="The vehicle whose energies the truth is drawn around, or a --priors candidate's "
+                         "name (default: --vehicle).")] = None,
     drift: Annotated[float | None, typer.Option(
         "--drift", help="Time-varying energies with forgetting rate ε (paper 004); default 0: static.")] = None,
     closures: Annotated[str | None, typer.Option(

@@ -142,7 +142,7 @@ class SimulationConfig:
         if self.truth_prior is not None:
             from .energy import load_vehicle
 
-            load_vehicle(self.truth_prior)
+            load_vehicle(self.truth_vehicle())
         from .agents import agent_options
 
         declared = {o.name: o for o in agent_options(self.policy)}
@@ -153,20 +153,27 @@ class SimulationConfig:
         for key, value in (self.policy_options or {}).items():
             declared[key].convert(key, value)
 
-    def prior_names(self) -> list[str]:
-        """The candidate priors (vehicle presets or JSON files), checked; all presets by default."""
-        from .energy import load_vehicle, vehicle_names
+    def candidates(self) -> list:
+        """The candidate priors of :attr:`priors` (:func:`evroute.candidates.parse_candidates`),
+        checked; every vehicle preset by default."""
+        from .candidates import parse_candidates
 
-        if self.priors is None:
-            return list(vehicle_names())
-        names = [x.strip() for x in str(self.priors).split(",") if x.strip()]
-        if not names:
-            raise EvrouteError("--priors is empty; give vehicle presets such as sumo-ev,delivery-van")
-        if len(set(names)) != len(names):
-            raise EvrouteError(f"--priors names a prior twice: {self.priors}")
-        for n in names:
-            load_vehicle(n)
-        return names
+        return parse_candidates(self.priors)
+
+    def truth_vehicle(self) -> str | None:
+        """The vehicle of :attr:`truth_prior`: a candidate's vehicle when it names one of
+        :attr:`priors` (its kernel settings and ε are not carried over: see ``truth_lengthscale``
+        and ``drift``), else the preset or file it names; None: the run's vehicle."""
+        if self.truth_prior is None:
+            return None
+        for c in self.candidates():
+            if c.name == self.truth_prior:
+                return c.vehicle
+        return self.truth_prior
+
+    def prior_names(self) -> list[str]:
+        """The candidate priors' names."""
+        return [c.name for c in self.candidates()]
 
     def truth_options(self) -> tuple[str, dict]:
         """(kind, options) of :attr:`truth`, checked: ``("gp", {})`` or ``("rkhs", {"B": …,

@@ -73,7 +73,7 @@ def cached_problem(cfg: SimulationConfig):
     from .problem import prepare_problem
 
     key = (cfg.network, cfg.osm, cfg.dem, cfg.vehicle, cfg.route, cfg.from_point, cfg.to_point, cfg.seed,
-           float(cfg.truth_lengthscale), str(cfg.truth), cfg.truth_prior)
+           float(cfg.truth_lengthscale), str(cfg.truth), cfg.truth_vehicle())
 
     def build():
         net = cached_network(cfg.network, cfg.osm, cfg.dem)

@@ -318,7 +318,7 @@ def plot_priors(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
             ax.plot(chosen, np.full(len(chosen), i), "k.", ms=3)
             if name in elim:
                 ax.plot([end], [i], "rx", ms=8)
-        ax.set_yticks(range(len(names)), [Path(n).stem for n in names])
+        ax.set_yticks(range(len(names)), [Path(n).stem if n.lower().endswith(".json") else n for n in names])
         ax.set_xlim(0, horizon + 1)
         truth = summary.get("truth_prior") or "the run's vehicle"
         ax.set_title(f"{d.name}  (truth around {truth})", fontsize=8)

@@ -52,7 +52,7 @@ def prepare_problem(cfg, net=None) -> Problem:
     from .routes import edge_energies, resolve_route
 
     vehicle = load_vehicle(cfg.vehicle)
-    truth_vehicle = load_vehicle(cfg.truth_prior) if cfg.truth_prior is not None else vehicle
+    truth_vehicle = load_vehicle(cfg.truth_vehicle()) if cfg.truth_prior is not None else vehicle
     net = net or load_network(cfg.network, osm=cfg.osm, dem=cfg.dem)
     route = resolve_route(net, cfg.route, cfg.from_point, cfg.to_point)
     oracle = Oracle.from_network(net)
@@ -94,7 +94,7 @@ def make_environment(cfg, problem: Problem):
     from .routes import edge_energies
 
     mean = problem.prior_mean if cfg.truth_prior is None else edge_energies(problem.net,
-                                                                            load_vehicle(cfg.truth_prior))
+                                                                            load_vehicle(cfg.truth_vehicle()))
     dev = NetworkPrior(problem.net, np.zeros(problem.net.n_edges), "combined", cfg.truth_lengthscale, 1.0, 2.0,
                        problem.prior_var)  # the truth's kernel: the drift's innovations g_t
     return RoadEnvironment(problem.truth, mean, dev.sample, problem.noise_std, problem.oracle, problem.route.start,
@@ -113,12 +113,14 @@ def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
 
     e = problem.net.edges
     floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
-    from .energy import load_vehicle
-    from .routes import edge_energies
+    from .candidates import candidate_priors
 
-    # the candidate priors' means (paper 004; E vectors, cheap), for the agents that use them
-    candidates = {name: edge_energies(problem.net, load_vehicle(name)) for name in cfg.prior_names()}
-    setup = AgentSetup(prior=prior if prior is not None else agent_prior(cfg, problem),
+    prior = prior if prior is not None else agent_prior(cfg, problem)
+    # the candidate priors (paper 004): E vectors and lazily built kernels, for the agents using them
+    candidates = candidate_priors(cfg.candidates(), problem.net, prior, kernel=cfg.kernel,
+                                  lengthscale=cfg.lengthscale, kappa=cfg.kappa, nu=cfg.nu,
+                                  prior_var=problem.prior_var)
+    setup = AgentSetup(prior=prior,
                        noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
                        end=problem.route.end, model=cfg.model, model_options=dict(cfg.model_options or {}),
                        seed=cfg.seed, truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=floor,

@@ -53,11 +53,14 @@ __all__ = ["simulate", "run_bandit", "run_config", "limit_blas"]
 
 def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
     """The run's ``config.json``: the configuration and what it resolved to."""
+    from .candidates import describe_candidates
+
     return {"evroute_version": __version__, **asdict(cfg),
             "resolved": {"network_cache_key": problem.net.cache_key, "route": problem.route.to_dict(),
                          "vehicle": problem.vehicle.to_dict(), "backend": cfg.backend,
                          "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
-                         "network_source": problem.net.meta.get("source")}}
+                         "network_source": problem.net.meta.get("source"),
+                         "candidates": describe_candidates(cfg.candidates())}}
 
 def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=None, env=None,
                log_dir: str | os.PathLike | None = None) -> RunResult:

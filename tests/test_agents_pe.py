@@ -66,7 +66,7 @@ def test_statistics_follow_the_logged_predictions(tmp_path, small_net, featherwe
     assert tmp_path / "plots" / "priors.png" in files
 
 
-def _pe_run(net, seed, shift_sd, horizon=20, only_low=False):
+def _pe_run(net, seed, shift_sd, horizon=20, only_low=False, **options):
     """PE over {the truth's own prior, the same shifted down by ``shift_sd`` σ₀} (library API)."""
     from evroute.agents import AgentSetup, make_agent
     from evroute.config import SimulationConfig
@@ -80,18 +80,20 @@ def _pe_run(net, seed, shift_sd, horizon=20, only_low=False):
     setup = AgentSetup(agent_prior(cfg, problem), problem.noise_var, problem.oracle, problem.route.start,
                        problem.route.end, candidates={"low": low} if only_low else {"true": m, "low": low}, horizon=horizon,
                        seed=seed)
-    agent = make_agent("gp-pe", setup)
+    agent = make_agent("gp-pe", setup, **options)
     run_bandit(cfg, problem, agent=agent)
     return agent
 
 
-def test_the_true_prior_is_never_eliminated_and_a_wrong_optimist_is(small_net):
+@pytest.mark.parametrize("test", ["edge", "path"])
+def test_the_true_prior_is_never_eliminated_and_a_wrong_optimist_is(small_net, test):
     """The truth drawn from candidate "true", the theory's β and ξ: over 20 seeds "true" is
     never eliminated (paper 004, Thm 4.1: with probability ≥ 1 − δ), and a candidate whose mean
-    lies 10 σ₀ lower, which PE tries first because it promises less energy, always is."""
+    lies 10 σ₀ lower, which PE tries first because it promises less energy, always is; the same
+    with the route-level test."""
     true_out = wrong_out = 0
     for seed in range(20):
-        agent = _pe_run(small_net, seed, 10.0)
+        agent = _pe_run(small_net, seed, 10.0, test=test)
         true_out += "true" in agent.eliminated_at
         wrong_out += "low" in agent.eliminated_at
     assert true_out == 0
@@ -124,23 +126,23 @@ def test_the_baselines_mle_fb_and_rb(small_net):
         setup = AgentSetup(agent_prior(cfg, problem), problem.noise_var, problem.oracle, problem.route.start,
                            problem.route.end, candidates=cands, horizon=12, seed=4)
         agent = make_agent(name, setup)
-        run_bandit(cfg, problem, agent=agent)
-        return agent
+        res = run_bandit(cfg, problem, agent=agent)
+        return agent, res
 
-    mle = run("gp-mle")
+    mle, res = run("gp-mle")
     assert mle.tables()["priors"]["chosen"][1:] == ["true"] * 11
     ev = mle.log_evidence()
     assert ev["true"] > ev["low"]
-    # against a dense Gaussian evidence: −½ (ȳ − m_p)ᵀ (K_OO + ς² D⁻¹)⁻¹ (ȳ − m_p)
-    model = mle.models["true"]
-    seen = np.flatnonzero(model.counts)
-    n = model.counts[seen].astype(float)
-    A = agent_prior(cfg, problem).dense()[np.ix_(seen, seen)] + np.diag(problem.noise_var / n)
+    # against the dense Gaussian likelihood of every raw observation: y ~ N(m_p(e), K + ς² I)
+    from scipy.stats import multivariate_normal
+
+    obs = res.observations
+    e, y = obs.edge.to_numpy(), obs.observed_wh.to_numpy()
+    C = agent_prior(cfg, problem).dense()[np.ix_(e, e)] + problem.noise_var * np.eye(e.size)
     for name, mean in cands.items():
-        r = model.sums[seen] / n - mean[seen]
-        assert ev[name] == pytest.approx(-0.5 * r @ np.linalg.solve(A, r), rel=1e-8)
-    fb = run("gp-fb")
+        assert ev[name] == pytest.approx(multivariate_normal(mean[e], C).logpdf(y), rel=1e-9)
+    fb, _ = run("gp-fb")
     assert fb._weights["true"] > 0.99
-    rb = run("gp-rb")
+    rb, _ = run("gp-rb")
     chosen = rb.tables()["priors"]["chosen"]
     assert chosen[:4] == ["low", "true", "low", "true"] or len(rb.survivors) == 1

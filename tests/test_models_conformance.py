@@ -198,7 +198,26 @@ def _agree_kalman(s):
     return model.mean_std(), _exact(s["prior"], s["nv"], data), 1e-9
 
 
+def _agree_eigen(s):
+    """With ε = 0 and a full eigenbasis (rank = E) the truncated Kalman filter is exact."""
+    data = rounds(s)
+    model = make_model(f"eigen[eps=0,rank={s['prior'].n_edges}]", s["prior"], noise_var=s["nv"])
+    for e, y in data:
+        model.update(e, y)
+    return model.mean_std(), _exact(s["prior"], s["nv"], data), 1e-8
+
+
+def _agree_window(s):
+    """With ε = 0 the window never restarts: the exact posterior itself."""
+    data = rounds(s)
+    model = make_model("window[eps=0]", s["prior"], noise_var=s["nv"])
+    for e, y in data:
+        model.update(e, y)
+    return model.mean_std(), _exact(s["prior"], s["nv"], data), 1e-12
+
+
 AGREEMENT = {"bi": _agree_bi, "exact": _agree_exact, "svgp": _agree_svgp, "kalman": _agree_kalman,
+             "eigen": _agree_eigen, "window": _agree_window,
              "nystrom": _agree_dictionary("nystrom", {"gamma": 1e9}),
              "bkb": _agree_dictionary("bkb", {"qbar": 1e9})}
 

@@ -25,7 +25,7 @@ pass the shared conformance checks in ``tests/test_models_conformance.py``.
 
 from __future__ import annotations
 
-from . import bi, exact, kalman, nystrom, svgp
+from . import bi, eigen, exact, kalman, nystrom, svgp, window
 from .base import PosteriorModel, aggregate_observations
 from .bi import BIModel
 from .exact import ExactGPModel
@@ -67,5 +67,11 @@ register_model("bkb", nystrom.make_bkb, options=nystrom.BKB_OPTIONS,
                description="Nystrom dictionary resampled by posterior variance, DTC posterior (BKB, paper 002)")
 register_model("kalman", kalman.make_kalman, options=kalman.OPTIONS,
                description="time-varying energies: Kalman filter for the (1-eps)^(|t-t'|/2) kernel (paper 004), dense")
+register_model("eigen", eigen.make_eigen, options=eigen.OPTIONS,
+               description="time-varying energies: Kalman filter on a truncated eigenbasis (paper 004's kernel; "
+                           "rank = E is exact; keeps little variance of the paper's kernels at low rank)")
+register_model("window", window.make_window, options=window.OPTIONS,
+               description="time-varying energies on any network: two staggered restarted static posteriors "
+                           "(a sliding window, R-GP-UCB)")
 register_model("svgp", svgp.make_svgp, options=svgp.OPTIONS,
                description="sparse variational GP in GPyTorch (003 Algorithm 3)")

@@ -11,13 +11,15 @@ Repeated observations of an edge enter as sufficient statistics (count, sum):
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 
 import numpy as np
+import scipy.linalg as sla
 
 from ..errors import EvrouteError
 
-__all__ = ["PosteriorModel", "aggregate_observations", "readonly"]
+__all__ = ["PosteriorModel", "aggregate_observations", "readonly", "round_statistics", "grouped_log_density"]
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -60,6 +62,32 @@ def aggregate_observations(edges, observed, n_arms: int):
     dcount = np.bincount(inv, minlength=uniq.size).astype(np.float64)
     dsum = np.bincount(inv, weights=r, minlength=uniq.size)
     return uniq, dcount, dsum
+
+
+def grouped_log_density(resid, S, counts, within_ss, noise_var: float) -> float:
+    """ln p of one round's raw observations, given their joint predictive N(μ_B, S) of the
+    per-edge round means ȳ_B (S includes ς²/c_B): ln N(ȳ_B − μ_B; 0, S) plus, per edge with c
+    observations, the within-edge term −(c−1)/2 ln(2πς²) − ½ ln c − SS_e/(2ς²) (the density of
+    the raw values given their mean). Summed over rounds: the log marginal likelihood of every
+    observation (chain rule), comparable across priors whatever their kernels."""
+    L = sla.cholesky(S, lower=True, check_finite=False)
+    z = sla.solve_triangular(L, resid, lower=True, check_finite=False)
+    c = np.asarray(counts, dtype=np.float64)
+    main = -0.5 * float(z @ z) - float(np.sum(np.log(np.diag(L)))) - 0.5 * c.size * math.log(2 * math.pi)
+    within = float(np.sum(-(c - 1) / 2 * math.log(2 * math.pi * noise_var) - 0.5 * np.log(c))
+                   - np.sum(within_ss) / (2 * noise_var))
+    return main + within
+
+
+def round_statistics(edges, observed, n_arms: int):
+    """(distinct edges, counts, sums, within-edge sums of squares about their means) of a round."""
+    uniq, dc, ds = aggregate_observations(edges, observed, n_arms)
+    edges = np.asarray(edges, dtype=np.int64).ravel()
+    y = np.asarray(observed, dtype=np.float64).ravel()
+    inv = np.searchsorted(uniq, edges)
+    sq = np.bincount(inv, weights=y * y, minlength=uniq.size)
+    ss = np.maximum(sq - ds * ds / np.maximum(dc, 1.0), 0.0)
+    return uniq, dc, ds, ss
 
 
 class PosteriorModel(ABC):
@@ -107,6 +135,11 @@ class PosteriorModel(ABC):
             raise EvrouteError(f"model {type(self).__name__} does not support joint sampling")
         mu, sd = self.mean_std()
         return mu + sd * rng.standard_normal(self.n_arms)
+
+    def covariance(self, idx) -> np.ndarray:
+        """The posterior covariance block Σ(idx, idx) (|idx|×|idx|; backends that hold it cheaply:
+        ``exact`` on dense priors, ``kalman``, ``eigen``). Others raise :class:`EvrouteError`."""
+        raise EvrouteError(f"model {type(self).__name__} does not give posterior covariance blocks")
 
     def diagnostics(self) -> dict[str, float]:
         """Scalars describing the last update (logged as extra columns of ``rounds.parquet``,

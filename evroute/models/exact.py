@@ -226,6 +226,17 @@ class ExactGPModel(PosteriorModel):
         Σ_II + ς²D_t⁻¹ gives for free (rebuilt from scratch at a refactorisation)."""
         return self._info
 
+    def covariance(self, idx) -> np.ndarray:
+        """Σ(idx, idx) = K_II − K_IS A⁻¹ K_SI (|idx| prior rows' worth of work)."""
+        idx = np.asarray(idx, dtype=np.int64).ravel()
+        self._merge()
+        n0 = self._n0
+        cov = np.array(self._prior.block(idx), dtype=np.float64)
+        if n0:
+            KS = self._KS0[:n0][:, idx]
+            cov -= KS.T @ self._solve_A0(KS)
+        return 0.5 * (cov + cov.T)
+
     def posterior_cov(self) -> np.ndarray:
         """Dense posterior covariance K − K_*S A⁻¹ K_S* (E×E; for checks on small problems)."""
         self._merge()

@@ -27,7 +27,7 @@ import scipy.linalg as sla
 from ..errors import EvrouteError
 from ..specs import Option
 from ..validate import nonneg_float
-from .base import PosteriorModel, aggregate_observations, readonly
+from .base import PosteriorModel, grouped_log_density, readonly, round_statistics
 
 __all__ = ["KalmanPosterior", "make_kalman", "OPTIONS", "KALMAN_MAX_EDGES"]
 
@@ -54,21 +54,25 @@ class KalmanPosterior(PosteriorModel):
         self._P = self._K.copy()
         self._counts = np.zeros(E, np.int64)
         self._sums = np.zeros(E)
+        #: ln p(every observation so far) under this model (chain rule over rounds; see
+        #: :func:`evroute.models.base.grouped_log_density`)
+        self.log_evidence = 0.0
         self._cache = None
 
     def update(self, edges, observed) -> None:
-        uniq, dc, ds = aggregate_observations(edges, observed, self.n_arms)
-        if uniq.size == 0:
-            return
-        self._counts[uniq] += dc.astype(np.int64)
-        self._sums[uniq] += ds
-        S = self._P[np.ix_(uniq, uniq)] + np.diag(self.noise_var / dc)
-        L = sla.cholesky(S, lower=True, check_finite=False)
-        PB = self._P[:, uniq]
-        X = sla.cho_solve((L, True), PB.T, check_finite=False)  # S⁻¹ P_{B,:}
-        self._mu = self._mu + X.T @ (ds / dc - self._mu[uniq])
-        self._P = self._P - PB @ X
-        self._P = 0.5 * (self._P + self._P.T)
+        uniq, dc, ds, ss = round_statistics(edges, observed, self.n_arms)
+        if uniq.size:
+            self._counts[uniq] += dc.astype(np.int64)
+            self._sums[uniq] += ds
+            S = self._P[np.ix_(uniq, uniq)] + np.diag(self.noise_var / dc)
+            resid = ds / dc - self._mu[uniq]
+            self.log_evidence += grouped_log_density(resid, S, dc, ss, self.noise_var)
+            L = sla.cholesky(S, lower=True, check_finite=False)
+            PB = self._P[:, uniq]
+            X = sla.cho_solve((L, True), PB.T, check_finite=False)  # S⁻¹ P_{B,:}
+            self._mu = self._mu + X.T @ resid
+            self._P = self._P - PB @ X
+            self._P = 0.5 * (self._P + self._P.T)
         if self.eps > 0:  # to the next round
             a = math.sqrt(1.0 - self.eps)
             self._mu = self._m + a * (self._mu - self._m)
@@ -79,6 +83,10 @@ class KalmanPosterior(PosteriorModel):
         if self._cache is None:
             self._cache = (readonly(self._mu.copy()), readonly(np.sqrt(np.maximum(np.diag(self._P), 0.0))))
         return self._cache
+
+    def covariance(self, idx) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64).ravel()
+        return np.array(self._P[np.ix_(idx, idx)])
 
     def sample(self, rng: np.random.Generator, joint: bool = False) -> np.ndarray:
         if not joint:

@@ -1,0 +1,75 @@
+"""The "which vehicle am I?" table of paper 004 in evroute, from one or more ``evroute compare``
+output directories (``--preset priors`` and its variants).
+
+Per (route, policy, vehicle): final regret (mean ± standard error over seeds), the share of
+rounds driven under the true prior (the ``--truth-prior`` candidate, or the candidate whose
+vehicle it names), the most chosen prior, and each elimination as ``prior@round`` (median
+round over the seeds that eliminated it, and in how many seeds).
+
+    python scripts/priors_table.py /tmp/priors [/tmp/priors-closures ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def rows(out_dir: Path) -> list[dict]:
+    found = []
+    for summary_file in sorted((out_dir / "runs").glob("*/summary.json")):
+        d = summary_file.parent
+        s = json.loads(summary_file.read_text())
+        cfg = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
+        row = {"route": s["route"], "policy": s["policy"], "vehicle": cfg.get("vehicle") or "sumo-ev",
+               "seed": s["seed"], "regret": s["final_cumulative_regret_wh"], "truth": s.get("truth_prior"),
+               "on_true": np.nan, "chosen": Counter(), "eliminated": s.get("priors_eliminated_at") or {}}
+        if (d / "priors.parquet").is_file():
+            pri = pd.read_parquet(d / "priors.parquet")
+            row["chosen"] = Counter(pri.chosen)
+            truth = s.get("truth_prior")
+            true_names = [p for p in s.get("priors", []) if p == truth or p.split("[")[0] == truth]
+            row["on_true"] = float(pri.chosen.isin(true_names).mean())
+        found.append(row)
+    return found
+
+
+def table(found: list[dict]) -> str:
+    out = ["| route | policy | prior of gp-ucb | final regret (Wh) | rounds on the true prior | most chosen | "
+           "eliminated (median round, seeds) |", "| --- | --- | --- | ---: | ---: | --- | --- |"]
+    df = pd.DataFrame(found)
+    for (route, policy, vehicle), g in df.groupby(["route", "policy", "vehicle"], sort=True):
+        reg = g.regret.to_numpy()
+        se = reg.std(ddof=1) / np.sqrt(reg.size) if reg.size > 1 else float("nan")
+        chosen = sum(g.chosen, Counter())
+        total = sum(chosen.values())
+        most = ", ".join(f"{p} {100 * c / total:.0f} %" for p, c in chosen.most_common(2)) if total else "–"
+        elim: dict[str, list[int]] = {}
+        for e in g.eliminated:
+            for p, t in e.items():
+                elim.setdefault(p, []).append(int(t))
+        el = "; ".join(f"{p}@{int(np.median(ts))} ({len(ts)}/{len(g)})" for p, ts in sorted(elim.items())) or \
+            ("none" if total else "–")
+        on_true = "–" if g.on_true.isna().all() else f"{100 * g.on_true.mean():.1f} %"
+        prior = vehicle if policy in ("gp-ucb", "gp-ts", "gp-bucb") else "–"
+        out.append(f"| {route} | {policy} | {prior} | {reg.mean():,.0f} ± {se:,.0f} | {on_true} | {most} | {el} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="+", type=Path)
+    args = ap.parse_args()
+    found = [r for d in args.dirs for r in rows(d)]
+    if not found:
+        raise SystemExit(f"error: no runs under {', '.join(map(str, args.dirs))}")
+    print(table(found))
+
+
+if __name__ == "__main__":
+    main()
