@@ -7,7 +7,8 @@ from Python"):
 - the physics prior mean: :func:`load_vehicle`, :func:`edge_energies`;
 - priors over the edges: :func:`network_prior` (the paper's), :class:`NetworkPrior`,
   :class:`DensePrior`, :class:`DiagonalPrior`, :class:`PointsPrior` (arms that are points),
-  :class:`ShiftedPrior` (another mean), :class:`Prior`;
+  :class:`ShiftedPrior` (another mean), :class:`Prior`; paper 004's candidate priors:
+  :func:`parse_candidates`, :class:`Candidate`;
 - posterior backends: :func:`make_model`, :func:`register_model`, :func:`available_models`,
   :class:`PosteriorModel`;
 - agents: :func:`make_agent`, :class:`AgentSetup`, :class:`IndexAgent`, :class:`Agent`,
@@ -37,6 +38,7 @@ _API = {
     "Prior": "prior", "NetworkPrior": "prior", "DensePrior": "prior", "DiagonalPrior": "prior",
     "PointsPrior": "prior", "ShiftedPrior": "prior",
     "network_prior": "prior",
+    "Candidate": "candidates", "parse_candidates": "candidates",
     "PosteriorModel": "models", "make_model": "models", "register_model": "models",
     "available_models": "models",
     "Agent": "agents", "IndexAgent": "agents", "AgentSetup": "agents", "make_agent": "agents",

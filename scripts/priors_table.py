@@ -54,7 +54,7 @@ def table(found: list[dict]) -> str:
             for p, t in e.items():
                 elim.setdefault(p, []).append(int(t))
         el = "; ".join(f"{p}@{int(np.median(ts))} ({len(ts)}/{len(g)})" for p, ts in sorted(elim.items())) or \
-            ("none" if total else "–")
+            ("none" if total and policy.split("[")[0] in ("gp-pe", "gp-rb") else "–")
         on_true = "–" if g.on_true.isna().all() else f"{100 * g.on_true.mean():.1f} %"
         prior = vehicle if policy in ("gp-ucb", "gp-ts", "gp-bucb") else "–"
         out.append(f"| {route} | {policy} | {prior} | {reg.mean():,.0f} ± {se:,.0f} | {on_true} | {most} | {el} |")
