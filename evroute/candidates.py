@@ -137,7 +137,9 @@ def parse_candidates(text: str | None) -> list[Candidate]:
     out: list[Candidate] = []
     for item in items:
         path = Path(item)
-        if "[" not in item and path.suffix.lower() == ".json" and path.is_file():
+        if "[" not in item and path.suffix.lower() == ".json" and not path.is_file():
+            raise EvrouteError(f"--priors: file not found: {item} (a candidates file or a vehicle file)")
+        if "[" not in item and path.suffix.lower() == ".json":
             from_file = _from_file(path)
             if from_file is not None:
                 out.extend(from_file)

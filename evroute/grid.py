@@ -55,7 +55,8 @@ PRESETS: dict[str, dict] = {
     "priors": {
         "description": "004 in evroute, \"which vehicle am I?\": the truth around delivery-van, the candidates every "
                        "vehicle preset; PE-GP-UCB, MLE, FB, RB, and GP-UCB under the run's vehicle (sumo-ev: a wrong "
-                       "prior; add --vehicle delivery-van --policies gp-ucb for the true one)",
+                       "prior; add --vehicle delivery-van --policies gp-ucb for the true one); variants: "
+                       "--closures alternate, --drift 0.01 (with a candidate delivery-van[eps=0.01] in --priors)",
         "routes": ("monaco:B", "luxembourg:A"),
         "policies": ("gp-pe", "gp-mle", "gp-fb", "gp-rb", "gp-ucb"),
         "seeds": 5, "horizon": 500, "lengthscales": (1.0,), "truth_prior": "delivery-van",

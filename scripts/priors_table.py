@@ -2,8 +2,8 @@
 output directories (``--preset priors`` and its variants).
 
 Per (route, policy, vehicle): final regret (mean ± standard error over seeds), the share of
-rounds driven under the true prior (the ``--truth-prior`` candidate, or the candidate whose
-vehicle it names), the most chosen prior, and each elimination as ``prior@round`` (median
+rounds driven under the true prior (the candidate with the ``--truth-prior`` vehicle and the
+run's drift as its ε), the most chosen prior, and each elimination as ``prior@round`` (median
 round over the seeds that eliminated it, and in how many seeds).
 
     python scripts/priors_table.py /tmp/priors [/tmp/priors-closures ...]
@@ -26,24 +26,33 @@ def rows(out_dir: Path) -> list[dict]:
         d = summary_file.parent
         s = json.loads(summary_file.read_text())
         cfg = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
-        row = {"route": s["route"], "policy": s["policy"], "vehicle": cfg.get("vehicle") or "sumo-ev",
+        opts = cfg.get("policy_options") or {}
+        policy = s["policy"] + (f"[{','.join(f'{k}={v}' for k, v in sorted(opts.items()))}]" if opts else "")
+        variant = " ".join(x for x in (f"drift {cfg['drift']:g}" if cfg.get("drift") else "",
+                                       f"closures {cfg['closures']}" if cfg.get("closures") else "") if x) or "static"
+        row = {"variant": variant, "route": s["route"], "policy": policy, "vehicle": cfg.get("vehicle") or "sumo-ev",
                "seed": s["seed"], "regret": s["final_cumulative_regret_wh"], "truth": s.get("truth_prior"),
                "on_true": np.nan, "chosen": Counter(), "eliminated": s.get("priors_eliminated_at") or {}}
         if (d / "priors.parquet").is_file():
             pri = pd.read_parquet(d / "priors.parquet")
             row["chosen"] = Counter(pri.chosen)
             truth = s.get("truth_prior")
-            true_names = [p for p in s.get("priors", []) if p == truth or p.split("[")[0] == truth]
+            described = (cfg.get("resolved") or {}).get("candidates")
+            if described:  # the truth's own candidate: its vehicle and the run's drift as ε
+                true_names = [c["name"] for c in described if truth in (c["name"], c["vehicle"])
+                              and float(c["eps"]) == float(cfg.get("drift") or 0.0)]
+            else:
+                true_names = [p for p in s.get("priors", []) if p == truth or p.split("[")[0] == truth]
             row["on_true"] = float(pri.chosen.isin(true_names).mean())
         found.append(row)
     return found
 
 
 def table(found: list[dict]) -> str:
-    out = ["| route | policy | prior of gp-ucb | final regret (Wh) | rounds on the true prior | most chosen | "
-           "eliminated (median round, seeds) |", "| --- | --- | --- | ---: | ---: | --- | --- |"]
+    out = ["| roads | route | policy | prior of gp-ucb | final regret (Wh) | rounds on the true prior | most chosen | "
+           "eliminated (median round, seeds) |", "| --- | --- | --- | --- | ---: | ---: | --- | --- |"]
     df = pd.DataFrame(found)
-    for (route, policy, vehicle), g in df.groupby(["route", "policy", "vehicle"], sort=True):
+    for (variant, route, policy, vehicle), g in df.groupby(["variant", "route", "policy", "vehicle"], sort=True):
         reg = g.regret.to_numpy()
         se = reg.std(ddof=1) / np.sqrt(reg.size) if reg.size > 1 else float("nan")
         chosen = sum(g.chosen, Counter())
@@ -56,8 +65,8 @@ def table(found: list[dict]) -> str:
         el = "; ".join(f"{p}@{int(np.median(ts))} ({len(ts)}/{len(g)})" for p, ts in sorted(elim.items())) or \
             ("none" if total and policy.split("[")[0] in ("gp-pe", "gp-rb") else "–")
         on_true = "–" if g.on_true.isna().all() else f"{100 * g.on_true.mean():.1f} %"
-        prior = vehicle if policy in ("gp-ucb", "gp-ts", "gp-bucb") else "–"
-        out.append(f"| {route} | {policy} | {prior} | {reg.mean():,.0f} ± {se:,.0f} | {on_true} | {most} | {el} |")
+        prior = vehicle if policy.split("[")[0] in ("gp-ucb", "gp-ts", "gp-bucb") else "–"
+        out.append(f"| {variant} | {route} | {policy} | {prior} | {reg.mean():,.0f} ± {se:,.0f} | {on_true} | {most} | {el} |")
     return "\n".join(out)
 
 

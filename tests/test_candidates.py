@@ -52,6 +52,7 @@ def test_a_candidates_file(tmp_path):
     ("no-such-car", "unknown vehicle"),
     ("sumo-ev[lengthscale=-1]", "lengthscale"),
     (" , ", "empty"),
+    ("/nonexistent/p.json", "file not found"),
 ])
 def test_bad_candidates_are_one_line_errors(text, match):
     with pytest.raises(EvrouteError, match=match):
