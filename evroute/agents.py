@@ -407,7 +407,7 @@ class PEAgent(Agent):
             if bad:
                 raise EvrouteError(f"test=path needs posterior covariance blocks, which model "
                                    f"{type(models[bad[0]]).__name__} does not give (use test=edge, or the exact, "
-                                   "kalman or eigen backends)")
+                                   "kalman, window or eigen backends)")
         self.models = models
         self.means = {k: np.asarray(v, dtype=np.float64) for k, v in means.items()}
         self.names = list(models)
@@ -444,7 +444,8 @@ class PEAgent(Agent):
         """ln p(every observation | p) of every prior: comparable across priors whatever their
         kernels and forgetting rates.
 
-        Time-varying backends (``kalman``, ``eigen``) accumulate it round by round (chain rule).
+        Time-varying backends (``kalman``, ``window``, ``eigen``) accumulate it round by round
+        (chain rule).
         For a static prior it is, with O the distinct observed edges, n_e their counts, r̄ the
         residual means about p's mean, N = Σ n_e and SS the within-edge sums of squares,
         −½ [q/ς² + ln det(I + D^½ K_OO D^½/ς²) + N ln(2πς²) + SS/ς²], q from the prior's

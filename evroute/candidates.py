@@ -26,17 +26,11 @@ from pathlib import Path
 
 from .errors import EvrouteError
 from .specs import Option, parse_spec, resolve_options, split_list
-from .validate import nonneg_float, positive_float
+from .validate import positive_float, unit_rate
 
 __all__ = ["Candidate", "CandidatePrior", "CANDIDATE_OPTIONS", "parse_candidates", "describe_candidates",
            "candidate_priors"]
 
-
-def _eps(name, value) -> float:
-    v = nonneg_float(name, value)
-    if not v < 1:
-        raise EvrouteError(f"{name} must be in [0, 1), got {value!r}")
-    return v
 
 
 def _text(name, value) -> str:
@@ -51,7 +45,7 @@ CANDIDATE_OPTIONS: tuple[Option, ...] = (
     Option("lengthscale", positive_float, None, "context lengthscale of the candidate's kernel (default: the run's)"),
     Option("kappa", positive_float, None, "graph Matérn kappa (default: the run's)"),
     Option("nu", positive_float, None, "graph Matérn nu (default: the run's)"),
-    Option("eps", _eps, 0.0, "forgetting rate of the (1 - eps)^(|t - t'|/2) kernel (paper 004; 0: static)"),
+    Option("eps", unit_rate, 0.0, "forgetting rate of the (1 - eps)^(|t - t'|/2) kernel (paper 004; 0: static)"),
     Option("name", _text, None, "the candidate's name in tables and plots (default: the item as written)"),
 )
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import EvrouteError
 
-__all__ = ["positive_float", "nonneg_float", "positive_int", "nonneg_int", "flag", "optional_flag",
+__all__ = ["positive_float", "nonneg_float", "unit_rate", "positive_int", "nonneg_int", "flag", "optional_flag",
            "choice", "text"]
 
 _TRUE = ("true", "1", "yes", "on")
@@ -48,6 +48,14 @@ def nonneg_float(name: str, value) -> float:
     v = _number(name, value, "a non-negative finite number")
     if v < 0:
         raise EvrouteError(f"{name} must be a non-negative finite number, got {value!r}")
+    return v
+
+
+def unit_rate(name: str, value) -> float:
+    """A number in [0, 1) (a forgetting rate ε)."""
+    v = nonneg_float(name, value)
+    if not v < 1:
+        raise EvrouteError(f"{name} must be in [0, 1), got {value!r}")
     return v
 
 

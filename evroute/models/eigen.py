@@ -39,17 +39,11 @@ import scipy.linalg as sla
 
 from ..errors import EvrouteError
 from ..specs import Option
-from ..validate import nonneg_float, positive_int
+from ..validate import positive_int, unit_rate
 from .base import PosteriorModel, grouped_log_density, readonly, round_statistics
 
 __all__ = ["EigenKalmanPosterior", "kernel_eigenpairs", "make_eigen", "OPTIONS"]
 
-
-def _eps(name, value) -> float:
-    v = nonneg_float(name, value)
-    if not v < 1:
-        raise EvrouteError(f"{name} must be in [0, 1), got {value!r}")
-    return v
 
 
 def kernel_eigenpairs(prior, rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +101,7 @@ class EigenKalmanPosterior(PosteriorModel):
         E = int(prior.n_edges)
         self.n_arms = E
         self.noise_var = float(noise_var)
-        self.eps = _eps("eps", eps)
+        self.eps = unit_rate("eps", eps)
         rank = min(positive_int("rank", rank), E)
         vals, vecs = kernel_eigenpairs(prior, rank)
         self.rank = rank
@@ -189,7 +183,7 @@ def _psd_sqrt(P: np.ndarray) -> np.ndarray:
 
 #: Options of ``--model eigen[...]``.
 OPTIONS = (
-    Option("eps", _eps, 0.01, "forgetting rate of the (1 - eps)^(|t - t'|/2) kernel (paper 004; 0: static)"),
+    Option("eps", unit_rate, 0.01, "forgetting rate of the (1 - eps)^(|t - t'|/2) kernel (paper 004; 0: static)"),
     Option("rank", positive_int, 256, "eigenpairs kept (wave2-notes: O(r^2 L + r^3) a round; rank = E is exact)"),
 )
 

@@ -26,7 +26,7 @@ import scipy.linalg as sla
 
 from ..errors import EvrouteError
 from ..specs import Option
-from ..validate import nonneg_float
+from ..validate import unit_rate
 from .base import PosteriorModel, grouped_log_density, readonly, round_statistics
 
 __all__ = ["KalmanPosterior", "make_kalman", "OPTIONS", "KALMAN_MAX_EDGES"]
@@ -45,9 +45,7 @@ class KalmanPosterior(PosteriorModel):
                                f"{KALMAN_MAX_EDGES:,} ({8 * E * E / 1e9:.0f} GB)")
         self.n_arms = E
         self.noise_var = float(noise_var)
-        self.eps = nonneg_float("eps", eps)
-        if not self.eps < 1:
-            raise EvrouteError(f"eps must be in [0, 1), got {eps}")
+        self.eps = unit_rate("eps", eps)
         self._m = np.array(prior.mean, dtype=np.float64)
         self._K = np.asarray(prior.dense(), dtype=np.float64)
         self._mu = self._m.copy()
@@ -98,7 +96,7 @@ class KalmanPosterior(PosteriorModel):
 
 
 #: Options of ``--model kalman[...]``.
-OPTIONS = (Option("eps", nonneg_float, 0.01, "forgetting rate of the (1 - eps)^(|t - t'|/2) kernel (paper 004; "
+OPTIONS = (Option("eps", unit_rate, 0.01, "forgetting rate of the (1 - eps)^(|t - t'|/2) kernel (paper 004; "
                   "0: static energies)"),)
 
 

@@ -28,17 +28,11 @@ import numpy as np
 
 from ..errors import EvrouteError
 from ..specs import Option
-from ..validate import nonneg_float, nonneg_int
+from ..validate import nonneg_int, unit_rate
 from .base import PosteriorModel, grouped_log_density, round_statistics
 
 __all__ = ["WindowPosterior", "make_window", "OPTIONS"]
 
-
-def _eps(name, value) -> float:
-    v = nonneg_float(name, value)
-    if not v < 1:
-        raise EvrouteError(f"{name} must be in [0, 1), got {value!r}")
-    return v
 
 
 def _base(name, value) -> str:
@@ -57,7 +51,7 @@ class WindowPosterior(PosteriorModel):
 
         self.n_arms = int(prior.n_edges)
         self.noise_var = float(noise_var)
-        self.eps = _eps("eps", eps)
+        self.eps = unit_rate("eps", eps)
         every = nonneg_int("every", every)
         if every == 0:
             every = max(2, math.ceil(1.0 / self.eps)) if self.eps > 0 else 0
@@ -115,7 +109,7 @@ class WindowPosterior(PosteriorModel):
 
 #: Options of ``--model window[...]``.
 OPTIONS = (
-    Option("eps", _eps, 0.01, "forgetting rate the window is sized for (paper 004's kernel; 0: never restart)"),
+    Option("eps", unit_rate, 0.01, "forgetting rate the window is sized for (paper 004's kernel; 0: never restart)"),
     Option("every", nonneg_int, 0, "restart period H in rounds (0: ceil(1/eps)); answers use the last H/2 to H rounds"),
     Option("base", _base, "exact", "the static backend restarted (exact: dense or sparse GMRF by itself)"),
 )
