@@ -157,6 +157,14 @@ class PosteriorModel(ABC):
         self._sums[uniq] += ds
         return uniq, dc, ds
 
+    def _record_round(self, edges, observed) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_record` plus the within-edge sums of squares (:func:`round_statistics`), for
+        backends that keep a chain-rule evidence (:func:`grouped_log_density`)."""
+        uniq, dc, ds, ss = round_statistics(edges, observed, self.n_arms)
+        self._counts[uniq] += dc.astype(np.int64)
+        self._sums[uniq] += ds
+        return uniq, dc, ds, ss
+
     @property
     def counts(self) -> np.ndarray:
         """Per-edge number of observations (int64, length E, read-only copy)."""

@@ -40,7 +40,7 @@ import scipy.linalg as sla
 from ..errors import EvrouteError
 from ..specs import Option
 from ..validate import positive_int, unit_rate
-from .base import PosteriorModel, grouped_log_density, readonly, round_statistics
+from .base import PosteriorModel, grouped_log_density, readonly
 
 __all__ = ["EigenKalmanPosterior", "kernel_eigenpairs", "make_eigen", "OPTIONS"]
 
@@ -120,7 +120,7 @@ class EigenKalmanPosterior(PosteriorModel):
         self._cache = None
 
     def update(self, edges, observed) -> None:
-        uniq, dc, ds, ss = round_statistics(edges, observed, self.n_arms)
+        uniq, dc, ds, ss = self._record_round(edges, observed)
         if uniq.size:
             self._measure(uniq, dc, ds, ss)
         if self.eps > 0:  # to the next round
@@ -130,8 +130,6 @@ class EigenKalmanPosterior(PosteriorModel):
         self._cache = None
 
     def _measure(self, uniq, dc, ds, ss) -> None:
-        self._counts[uniq] += dc.astype(np.int64)
-        self._sums[uniq] += ds
         H = self._phi[uniq]  # |B|×r
         HP = H @ self._P
         S = HP @ H.T + np.diag(self._resid[uniq] + self.noise_var / dc)

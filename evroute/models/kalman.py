@@ -27,7 +27,7 @@ import scipy.linalg as sla
 from ..errors import EvrouteError
 from ..specs import Option
 from ..validate import unit_rate
-from .base import PosteriorModel, grouped_log_density, readonly, round_statistics
+from .base import PosteriorModel, grouped_log_density, readonly
 
 __all__ = ["KalmanPosterior", "make_kalman", "OPTIONS", "KALMAN_MAX_EDGES"]
 
@@ -58,10 +58,8 @@ class KalmanPosterior(PosteriorModel):
         self._cache = None
 
     def update(self, edges, observed) -> None:
-        uniq, dc, ds, ss = round_statistics(edges, observed, self.n_arms)
+        uniq, dc, ds, ss = self._record_round(edges, observed)
         if uniq.size:
-            self._counts[uniq] += dc.astype(np.int64)
-            self._sums[uniq] += ds
             S = self._P[np.ix_(uniq, uniq)] + np.diag(self.noise_var / dc)
             resid = ds / dc - self._mu[uniq]
             self.log_evidence += grouped_log_density(resid, S, dc, ss, self.noise_var)

@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import EvrouteError
 from ..specs import Option
 from ..validate import nonneg_int, unit_rate
-from .base import PosteriorModel, grouped_log_density, round_statistics
+from .base import PosteriorModel, grouped_log_density
 
 __all__ = ["WindowPosterior", "make_window", "OPTIONS"]
 
@@ -71,10 +71,8 @@ class WindowPosterior(PosteriorModel):
         return self._models[0] if self._age[0] >= self._age[1] else self._models[1]
 
     def update(self, edges, observed) -> None:
-        uniq, dc, ds, ss = round_statistics(edges, observed, self.n_arms)
+        uniq, dc, ds, ss = self._record_round(edges, observed)
         if uniq.size:
-            self._counts[uniq] += dc.astype(np.int64)
-            self._sums[uniq] += ds
             active = self._active
             mu, sd = active.mean_std()
             try:
