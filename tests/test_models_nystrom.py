@@ -97,6 +97,28 @@ def test_kors_score_is_eq_41(small):
         assert model.kors_score(s) == pytest.approx(eq41, rel=1e-7, abs=1e-12)
 
 
+def test_in_round_scores_extend_the_rounds_first_scores(small, monkeypatch):
+    """Within a round, after anchors were added, the score of the next observation is its
+    score against the dictionary before the round extended by the new anchors' coordinates:
+    equal to the score from scratch (closed form over every anchor) for every candidate."""
+    model = KORSPosterior(small["prior"], small["nv"], gamma=0.8, seed=5)
+    checked = []
+    extend = KORSPosterior._kors_extend
+
+    def both(self, s, u0):
+        tau, u = extend(self, s, u0)
+        tau_ref, u_ref = self._kors(s)
+        checked.append(self._p.size - u0.size)
+        assert tau == pytest.approx(tau_ref, rel=1e-10, abs=1e-13)
+        np.testing.assert_allclose(u, u_ref, rtol=1e-9, atol=1e-12 * np.abs(u_ref).max())
+        return tau, u
+
+    monkeypatch.setattr(KORSPosterior, "_kors_extend", both)
+    for e, y in rounds(small, n=6):
+        model.update(e, y)
+    assert len(checked) > 10 and max(checked) >= 2  # several anchors added within a round
+
+
 def test_an_anchor_twice_is_a_near_duplicate(small):
     model = KORSPosterior(small["prior"], small["nv"], gamma=1e9)
     e = np.array([3, 3, 3, 8])

@@ -468,6 +468,25 @@ class KORSPosterior(NystromPosterior):
         d = np.maximum(self._kdiag[idx] - np.einsum("ij,ij->j", U, U), 0.0)
         return (1.0 + self.eps) * d / (d + self.mu), U
 
+    def _kors_extend(self, s: int, u0: np.ndarray) -> tuple[float, np.ndarray]:
+        """:meth:`_kors` of s from u0 = L_M⁻¹ D k_Z(s) over the anchors committed before the round
+        (the column of :meth:`_kors_batch`): L_M only gains rows as anchors are added, so u0 is
+        the leading part of u and only the coordinates of this round's anchors are new, one
+        triangular solve of their k rows, O(k m) instead of O(m²); their kernel values k(a, s)
+        are read from the rows held for them."""
+        m0, M = u0.size, self._p.size
+        if M == m0:
+            u = u0
+        else:
+            kz = np.fromiter((row[s] for _, row in self._pending), dtype=np.float64, count=M - m0)
+            L = self._LMbuf
+            rhs = kz / np.sqrt(self._p[m0:M])
+            if m0:
+                rhs -= L[m0:M, :m0] @ u0
+            u = np.concatenate([u0, sla.solve_triangular(L[m0:M, m0:M], rhs, lower=True, check_finite=False)])
+        d = max(float(self._kdiag[s]) - float(u @ u), 0.0)
+        return (1.0 + self.eps) * d / (d + self.mu), u
+
     def _choose_anchors(self, uniq, edges) -> None:
         # one uniform per observation, in path order (as the sequential algorithm draws them)
         u = self._rng.random(edges.size)
@@ -491,7 +510,7 @@ class KORSPosterior(NystromPosterior):
             if self.m == m_before:  # nothing added yet this round: the bound is the score
                 p, uvec = bound[s], U0[:, col[s]]
             else:
-                tau, uvec = self._kors(s)
+                tau, uvec = self._kors_extend(s, U0[:, col[s]])
                 p = min(self.gamma * tau, 1.0)
             if u[i] < p and self._add_anchor(s, rows.get(s)):
                 # border M with the new anchor (weight 1/√p): column D k_Z(s)/√p, corner k_ss/p + μ
