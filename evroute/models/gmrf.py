@@ -131,8 +131,12 @@ class GMRFPosterior(PosteriorModel):
         self._mean = self._mean0
         self._var = self._var0
         self._cache: tuple[np.ndarray, np.ndarray] | None = None
-        self._W = np.zeros((E, 16), order="F")
-        self._col_edges = np.zeros(16, np.int64)
+        # the column block at its bound at once: np.zeros takes untouched (zero) pages from the
+        # system, so only the columns written cost memory, and W is never copied to grow (a
+        # doubling would hold the old and the new block together: the peak of large networks)
+        cap = self._max_cols + 256
+        self._W = np.zeros((E, cap), order="F")
+        self._col_edges = np.zeros(cap, np.int64)
         self._col_pos = np.full(E, -1, np.int64)
         self._p = 0  # columns held
         self._a = 0  # active columns: the first _a of W
@@ -217,7 +221,7 @@ class GMRFPosterior(PosteriorModel):
             return
         p, need = self._p, self._p + q.size
         if need > self._W.shape[1]:
-            cap = max(need, min(2 * self._W.shape[1], self._max_cols + 256))
+            cap = need + 256  # (a round with more new edges than the bound: a merge follows)
             W = np.zeros((self.n_arms, cap), order="F")
             W[:, :p] = self._W[:, :p]
             self._W = W
@@ -283,6 +287,9 @@ class GMRFPosterior(PosteriorModel):
         self._c0 = self._counts.astype(np.float64)
         self._s0 = self._sums.copy()
         D = sp.diags(self._c0 / nv, format="csc")
+        if self._F0 is not None:  # (its memory back before the new factor is built)
+            self._F0.close()
+            self._F0 = None
         self._F0 = SparseSolver(self._Q + D, "posterior precision Q + D")
         mean_seq = self._mean
         self._mean0 = self._m + self._F0.solve((self._s0 - self._c0 * self._m) / nv)

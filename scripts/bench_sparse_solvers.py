@@ -1,0 +1,125 @@
+"""Sparse Cholesky libraries side by side on the graph Matérn precision (issue "country
+scale", item 2: which library, and why).
+
+For one network, Q = P^ν + I (the pattern of the posterior precision Q + D, ν = 2, κ = 1):
+the time to factorise Q (the symbolic analysis included) and to solve with a block of
+right-hand sides (unit vectors: the columns the exact posterior needs for newly observed
+edges), the median of ``--repeats`` runs, and the largest difference of the solutions from
+those of cholespy. A library that is not installed is skipped with a note: only cholespy and
+SciPy are evroute's dependencies; the others are measured to justify the choice.
+
+* ``cholespy``: CHOLMOD (supernodal) as evroute uses it (:class:`evroute.linalg.SparseSolver`).
+* ``superlu``: SciPy's SuperLU, symmetric mode (:class:`evroute.linalg.SparseCholesky`'s factor).
+* ``cvxopt``: CHOLMOD again, from CVXOPT's wheel (linked to OpenBLAS; GPL-3, not a dependency).
+* ``pardiso``: Intel MKL PARDISO through pypardiso (about 1 GB of MKL; not a dependency).
+
+Usage::
+
+    EVROUTE_DATA_DIR=../shared/data python scripts/bench_sparse_solvers.py synthetic-100k
+    python scripts/bench_sparse_solvers.py luxembourg --rhs 64 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
+
+from evroute.linalg import SparseSolver  # noqa: E402
+from evroute.network import load_network  # noqa: E402
+from evroute.prior import graph_matern_operator  # noqa: E402
+
+
+def _cholespy(Q):
+    t = time.perf_counter()
+    S = SparseSolver(Q)
+    return time.perf_counter() - t, S.solve
+
+
+def _superlu(Q):
+    from scipy.sparse.linalg import splu
+
+    t = time.perf_counter()
+    lu = splu(sp.csc_matrix(Q), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    return time.perf_counter() - t, lu.solve
+
+
+def _cvxopt(Q):
+    from cvxopt import cholmod, matrix, spmatrix
+
+    C = sp.coo_matrix(Q)
+    A = spmatrix(C.data, C.row.tolist(), C.col.tolist(), Q.shape)
+    t = time.perf_counter()
+    F = cholmod.symbolic(A)
+    cholmod.numeric(A, F)
+    seconds = time.perf_counter() - t
+
+    def solve(B):
+        X = matrix(np.asfortranarray(B))
+        cholmod.solve(F, X)
+        return np.array(X)
+
+    return seconds, solve
+
+
+def _pardiso(Q):
+    import pypardiso
+
+    A = sp.triu(Q, format="csr")
+    A.sort_indices()
+    solver = pypardiso.PyPardisoSolver(mtype=2)  # real symmetric positive definite
+    t = time.perf_counter()
+    solver.factorize(A)
+    return time.perf_counter() - t, lambda B: solver.solve(A, B)
+
+
+LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "cvxopt": _cvxopt, "pardiso": _pardiso}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("network", help="a network name, e.g. luxembourg or synthetic-100k")
+    p.add_argument("--rhs", type=int, default=256, help="right-hand sides per solve (default: %(default)s)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated (default: %(default)s)")
+    args = p.parse_args(argv)
+    net = load_network(args.network)
+    P = graph_matern_operator(net, 2, 1.0)
+    Q = sp.csc_matrix(P @ P + sp.identity(net.n_edges))
+    E = Q.shape[0]
+    B = np.zeros((E, args.rhs))
+    B[(np.arange(args.rhs) * 7919) % E, np.arange(args.rhs)] = 1.0
+    print(f"{args.network}: {E:,} edges, nnz(Q) = {Q.nnz:,}, {args.rhs} right-hand sides, "
+          f"median of {args.repeats}")
+    print("| library | factorise s | solve s | solve ms per right-hand side | max difference |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    reference = None
+    for name in [s.strip() for s in args.libraries.split(",") if s.strip()]:
+        try:
+            runs = []
+            for _ in range(args.repeats):
+                seconds, solve = LIBRARIES[name](Q)
+                t = time.perf_counter()
+                X = solve(B)
+                runs.append((seconds, time.perf_counter() - t))
+        except ImportError as exc:
+            print(f"| {name} | not installed ({exc.name}) | | | |")
+            continue
+        f, s = np.median(np.array(runs), axis=0)
+        if reference is None:
+            reference = X
+        diff = float(np.abs(X - reference).max() / np.abs(reference).max())
+        print(f"| {name} | {f:.2f} | {s:.2f} | {1000 * s / args.rhs:.1f} | {diff:.1e} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
