@@ -439,6 +439,10 @@ class KORSPosterior(NystromPosterior):
         m = self._p.size
         return self._LMbuf[:m, :m]
 
+    def _tau(self, d):
+        """τ̃ = (1 + ε) d / (d + μ) from the residual d (001 eq. 41, closed form)."""
+        return (1.0 + self.eps) * d / (d + self.mu)
+
     def kors_score(self, s: int) -> float:
         """τ̃(s) against the current dictionary (closed form of 001 eq. 41)."""
         return self._kors(s)[0]
@@ -454,19 +458,19 @@ class KORSPosterior(NystromPosterior):
             kz[self._Zall == s] -= self.jitter
             u = sla.solve_triangular(self._LM, kz / np.sqrt(self._p), lower=True, check_finite=False)
         d = max(kss - float(u @ u), 0.0)
-        return (1.0 + self.eps) * d / (d + self.mu), u
+        return self._tau(d), u
 
     def _kors_batch(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_kors` for several edges against the committed dictionary (one triangular
         solve with |idx| right-hand sides)."""
         assert not self._pending
         if self.m == 0:
-            return (1.0 + self.eps) * self._kdiag[idx] / (self._kdiag[idx] + self.mu), np.zeros((0, idx.size))
+            return self._tau(self._kdiag[idx]), np.zeros((0, idx.size))
         KZ = self._R @ self._Ze[:, idx]
         KZ[self._Z[:, None] == idx[None, :]] -= self.jitter
         U = sla.solve_triangular(self._LM, KZ / np.sqrt(self._p)[:, None], lower=True, check_finite=False)
         d = np.maximum(self._kdiag[idx] - np.einsum("ij,ij->j", U, U), 0.0)
-        return (1.0 + self.eps) * d / (d + self.mu), U
+        return self._tau(d), U
 
     def _kors_extend(self, s: int, u0: np.ndarray) -> tuple[float, np.ndarray]:
         """:meth:`_kors` of s from u0 = L_M⁻¹ D k_Z(s) over the anchors committed before the round
@@ -485,7 +489,7 @@ class KORSPosterior(NystromPosterior):
                 rhs -= L[m0:M, :m0] @ u0
             u = np.concatenate([u0, sla.solve_triangular(L[m0:M, m0:M], rhs, lower=True, check_finite=False)])
         d = max(float(self._kdiag[s]) - float(u @ u), 0.0)
-        return (1.0 + self.eps) * d / (d + self.mu), u
+        return self._tau(d), u
 
     def _choose_anchors(self, uniq, edges) -> None:
         # one uniform per observation, in path order (as the sequential algorithm draws them)
