@@ -97,7 +97,7 @@ def _from_file(path: Path) -> list[Candidate] | None:
     """The candidates of a candidates file, or None when the JSON file is a vehicle file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise EvrouteError(f"priors file {path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict) or "candidates" not in data:
         return None

@@ -7,23 +7,28 @@ line ``error: ...`` on stderr with exit code 2.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .errors import EvrouteError, Interrupted
+from .errors import EvrouteError, EvrouteWarning, Interrupted
+from .progress import configure as configure_progress
+
+#: Help texts are plain text: no markup eats a spec's [...] (``gp-ucb[beta=002]`` is shown as typed).
+HELP_STYLE = {"rich_markup_mode": None, "add_completion": False, "pretty_exceptions_enable": False}
 
 app = typer.Typer(
     name="evroute",
     help="Online energy-efficient routing of electric vehicles with combinatorial GP bandits.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+    **HELP_STYLE,
 )
-networks_app = typer.Typer(help="Road networks: list, inspect, download.", no_args_is_help=True)
+networks_app = typer.Typer(help="Road networks: list, inspect, download.", no_args_is_help=True, **HELP_STYLE)
 app.add_typer(networks_app, name="networks")
 
 OsmOpt = Annotated[Path | None, typer.Option("--osm", help="OSM XML file to use for the network.")]
@@ -31,10 +36,17 @@ DemOpt = Annotated[Path | None, typer.Option("--dem", help="DEM raster (GeoTIFF/
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 VehicleOpt = Annotated[str | None, typer.Option(
     "--vehicle", help="Vehicle preset name or JSON file (default: the paper's SUMO EV).")]
+OverwriteFileOpt = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace an existing file evroute did not write (links, folders and devices never).")]
+ProgressOpt = Annotated[bool | None, typer.Option(
+    "--progress/--no-progress", help="Spinners while networks, kernels and factors are built (default: on a terminal).")]
 
 
 def _warn_one_line(message, category, filename, lineno, file=None, line=None):
-    print(f"warning: {message}", file=sys.stderr)
+    """Print evroute's own warnings as one line; other libraries' internal warnings never reach
+    the user (set EVROUTE_DEBUG=1 to see them)."""
+    if issubclass(category, EvrouteWarning) or os.environ.get("EVROUTE_DEBUG"):
+        print(f"warning: {message}", file=sys.stderr)
 
 
 def _load(name: str, osm: Path | None = None, dem: Path | None = None):
@@ -88,11 +100,12 @@ def networks_list() -> None:
 @networks_app.command("info")
 def networks_info(name: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
                   osm: OsmOpt = None, dem: DemOpt = None, vehicle: VehicleOpt = None,
-                  as_json: JsonOpt = False) -> None:
+                  as_json: JsonOpt = False, progress: ProgressOpt = None) -> None:
     """Sizes, elevation, grades, energy statistics and line-graph connections of a network."""
     from .energy import load_vehicle
     from .report import describe_network
 
+    configure_progress(progress)
     veh = load_vehicle(vehicle)
     info = describe_network(_load(name, osm, dem), veh)
     info["vehicle"] = veh.name
@@ -149,26 +162,23 @@ def networks_fetch(
 def networks_osm(
     name: Annotated[str, typer.Argument(help="A synthetic network: synthetic or synthetic-<N>k.")],
     out: Annotated[Path, typer.Option("--out", help="OSM XML file to write.")],
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing file.")] = False,
+    overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Write a synthetic city as OSM XML (raw, before simplification), e.g. to run the OSM
     reading path on a network of any size: `evroute networks info FILE.osm`."""
-    from .network import network_spec
+    from .io import generator
+    from .network import check_build_memory, network_spec
     from .osm import write_osm_xml
+    from .runs import check_output_file
     from .synthetic import synthetic_graph
 
     spec = network_spec(name)
     if spec["kind"] != "synthetic":
         raise EvrouteError(f"network {name!r} is read from OSM data already; only synthetic cities are written")
-    if out.exists() and not overwrite:
-        raise EvrouteError(f"{out} exists (use --overwrite to replace it)")
-    if out.exists() and not out.is_file():
-        raise EvrouteError(f"{out} is not a file")
-    from .network import check_build_memory
-
+    check_output_file(out, overwrite)
     check_build_memory(name, spec["size"])
     graph = synthetic_graph(seed=spec["seed"], size=spec["size"])
-    n_ways = write_osm_xml(graph, out, generator=f"evroute synthetic {name}")
+    n_ways = write_osm_xml(graph, out, generator=f"{generator()} synthetic {name}")
     print(f"wrote {out}: {graph.number_of_nodes():,} nodes, {n_ways:,} ways ({graph.number_of_edges():,} "
           "directed segments)")
 
@@ -199,20 +209,32 @@ def route_cmd(
     from_: Annotated[str | None, typer.Option("--from", help="Start point LAT,LON (snapped to an edge).")] = None,
     to: Annotated[str | None, typer.Option("--to", help="End point LAT,LON (snapped to an edge).")] = None,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
-    geojson: Annotated[Path | None, typer.Option("--geojson", help="Write the routes as GeoJSON.")] = None,
-    as_json: JsonOpt = False,
+    geojson: Annotated[str | None, typer.Option(
+        "--geojson", help="Write the routes as GeoJSON to this file (- for standard output).")] = None,
+    overwrite: OverwriteFileOpt = False,
+    as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """The energy-optimal (exact, negative energies allowed), shortest and fastest routes."""
     from .energy import load_vehicle
+    from .io import is_stdout
     from .report import routes_geojson, write_geojson
     from .routes import reference_routes, resolve_route
+    from .runs import check_output_file
 
+    configure_progress(progress)
+    to_stdout = geojson is not None and is_stdout(geojson)
+    if to_stdout and as_json:
+        raise EvrouteError("--json and --geojson - both write to standard output; give --geojson a file")
+    if geojson is not None and not to_stdout:
+        check_output_file(geojson, overwrite)  # before any work
     veh = load_vehicle(vehicle)
     net = _load(name, osm, dem)
     spec = resolve_route(net, route, from_, to)
     routes = reference_routes(net, spec, veh)
     if geojson is not None:
-        write_geojson(geojson, routes_geojson(net, routes, spec.name))
+        write_geojson(geojson, routes_geojson(net, routes, spec.name), overwrite=overwrite)
+        if to_stdout:
+            return
     if as_json:
         print(json.dumps({"network": net.name, "route": spec.name, "vehicle": veh.name,
                           "start_edge": spec.start, "end_edge": spec.end, "routes": routes}))
@@ -230,14 +252,43 @@ def route_cmd(
 # --------------------------------------------------------------------------------------
 
 
+def _registry_help() -> tuple[str, str]:
+    """``--policy`` and ``--model`` help, generated from the registries (never stale)."""
+    from .agents import agent_names
+    from .models import available_models
+
+    policy = (f"Policy: {', '.join(agent_names())}; options as a spec, e.g. gp-ucb[beta_scale=0.5] or "
+              "gp-bucb[xi=0.5] (see `evroute models`).")
+    model = (f"GP backend of the gp-* policies: {', '.join(available_models())}; options as a spec, e.g. "
+             "svgp[inducing=500,steps=2] or nystrom[gamma=0.3] (see `evroute models`).")
+    return policy, model
+
+
+POLICY_HELP, MODEL_HELP = _registry_help()
+#: The most BLAS threads a run may ask for.
+MAX_BLAS_THREADS = 1024
+
+
+def check_blas_threads(n: int) -> int:
+    """``--blas-threads`` in [0, :data:`MAX_BLAS_THREADS`]; above the CPUs a warning says so."""
+    from .validate import int_in
+
+    n = int_in("--blas-threads", n, 0, MAX_BLAS_THREADS)
+    cpus = os.cpu_count() or 1
+    if n > cpus:
+        warnings.warn(f"--blas-threads {n} is more than the {cpus} CPUs of this machine; the threads will "
+                      "share them", EvrouteWarning, stacklevel=2)
+    return n
+
+
 @app.command("simulate")
 def simulate_cmd(
     network: Annotated[str, typer.Option("--network", help="Network name or OSM file.")] = "synthetic",
     route: Annotated[str | None, typer.Option("--route", help="Named route: A or B (default A).")] = None,
     from_: Annotated[str | None, typer.Option("--from", help="Start point LAT,LON.")] = None,
     to: Annotated[str | None, typer.Option("--to", help="End point LAT,LON.")] = None,
-    policy: Annotated[str, typer.Option(help="gp-ucb, gp-bucb, gp-ts, gp-greedy, bi-ucb, bi-bucb, bi-ts, bi-greedy, gp-amm, gp-dmm, gp-cmm, gp-ay, gp-igp; options as a spec: gp-ucb[beta=002] (see `evroute models`).")] = "gp-ts",
-    model: Annotated[str, typer.Option(help="GP backend of the gp-* policies, with options as a spec: exact, bi, svgp, svgp[inducing=500] (see `evroute models`).")] = "exact",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "gp-ts",
+    model: Annotated[str, typer.Option(help=MODEL_HELP)] = "exact",
     horizon: Annotated[int, typer.Option(help="Number of rounds T.")] = 500,
     seed: Annotated[int, typer.Option(help="Seed of the ground truth, the noise and the policy.")] = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<network>-<route>-<policy>-s<seed>).")] = None,
@@ -260,8 +311,8 @@ def simulate_cmd(
     exact_optimum: Annotated[bool, typer.Option("--exact-optimum", help="Also compute the best vertex-simple route under f (MILP when f has negative cycles).")] = False,
     exact_optimum_time_limit: Annotated[float, typer.Option(help="Seconds for the exact optimum.")] = 300.0,
     csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.")] = False,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")] = None,
-    blas_threads: Annotated[int, typer.Option(help="BLAS threads (1: the same numbers whatever the core count, as compare uses; 0: the library default).")] = 1,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar and build spinners (default: on a terminal).")] = None,
+    blas_threads: Annotated[int, typer.Option(help=f"BLAS threads, 0 to {MAX_BLAS_THREADS} (1: the same numbers whatever the core count, as compare uses; 0: the library default).")] = 1,
     inducing: Annotated[int | None, typer.Option(help="svgp: number of inducing points M (the M most visited edges; default 1000). Same as --model svgp[inducing=M].")] = None,
     batch_size: Annotated[int | None, typer.Option(help="svgp: minibatch size B sampled from the history (default 2500).")] = None,
     steps: Annotated[int | None, typer.Option(help="svgp: optimisation steps G per round (default 1).")] = None,
@@ -297,8 +348,8 @@ def simulate_cmd(
         exact_optimum=exact_optimum, exact_optimum_time_limit=exact_optimum_time_limit,
         model_options=model_options)
     cfg.validate()
-    if blas_threads < 0:
-        raise EvrouteError(f"--blas-threads must be >= 0, got {blas_threads}")
+    check_blas_threads(blas_threads)
+    configure_progress(progress)
     if out is None:
         tag = (route or "A") if from_ is None else "custom"
         out = Path("runs") / f"{Path(network).stem}-{tag.replace(':', '-')}-{policy}-s{seed}"
@@ -340,9 +391,18 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
+def _usage_line(exc) -> str:
+    """A click usage error as one line: its message and where to find the command's help."""
+    message = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None and ctx.command_path else ""
+    return f"error: {message}{where}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; EvrouteError → one line on stderr and exit code 2; Ctrl-C or SIGTERM →
-    one line ``interrupted: ...`` and exit code 130."""
+    """Run the CLI; EvrouteError and usage errors → one line ``error: ...`` on stderr and exit
+    code 2; Ctrl-C or SIGTERM → one line ``interrupted: ...`` and exit code 130; anything else is
+    a bug in evroute: one line and exit code 1 (``EVROUTE_DEBUG=1`` prints the traceback)."""
     import signal
 
     warnings.showwarning = _warn_one_line
@@ -366,8 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except Exception as exc:  # click usage errors and friends (typer vendors click)
-        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
-            exc.show()
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            print(_usage_line(exc), file=sys.stderr)
             return 2
         if type(exc).__name__ == "Abort":
             print("error: aborted", file=sys.stderr)
@@ -376,7 +436,12 @@ def main(argv: list[str] | None = None) -> int:
             where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
             print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
             return 2
-        raise
+        if os.environ.get("EVROUTE_DEBUG"):
+            traceback.print_exc()
+        message = " ".join(str(exc).split())[:200]
+        print(f"error: internal error ({type(exc).__name__}: {message}); this is a bug in evroute: please "
+              "report it with the command (EVROUTE_DEBUG=1 prints the traceback)", file=sys.stderr)
+        return 1
     finally:
         for sig, h in handlers.items():
             signal.signal(sig, h)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from .errors import EvrouteError
-from .validate import positive_int
+from .progress import configure as configure_progress
 
 
 def compare_cmd(
@@ -61,7 +61,7 @@ def compare_cmd(
     overwrite: Annotated[bool, typer.Option(
         "--overwrite", help="Recompute finished runs whose settings differ from this grid.")] = False,
     progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress", help="Progress bar on stderr (default: on a terminal).")] = None,
+        "--progress/--no-progress", help="Progress bar and build spinners on stderr (default: on a terminal).")] = None,
 ) -> None:
     """Run a grid of bandit runs (route × policy × lengthscale × seed) and summarise it.
 
@@ -71,10 +71,7 @@ def compare_cmd(
     from .grid import make_grid
     from .summaries import summary_markdown
 
-    if seeds is not None:
-        positive_int("--seeds", seeds)
-    if jobs is not None:
-        positive_int("--jobs", jobs)
+    configure_progress(progress)
     grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
                      horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle,
                      truth_lengthscale=truth_lengthscale, truth_kind=truth, priors=priors,
@@ -90,31 +87,54 @@ def plot_cmd(
     directory: Annotated[Path, typer.Argument(help="A compare directory or a run directory.")],
     out: Annotated[Path | None, typer.Option("--out", help="Folder for the figures (default DIR/plots).")] = None,
     maps: Annotated[bool, typer.Option("--maps/--no-maps", help="Exploration maps (need the network).")] = True,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Replace figure files evroute did not write (links, folders and devices never).")] = False,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress", help="Spinners while a network is built (default: on a terminal).")] = None,
 ) -> None:
-    """Figures: cumulative regret, β_t, regret vs lengthscale, exploration maps (PNG and SVG)."""
+    """Figures: cumulative regret, β_t, regret vs lengthscale, exploration maps (PNG and SVG).
+
+    Figures evroute wrote before (an earlier plot) are replaced; any other file is refused
+    unless --overwrite is given, and nothing is written until every target has been checked.
+    """
     from .plots import plot_directory
 
-    files = plot_directory(directory, out, maps=maps)
+    configure_progress(progress)
+    files = plot_directory(directory, out, maps=maps, overwrite=overwrite)
     for f in files:
         print(f)
 
 
 def export_cmd(
     directory: Annotated[Path, typer.Argument(help="A run directory, or a compare directory (see --run).")],
-    geojson: Annotated[Path | None, typer.Option("--geojson", help="GeoJSON file to write (RFC 7946).")] = None,
+    geojson: Annotated[str | None, typer.Option(
+        "--geojson", help="GeoJSON file to write (RFC 7946); - for standard output.")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Interactive HTML map (folium) to write.")] = None,
     gpkg: Annotated[Path | None, typer.Option("--gpkg", help="GeoPackage to write (one layer each: edge, round, optimal; for GIS tools).")] = None,
     last: Annotated[int | None, typer.Option("--last", help="Only the last K rounds' routes.")] = None,
     run: Annotated[str | None, typer.Option(
         "--run", help="In a compare directory: the run's name (default: the first run).")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Replace files evroute did not write (links, folders, devices and a run's own "
+                            "files never).")] = False,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress", help="Spinners while a network is built (default: on a terminal).")] = None,
 ) -> None:
-    """Routes driven, the optimal route and per-edge visits / posterior as GeoJSON, HTML or GeoPackage."""
-    from .export import export
+    """Routes driven, the optimal route and per-edge visits / posterior as GeoJSON, HTML or GeoPackage.
 
+    An existing file is replaced only if evroute wrote it (an earlier export) or with --overwrite.
+    """
+    import sys
+
+    from .export import export
+    from .io import is_stdout
+
+    configure_progress(progress)
     if geojson is None and html is None and gpkg is None:
         raise EvrouteError("nothing to write: give --geojson FILE, --html FILE and/or --gpkg FILE")
-    for f in export(directory, geojson=geojson, html=html, last=last, run=run, gpkg=gpkg):
-        print(f"wrote {f}")
+    say = sys.stderr if geojson is not None and is_stdout(geojson) else sys.stdout  # stdout holds the GeoJSON
+    for f in export(directory, geojson=geojson, html=html, last=last, run=run, gpkg=gpkg, overwrite=overwrite):
+        print(f"wrote {f}", file=say)
 
 
 def register(app: typer.Typer) -> None:

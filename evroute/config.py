@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import EvrouteError
-from .kernels import KERNEL_KINDS
-from .validate import nonneg_int, positive_float, positive_int
+from .kernels import KERNEL_KINDS, check_kappa, check_lengthscale, check_nu
+from .validate import MAX_SEED, int_in, number_in, positive_float, positive_int
+
+#: The longest time limit of the exact optimum's MILP (a week).
+MAX_TIME_LIMIT = 7 * 24 * 3600.0
 
 __all__ = ["SimulationConfig", "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE"]
 
@@ -84,6 +87,9 @@ class SimulationConfig:
 
                     declared = {o.name: o for o in agent_options(name)} if name in _agent_names() else {}
                     opt = declared.get("joint" if fields[key] == "joint_samples" else fields[key])
+                    if opt is None and name in _agent_names():
+                        raise EvrouteError(f"unknown option(s) for policy {name!r}: {key} "
+                                           f"(accepted: {', '.join(declared) or 'none'})")
                     setattr(self, fields[key], opt.convert(key, value) if opt else value)
                 else:
                     other[key] = value
@@ -116,11 +122,17 @@ class SimulationConfig:
                 "computing)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise EvrouteError(f"seed must be a non-negative integer, got {self.seed!r}")
-        nonneg_int("seed", self.seed)
+        int_in("seed", self.seed, 0, MAX_SEED, why="seeds are stored as 64-bit integers")
         if self.kernel not in KERNEL_KINDS:
             raise EvrouteError(f"unknown kernel {self.kernel!r}; choose one of: {', '.join(KERNEL_KINDS)}")
-        for name in ("lengthscale", "truth_lengthscale", "kappa", "nu", "omega", "xi", "beta_scale"):
+        check_lengthscale("lengthscale", self.lengthscale)
+        check_lengthscale("truth lengthscale", self.truth_lengthscale)
+        check_kappa("kappa", self.kappa)
+        check_nu("nu", self.nu)
+        for name in ("omega", "xi", "beta_scale"):
             positive_float(name, getattr(self, name))
+        number_in("exact optimum time limit", self.exact_optimum_time_limit, 0, MAX_TIME_LIMIT, lo_open=True,
+                  why="seconds")
         if str(self.policy).strip().lower() not in agent_names():
             raise EvrouteError(f"unknown policy {self.policy!r}; choose one of: {', '.join(agent_names())}")
         from .models import get_backend

@@ -12,7 +12,6 @@ SPEC §2 splits the paper's single η into η⁺ (power train) and η⁻ (recupe
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -20,8 +19,22 @@ import numpy as np
 
 from .errors import EvrouteError
 from .registry import load_registry
+from .validate import number_in
 
 DEFAULT_VEHICLE = "sumo-ev"
+
+#: The range of every vehicle parameter (SI units), with why: wide enough for any road vehicle
+#: on any planet one might simulate, narrow enough that Eq. 8 stays finite on any road.
+VEHICLE_RANGES: dict[str, tuple[float, float, bool, str]] = {
+    "mass_kg": (0.0, 1e5, True, "kg; a 40-tonne truck is 4e4"),
+    "rolling_resistance": (0.0, 1.0, False, "a coefficient; tyres on asphalt 0.006-0.015"),
+    "frontal_area_m2": (0.0, 100.0, False, "m²; a car 2-3, a bus 8"),
+    "drag_coefficient": (0.0, 10.0, False, "a coefficient; cars 0.2-0.4"),
+    "eta_plus": (0.0, 1.0, True, "power-train efficiency"),
+    "eta_minus": (0.0, 1.0, False, "recuperation efficiency"),
+    "g": (0.0, 100.0, True, "m/s²; Earth 9.81"),
+    "air_density": (0.0, 100.0, False, "kg/m³; air at sea level 1.2"),
+}
 
 
 @dataclass(frozen=True)
@@ -42,14 +55,11 @@ class Vehicle:
         for f in fields(self):
             if f.name == "name":
                 continue
+            lo, hi, lo_open, why = VEHICLE_RANGES[f.name]
             value = getattr(self, f.name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise EvrouteError(f"vehicle {self.name!r}: {f.name} must be a finite number >= 0, got {value!r}")
-        if not 0 < self.eta_plus <= 1 or not 0 <= self.eta_minus <= 1:
-            raise EvrouteError(f"vehicle {self.name!r}: efficiencies must lie in (0, 1], got "
-                               f"eta_plus={self.eta_plus}, eta_minus={self.eta_minus}")
-        if self.mass_kg <= 0:
-            raise EvrouteError(f"vehicle {self.name!r}: mass_kg must be > 0")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise EvrouteError(f"vehicle {self.name!r}: {f.name} must be a number, got {value!r:.40}")
+            number_in(f"vehicle {self.name!r}: {f.name}", value, lo, hi, lo_open=lo_open, why=why)
 
     def to_dict(self) -> dict:
         """The parameters as a plain dict (for config files)."""
@@ -81,10 +91,13 @@ def _vehicle_from_mapping(name: str, spec: dict, presets: dict | None = None) ->
     if missing:
         raise EvrouteError(f"vehicle {name!r}: missing parameter(s) {', '.join(missing)}; give every "
                            f"parameter, or \"base\": \"{DEFAULT_VEHICLE}\" to inherit the others from a preset")
+    values = {}
     for k, v in params.items():
+        lo, hi, lo_open, why = VEHICLE_RANGES[k]
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise EvrouteError(f"vehicle {name!r}: {k} must be a number, got {v!r}")
-    return Vehicle(name=name, **{k: float(v) for k, v in params.items()})  # ranges: __post_init__
+            raise EvrouteError(f"vehicle {name!r}: {k} must be a number, got {v!r:.40}")
+        values[k] = number_in(f"vehicle {name!r}: {k}", v, lo, hi, lo_open=lo_open, why=why)
+    return Vehicle(name=name, **values)
 
 
 def load_vehicle(spec: str | None = None) -> Vehicle:
@@ -108,7 +121,7 @@ def load_vehicle(spec: str | None = None) -> Vehicle:
             raise EvrouteError(f"vehicle file not found: {spec}")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:
             raise EvrouteError(f"vehicle file {spec} is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise EvrouteError(f"vehicle file {spec} must hold a JSON object")

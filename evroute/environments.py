@@ -26,6 +26,7 @@ import numpy as np
 from .cache import cached_arrays, hash_bytes
 from .errors import EvrouteError
 from .policies import rectified_mean
+from .progress import stage
 from .specs import Option
 from .validate import nonneg_float, positive_float, positive_int
 
@@ -136,7 +137,8 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
     prior = NetworkPrior(net, prior_mean, "combined", lengthscale, 1.0, 2.0, prior_var)
 
     def build():
-        return {"value": prior.sample(np.random.default_rng([seed, 1]))}
+        with stage(f"drawing the ground truth of seed {seed} on {net.n_edges:,} edges (cached)"):
+            return {"value": prior.sample(np.random.default_rng([seed, 1]))}
 
     params = {"network": net.cache_key, "seed": int(seed), "prior_var": float(prior_var),
               "prior_mean": hash_bytes(np.ascontiguousarray(prior_mean).tobytes())[:20], "what": "truth-v1"}

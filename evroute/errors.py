@@ -13,6 +13,11 @@ class NegativeCycleError(EvrouteError):
     """A cycle of negative total weight is reachable, so no shortest walk exists."""
 
 
+class EvrouteWarning(UserWarning):
+    """Something the user should know, printed by the command line as one line ``warning: ...``
+    (only warnings of this kind reach the user; third-party libraries' internal ones do not)."""
+
+
 class Interrupted(Exception):
     """The user stopped a long command (Ctrl-C, SIGTERM); the message says what is kept
     and how to resume. The command line prints it as one line and exits with 130."""

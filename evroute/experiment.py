@@ -40,13 +40,16 @@ from pathlib import Path
 import pandas as pd
 
 from .config import SimulationConfig
-from .errors import EvrouteError, Interrupted
+from .errors import EvrouteError, EvrouteWarning, Interrupted
 from .executors import cached_network, check_executor, default_jobs, executor_stream
 from .grid import Cell, Grid, fmt_number, is_osm_file, load_grid
 from .io import atomic_write_json
 from .runs import is_finished_run
 from .summaries import collect_runs, summarize, write_summaries
-from .validate import positive_int
+from .validate import int_in
+
+#: The most processes of a local pool (``--jobs``); more than the CPUs is allowed, with a warning.
+MAX_JOBS = 1024
 
 __all__ = ["run_grid", "CompareResult", "GridStatus", "grid_status", "config_matches", "clean_stale",
            "check_compare_dir"]
@@ -69,6 +72,8 @@ def config_matches(run_dir: Path, cfg: SimulationConfig) -> tuple[bool, str]:
         json.loads((run_dir / "summary.json").read_text())
     except (OSError, ValueError) as exc:
         return False, f"unreadable ({exc.__class__.__name__})"
+    if not isinstance(saved, dict):
+        return False, "config.json is not a JSON object"
     want = _config_dict(cfg)
     ignore = {"model", "model_options"} if cfg.backend == "bi" else set()  # not used by bi-* runs
     for k, v in want.items():
@@ -142,12 +147,13 @@ def grid_status(grid: Grid, out: Path) -> GridStatus:
         name = grid.cell_name(cell)
         rd = out / "runs" / name
         if is_finished_run(rd):
+            if (broken := verify_run(rd)) is not None:  # damaged: recomputed whatever its settings were
+                damaged[name] = broken
+                pending.append(name)
+                continue
             ok, why = config_matches(rd, grid.config(cell))
             if not ok:
                 mismatched[name] = why
-                pending.append(name)
-            elif (broken := verify_run(rd)) is not None:
-                damaged[name] = broken
                 pending.append(name)
             else:
                 finished.append(name)
@@ -221,7 +227,13 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
     t_start = time.perf_counter()
     check_executor(executor)
     if jobs is not None:
-        positive_int("--jobs", jobs)
+        int_in("--jobs", jobs, 1, MAX_JOBS)
+        cpus = os.cpu_count() or 1
+        if executor == "local" and jobs > cpus:
+            import warnings
+
+            warnings.warn(f"--jobs {jobs} is more than the {cpus} CPUs of this machine; the runs will share "
+                          "them (and each holds its own network and kernels in memory)", EvrouteWarning, stacklevel=2)
     if ray_address and executor != "ray":
         raise EvrouteError("--ray-address needs --executor ray")
     jobs = jobs or default_jobs()
@@ -250,13 +262,14 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
         cells = grid.cells()
         by_name = {grid.cell_name(c): c for c in cells}
         pending_cells = [by_name[n] for n in status.pending]
+        sizes = {}
+        if pending_cells:  # the on-disk network cache is built once here, not in every worker, and
+            for net in grid.networks:  # a network that cannot be read is one error line before any run
+                sizes[net] = cached_network(net, grid.osm.get(net), grid.dem.get(net)).n_edges
         log(f"{len(cells)} runs: {len(status.finished)} already finished, {len(pending_cells)} to compute"
             + (f" ({executor}, {jobs} job{'s' if jobs > 1 else ''})" if pending_cells else ""))
         failures: list[dict] = []
         if pending_cells:
-            sizes = {}
-            for net in grid.networks:  # build the on-disk network cache once, not in every worker
-                sizes[net] = cached_network(net, grid.osm.get(net), grid.dem.get(net)).n_edges
             pending_cells = _task_order(grid, pending_cells, sizes)
             jobs = min(jobs, len(pending_cells))
             parallel = executor == "ray" or jobs > 1
@@ -276,7 +289,7 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
                                   "rerun the same command to resume") from None
         if failures:
             first = failures[0]
-            if first.get("traceback"):
+            if first.get("traceback") and os.environ.get("EVROUTE_DEBUG"):
                 log(first["traceback"].rstrip())
             raise EvrouteError(f"{len(failures)} of {len(pending_cells)} runs failed (first: {first['name']}: "
                                f"{first['error']}); finished runs are kept, run the same command again to resume")

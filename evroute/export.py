@@ -17,7 +17,6 @@ loaded as in the run (``config.json``: network, osm, dem).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -25,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import EvrouteError
-from .io import atomic_write_text, atomic_write_with
+from .io import atomic_write_text, atomic_write_with, generator, is_stdout
 from .report import feature_collection, path_coordinates, write_geojson
+from .runs import check_output_file, read_run_json, read_run_table, require_readable_run
 from .validate import positive_int
 
 COORD_DECIMALS = 6
@@ -79,11 +79,8 @@ def _num(x) -> float | None:
 
 def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
     """The FeatureCollection of a run: edge, round and optimal layers (see the module doc)."""
-    from .runs import read_run_table, require_readable_run
-
     run_dir = require_readable_run(run_dir)
-    cfg = json.loads((run_dir / "config.json").read_text())
-    summary = json.loads((run_dir / "summary.json").read_text())
+    cfg, summary = read_run_json(run_dir)
     rounds = read_run_table(run_dir, "rounds")
     edges = read_run_table(run_dir, "edges")
     if last is not None:
@@ -96,6 +93,8 @@ def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -
     if len(edges) != net.n_edges:
         raise EvrouteError(f"{run_dir}: {len(edges)} edges in the run but {net.n_edges} in network {net.name}; "
                            "the network changed since the run")
+    if len(rounds) and any(len(p) and (min(p) < 0 or max(p) >= net.n_edges) for p in rounds.path):
+        raise EvrouteError(f"{run_dir} is not a readable run: rounds.parquet names edges outside its network")
     feats = []
     for r in edges.itertuples(index=False):
         feats.append(_feature(_path_line(net, [r.edge]), {
@@ -172,7 +171,11 @@ def write_html(path: str | os.PathLike, fc: dict) -> None:
     p = fc.get("properties", {})
     title = (f"evroute: {p.get('policy')} on {p.get('route')}, seed {p.get('seed')}, T = {p.get('horizon')}")
     m.get_root().html.add_child(folium.Element(f"<title>{title}</title>"))
-    atomic_write_text(path, m.get_root().render())
+    html = m.get_root().render()
+    doctype = "<!DOCTYPE html>\n"
+    if html.startswith(doctype):  # the generator mark evroute.io.written_by_evroute recognises
+        html = f"{doctype}<!-- generator: {generator()} -->\n{html[len(doctype):]}"
+    atomic_write_text(path, html)
 
 
 def write_geopackage(path: str | os.PathLike, fc: dict) -> None:
@@ -196,6 +199,7 @@ def write_geopackage(path: str | os.PathLike, fc: dict) -> None:
         try:
             for i, (layer, gdf) in enumerate(frames.items()):
                 gdf.to_file(staged, layer=layer, driver="GPKG", mode="a" if i else "w")
+            _mark_geopackage(staged)
             os.replace(staged, tmp)
         finally:
             staged.unlink(missing_ok=True)
@@ -203,22 +207,47 @@ def write_geopackage(path: str | os.PathLike, fc: dict) -> None:
     atomic_write_with(path, write)
 
 
+def _mark_geopackage(path: Path) -> None:
+    """Describe every layer as evroute's (``gpkg_contents.description``, a standard column), the
+    mark :func:`evroute.io.written_by_evroute` recognises."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    try:
+        with con:
+            con.execute("UPDATE gpkg_contents SET description = ? || ': layer ' || table_name", (generator(),))
+    finally:
+        con.close()
+
+
 def export(directory: str | os.PathLike, geojson: str | os.PathLike | None = None,
            html: str | os.PathLike | None = None, last: int | None = None, run: str | None = None,
-           gpkg: str | os.PathLike | None = None) -> list[Path]:
-    """Write the GeoJSON, HTML map and/or GeoPackage of a run (or of one run of a compare directory)."""
+           gpkg: str | os.PathLike | None = None, overwrite: bool = False) -> list[Path]:
+    """Write the GeoJSON (``-``: standard output), HTML map and/or GeoPackage of a run (or of one
+    run of a compare directory).
+
+    Every target is checked before anything is computed (:func:`evroute.runs.check_output_file`):
+    an existing file is replaced only if evroute wrote it, or with ``overwrite``; links,
+    directories, devices and a run's own files never.
+    """
     if last is not None:
         positive_int("--last", last)
+    targets = [(kind, t) for kind, t in (("geojson", geojson), ("html", html), ("gpkg", gpkg)) if t is not None]
+    for kind, t in targets:
+        if is_stdout(t) and kind != "geojson":
+            raise EvrouteError(f"--{kind} - : only the GeoJSON can be written to standard output")
+        if not is_stdout(t):
+            check_output_file(t, overwrite)
+    paths = [os.path.abspath(t) for _, t in targets if not is_stdout(t)]
+    if len(set(paths)) != len(paths):
+        raise EvrouteError("--geojson, --html and --gpkg name the same file; give each its own")
     run_dir = resolve_run_dir(directory, run)
     fc = run_geojson(run_dir, last=last)
+    writers = {"geojson": lambda t: write_geojson(t, fc, overwrite=True),  # (checked above)
+               "html": lambda t: write_html(t, fc), "gpkg": lambda t: write_geopackage(t, fc)}
     files = []
-    if geojson is not None:
-        write_geojson(geojson, fc)
-        files.append(Path(geojson))
-    if html is not None:
-        write_html(html, fc)
-        files.append(Path(html))
-    if gpkg is not None:
-        write_geopackage(gpkg, fc)
-        files.append(Path(gpkg))
+    for kind, t in targets:
+        writers[kind](t)
+        if not is_stdout(t):
+            files.append(Path(t))
     return files

@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_OVERPASS_URL",
     "DRIVABLE_HIGHWAYS",
     "USER_AGENT",
+    "check_url",
     "add_elevation_tags",
     "fetch_elevations",
     "fetch_network",
@@ -200,6 +201,14 @@ def _post(
         except (ConnectionResetError, ConnectionAbortedError, http.client.HTTPException) as exc:
             last = f"connection lost ({_one_line(exc, 60) or type(exc).__name__})"
     raise EvrouteError(f"{what} failed at {url}: {last} (after {attempts} attempts)")
+
+
+def check_url(url: str, what: str = "URL") -> str:
+    """An http(s) URL with a host, or one line naming ``what`` (checked before anything is sent)."""
+    parts = urllib.parse.urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise EvrouteError(f"{what} must be an http:// or https:// URL with a host, got {str(url)!r:.80}")
+    return str(url)
 
 
 def _check_osm_xml(path: Path) -> int:
@@ -531,6 +540,8 @@ def fetch_network(
         raise EvrouteError(
             f"network name {name!r} must be letters, digits, '_', '.' or '-' (a file name)"
         )
+    check_url(overpass_url, "--overpass-url")
+    check_url(elevation_url, "--elevation-url")
     cache_dir = Path(cache_dir)
     dest = cache_dir / f"{name}.osm"
 

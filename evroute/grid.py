@@ -18,8 +18,14 @@ from pathlib import Path
 
 from .config import SimulationConfig
 from .errors import EvrouteError
+from .kernels import check_lengthscale
 from .specs import split_list
-from .validate import positive_float, positive_int
+from .validate import int_in, positive_float, positive_int
+
+#: The most seeds of a grid (seeds 0..N-1) and the most runs (cells) a grid may have: a million
+#: runs of the paper's size take days on one machine; more is a typo, refused before any work.
+MAX_SEEDS = 10_000
+MAX_RUNS = 1_000_000
 
 __all__ = ["PRESETS", "PAPER_ROUTES", "DEFAULT_POLICIES", "GRID_FORMAT", "PolicySpec", "parse_policy_spec",
            "Cell", "Grid", "make_grid", "load_grid", "parse_routes", "parse_lengthscales",
@@ -141,7 +147,7 @@ class PolicySpec:
     def from_config(cls, cfg: dict) -> PolicySpec:
         """The spec of a saved run's ``config.json`` (options that do not apply are dropped)."""
         name = str(cfg["policy"]).lower()
-        rule = name.split("-", 1)[1]
+        rule = name.partition("-")[2]
         kw = {k: cfg.get(k, _SPEC_DEFAULTS[k]) for k in SPEC_OPTIONS.get(rule, ())}
         extra = tuple(sorted((cfg.get("policy_options") or {}).items()))
         return cls(name, **kw, extra=extra)
@@ -308,13 +314,17 @@ class Grid:
         if not self.lengthscales:
             raise EvrouteError("no lengthscales given")
         positive_int("--horizon", self.horizon)
+        n_runs = len(self.routes) * len(self.policies) * len(self.lengthscales) * len(self.seeds)
+        if n_runs > MAX_RUNS:
+            raise EvrouteError(f"the grid has {n_runs:,} runs, more than {MAX_RUNS:,}; split it into several compares")
         get_backend(self.model).resolve(self.model_options)
         for ls in self.lengthscales:
-            positive_float("lengthscales", ls)
+            check_lengthscale("lengthscales", ls)
         tl = self.truth_lengthscale
-        if tl != "same" and not (isinstance(tl, (int, float)) and not isinstance(tl, bool)
-                                 and math.isfinite(tl) and tl > 0):
-            raise EvrouteError(f"truth lengthscale must be 'same' or a positive number, got {tl!r}")
+        if tl != "same":
+            if isinstance(tl, bool) or not isinstance(tl, (int, float)) or not math.isfinite(tl):
+                raise EvrouteError(f"truth lengthscale must be 'same' or a positive number, got {tl!r}")
+            check_lengthscale("truth lengthscale", tl)
         for net in sorted(set(self.osm) | set(self.dem)):
             if net not in self.networks:
                 raise EvrouteError(f"--osm/--dem given for network {net!r}, which is not in the grid")
@@ -464,7 +474,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
     if policies is not None and not policy_specs:
         raise EvrouteError("--policies is empty")
     n_seeds = seeds if seeds is not None else base.get("seeds", 5)
-    positive_int("--seeds (the number of seeds)", n_seeds)
+    int_in("--seeds (the number of seeds)", n_seeds, 1, MAX_SEEDS)
     hz = horizon if horizon is not None else base.get("horizon", 500)
     positive_int("--horizon", hz)
     ls = parse_lengthscales(lengthscales) if lengthscales is not None else list(base.get("lengthscales", (1.0,)))
@@ -497,6 +507,11 @@ def load_grid(out: str | os.PathLike) -> Grid | None:
     if not path.is_file():
         return None
     try:
-        return Grid.from_dict(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as exc:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"it holds {type(data).__name__}, not a JSON object")
+        return Grid.from_dict(data)
+    except EvrouteError as exc:
         raise EvrouteError(f"{path} is not a valid grid description ({exc})") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EvrouteError(f"{path} is not a valid grid description ({type(exc).__name__}: {exc})") from None

@@ -14,7 +14,6 @@ Figures have a fixed size (no tight bounding box), so a PNG is ``size × DPI`` p
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
@@ -23,8 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import EvrouteError
-from .io import atomic_write_with
+from .errors import EvrouteError, EvrouteWarning
+from .io import atomic_write_with, generator
+from .runs import check_output_file, read_run_json, read_run_table
 
 DPI = 100
 PANEL_W, PANEL_H = 4.8, 3.6  # inches per panel of a curve figure
@@ -102,7 +102,7 @@ def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
         if why is None:
             readable.append(r)
         else:  # one line per damaged run; the figures use the others
-            warnings.warn(f"skipping run {r.name}: {why} (rerun the compare command to recompute it)",
+            warnings.warn(f"skipping run {r.name}: {why} (rerun the compare command to recompute it)", EvrouteWarning,
                           stacklevel=2)
     if not readable:
         raise EvrouteError(f"{d} has no finished{' readable' if runs else ''} runs yet")
@@ -177,15 +177,49 @@ def _panels(plt, n: int, kind: str = "curves", sharex: bool = True, aspect: floa
     return fig, flat[:n]
 
 
-def _save(fig, out_dir: Path, stem: str) -> list[Path]:
-    plt = _mpl()
-    files = []
-    for fmt in ("png", "svg"):
-        path = out_dir / f"{stem}.{fmt}"
-        atomic_write_with(path, lambda p, f=fmt: fig.savefig(p, format=f, dpi=DPI))
-        files.append(path)
-    plt.close(fig)
-    return files
+#: The formats every figure is written in.
+FORMATS = ("png", "svg")
+
+
+class FigureSet:
+    """The figures of one ``evroute plot``, kept until every target is known to be writable:
+    :meth:`add` collects, :meth:`write` checks every file (:func:`evroute.runs.check_output_file`:
+    replaced only if evroute wrote it, or with ``overwrite``) and then writes them all, so a
+    refused target leaves nothing half-done. Each file carries evroute's generator mark (PNG
+    ``Software``, SVG ``Creator``) and no date, so the same runs give the same bytes."""
+
+    def __init__(self, out_dir: FigureSet | Path):
+        self.out_dir = Path(out_dir)
+        self._figs: list[tuple[object, str]] = []
+
+    def add(self, fig, stem: str) -> list[Path]:
+        self._figs.append((fig, stem))
+        return [self.out_dir / f"{stem}.{fmt}" for fmt in FORMATS]
+
+    def write(self, overwrite: bool = False) -> list[Path]:
+        plt = _mpl()
+        try:
+            targets = [(fig, self.out_dir / f"{stem}.{fmt}", fmt) for fig, stem in self._figs for fmt in FORMATS]
+            for _, path, _ in targets:
+                check_output_file(path, overwrite)
+            meta = {"png": {"Software": generator()}, "svg": {"Creator": generator(), "Date": None}}
+            for fig, path, fmt in targets:
+                atomic_write_with(path, lambda p, f=fig, fmt=fmt: f.savefig(p, format=fmt, dpi=DPI,
+                                                                           metadata=meta[fmt]))
+            return [path for _, path, _ in targets]
+        finally:
+            for fig, _ in self._figs:
+                plt.close(fig)
+            self._figs.clear()
+
+
+def _save(fig, out: FigureSet | Path, stem: str) -> list[Path]:
+    """Add the figure to a :class:`FigureSet`, or (a folder given) write it there now."""
+    if isinstance(out, FigureSet):
+        return out.add(fig, stem)
+    figures = FigureSet(Path(out))
+    figures.add(fig, stem)
+    return figures.write()
 
 
 def _legend(fig, handles, labels, ncols: int | None = None) -> None:
@@ -213,7 +247,7 @@ def _mean_band(ax, runs: pd.DataFrame, column: str, style: dict):
     return line
 
 
-def plot_regret(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+def plot_regret(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """Cumulative regret, mean ± 1 s.e., one panel per route (003 Fig. 2)."""
     plt = _mpl()
     ls = _main_lengthscale(runs)
@@ -242,7 +276,7 @@ def plot_regret(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, "regret")
 
 
-def _network_panels(sel: pd.DataFrame, draw, ylabel: str, title: str, out_dir: Path, stem: str) -> list[Path]:
+def _network_panels(sel: pd.DataFrame, draw, ylabel: str, title: str, out_dir: FigureSet | Path, stem: str) -> list[Path]:
     """One panel per network, one line per policy: ``draw(ax, runs, style)`` plots the runs of
     one (network, policy) and returns its line."""
     plt = _mpl()
@@ -265,7 +299,7 @@ def _network_panels(sel: pd.DataFrame, draw, ylabel: str, title: str, out_dir: P
     return _save(fig, out_dir, stem)
 
 
-def plot_beta(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+def plot_beta(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """β_t over t of the UCB and BUCB policies, one panel per network (003 Fig. 3, right)."""
     sel = runs[runs.policy_name.str.endswith("ucb")]
     if sel.empty:
@@ -284,7 +318,7 @@ def _has_column(run_dir, column: str) -> bool:
     return column in pq.read_schema(Path(run_dir) / "rounds.parquet").names
 
 
-def plot_dictionary(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+def plot_dictionary(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """Dictionary size m against t for the runs of Nyström backends (``nystrom``, ``bkb``), one
     panel per network: mean ± s.e. over seeds (papers 001/002: m should stay ≪ the number of
     observations)."""
@@ -295,7 +329,7 @@ def plot_dictionary(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
                            "dictionary size m", "Nyström dictionary size", out_dir, "dictionary")
 
 
-def plot_priors(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+def plot_priors(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """Which candidate priors survive, round by round (paper 004's PE-GP-UCB: ``priors.parquet``):
     one panel per run (up to 6), a bar per prior from round 1 to its elimination, dots where
     it was the optimistic choice."""
@@ -306,11 +340,13 @@ def plot_priors(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
     fig = plt.figure(figsize=(PANEL_W, PANEL_H * 0.7 * len(dirs) + LEGEND_H), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(dirs), 1, squeeze=False)[:, 0]
     for ax, d in zip(axes, dirs, strict=True):
-        pri = pd.read_parquet(d / "priors.parquet")
-        summary = json.loads((d / "summary.json").read_text())
-        names = summary.get("priors") or list(dict.fromkeys(pri.chosen))
+        pri = read_run_table(d, "priors")
+        _, summary = read_run_json(d)
+        if not {"t", "chosen"} <= set(pri.columns):
+            raise EvrouteError(f"{d} is not a readable run: priors.parquet has no columns t and chosen")
+        names = summary.get("priors") if isinstance(summary.get("priors"), list) else list(dict.fromkeys(pri.chosen))
         horizon = int(pri.t.max()) if len(pri) else 1
-        elim = summary.get("priors_eliminated_at") or {}
+        elim = summary.get("priors_eliminated_at") if isinstance(summary.get("priors_eliminated_at"), dict) else {}
         for i, name in enumerate(names):
             end = elim.get(name, horizon)
             ax.plot([1, end], [i, i], lw=6, color="tab:green" if name not in elim else "tab:gray", alpha=0.5)
@@ -335,7 +371,7 @@ def _truth_note(runs: pd.DataFrame) -> str:
     return "\ntrue f sampled with the same ℓ" if (tl == runs.lengthscale).all() and (tl != 1.0).any() else ""
 
 
-def plot_lengthscale(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+def plot_lengthscale(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """Cumulative regret per lengthscale (003 Fig. 4) and final regret vs lengthscale (Fig. 5)."""
     from .summaries import standard_error
 
@@ -410,7 +446,7 @@ def plot_lengthscale(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
 def _load_network_of(run_dir: Path):
     from .network import load_network
 
-    cfg = json.loads((run_dir / "config.json").read_text())
+    cfg, _ = read_run_json(run_dir)
     return load_network(cfg["network"], osm=cfg.get("osm"), dem=cfg.get("dem"))
 
 
@@ -418,7 +454,7 @@ def _load_network_of(run_dir: Path):
 RASTERIZE_FROM_EDGES = 20_000
 
 
-def plot_exploration(runs: pd.DataFrame, out_dir: Path, nets: dict | None = None) -> list[Path]:
+def plot_exploration(runs: pd.DataFrame, out_dir: FigureSet | Path, nets: dict | None = None) -> list[Path]:
     """One figure per route, one panel per policy: edges coloured by visits summed over seeds
     (log scale), the clairvoyant optimal route of the lowest seed shown, start and end
     (003 Fig. 6–9)."""
@@ -451,7 +487,7 @@ def plot_exploration(runs: pd.DataFrame, out_dir: Path, nets: dict | None = None
                 v[e.edge.to_numpy()] += e.visits.to_numpy()
             visits[pol] = v
         seed0 = rr.sort_values("seed").iloc[0]
-        summary = json.loads((Path(seed0.dir) / "summary.json").read_text())
+        _, summary = read_run_json(Path(seed0.dir))
         optimal = [int(x) for x in summary.get("optimal_path", [])]
         start, end = int(summary["start_edge"]), int(summary["end_edge"])
         vmax = max(1, max(int(v.max()) for v in visits.values()))
@@ -504,20 +540,29 @@ def plot_exploration(runs: pd.DataFrame, out_dir: Path, nets: dict | None = None
 
 
 def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None = None,
-                   maps: bool = True) -> list[Path]:
-    """Every figure for a compare directory or a run directory; returns the files written."""
+                   maps: bool = True, overwrite: bool = False) -> list[Path]:
+    """Every figure for a compare directory or a run directory; returns the files written.
+
+    Figures go to ``out`` (default ``DIRECTORY/plots``). An existing file there is replaced only
+    if evroute wrote it (an earlier plot), or with ``overwrite``; every target is checked before
+    anything is written.
+    """
     run_dirs, _ = find_runs(directory)
     runs = load_runs(run_dirs)
     out_dir = Path(out) if out is not None else Path(directory) / "plots"
+    from .io import directory_entries
+
+    directory_entries(out_dir, "--out")  # a file or an unreadable folder: one line
+    figures = FigureSet(out_dir)
+    plot_regret(runs, figures)
+    plot_beta(runs, figures)
+    plot_lengthscale(runs, figures)
+    plot_dictionary(runs, figures)
+    plot_priors(runs, figures)
+    if maps:
+        plot_exploration(runs, figures)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EvrouteError(f"cannot create {out_dir}: {exc.strerror}") from None
-    files = plot_regret(runs, out_dir)
-    files += plot_beta(runs, out_dir)
-    files += plot_lengthscale(runs, out_dir)
-    files += plot_dictionary(runs, out_dir)
-    files += plot_priors(runs, out_dir)
-    if maps:
-        files += plot_exploration(runs, out_dir)
-    return files
+    return figures.write(overwrite)

@@ -29,6 +29,9 @@ from .cache import cached_arrays
 from .errors import EvrouteError
 from .kernels import (
     KERNEL_KINDS,
+    check_kappa,
+    check_lengthscale,
+    check_nu,
     combined_kernel,
     graph_matern,
     incidence_laplacian,
@@ -36,6 +39,7 @@ from .kernels import (
     standardize_context,
 )
 from .linalg import SparseCholesky, jittered_cholesky
+from .progress import stage
 from .validate import choice, positive_float
 
 __all__ = ["Prior", "DiagonalPrior", "DensePrior", "PointsPrior", "rbf_kernel", "ShiftedPrior", "ScaledPrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
@@ -143,7 +147,9 @@ class Prior(ABC):
         on the first draw and kept), z ~ N(0, I) drawn from ``rng`` (E standard normals)."""
         chol = getattr(self, "_chol", None)
         if chol is None:
-            chol = self._chol = jittered_cholesky(self.dense(), what="prior covariance")
+            dense = self.dense()
+            with stage(f"factorising the prior covariance of {self.n_edges:,} edges"):
+                chol = self._chol = jittered_cholesky(dense, what="prior covariance")
         return self.mean + chol @ rng.standard_normal(self.n_edges)
 
     @property
@@ -393,8 +399,9 @@ def graph_matern_inverse_diagonal(net, nu: int, kappa: float) -> np.ndarray:
     factor of P^ν (cached on disk with the network)."""
 
     def build():
-        P = graph_matern_operator(net, nu, kappa)
-        return {"value": SparseCholesky(_matrix_power(P, nu), "graph Matérn precision").inverse_diagonal()}
+        with stage(f"prior variances of the graph Matérn kernel on {net.n_edges:,} edges (selected inversion; cached)"):
+            P = graph_matern_operator(net, nu, kappa)
+            return {"value": SparseCholesky(_matrix_power(P, nu), "graph Matérn precision").inverse_diagonal()}
 
     params = {"network": net.cache_key, "nu": float(nu), "kappa": float(kappa), "what": "graph-matern-inverse-diag"}
     return cached_arrays("kernels", params, build)["value"]
@@ -437,8 +444,8 @@ class GraphMaternPrior(Prior):
         self.mean = _as_mean(mean)
         if self.mean.size != net.n_edges:
             raise EvrouteError(f"prior mean has {self.mean.size} entries but the network has {net.n_edges} edges")
-        self.kappa = positive_float("kappa", kappa)
-        nu = positive_float("nu", nu)
+        self.kappa = check_kappa("kappa", kappa)
+        nu = check_nu("nu", nu)
         if not nu.is_integer():
             raise EvrouteError(f"the graph Matérn kernel with nu={nu:g} has no sparse precision (nu must be an "
                                "integer); the dense prior serves it up to "
@@ -503,8 +510,9 @@ def graph_kernel(net, nu: float = 2.0, kappa: float = 1.0) -> np.ndarray:
     variance (003 Eq. 134; cached on disk with the network)."""
 
     def build():
-        lap = incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
-        return {"value": graph_matern(lap, nu=nu, kappa=kappa)}
+        with stage(f"graph Matérn kernel on {net.n_edges:,} edges (cached)"):
+            lap = incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
+            return {"value": graph_matern(lap, nu=nu, kappa=kappa)}
 
     params = {"network": net.cache_key, "nu": float(nu), "kappa": float(kappa), "what": "graph_matern"}
     return cached_arrays("kernels", params, build)["value"]
@@ -550,9 +558,9 @@ class NetworkPrior(Prior):
         if self.mean.size != net.n_edges:
             raise EvrouteError(f"prior mean has {self.mean.size} entries but the network has {net.n_edges} edges")
         self.kind = choice("kernel", kind, KERNEL_KINDS)
-        self.lengthscale = positive_float("lengthscale", lengthscale)
-        self.kappa = positive_float("kappa", kappa)
-        self.nu = positive_float("nu", nu)
+        self.lengthscale = check_lengthscale("lengthscale", lengthscale)
+        self.kappa = check_kappa("kappa", kappa)
+        self.nu = check_nu("nu", nu)
         self._prior_var = positive_float("prior_var", prior_var)
         self._K: np.ndarray | None = None
 
@@ -617,8 +625,9 @@ class NetworkPrior(Prior):
             return Prior.dense(self)
         if self._K is None:
             self._check_dense()
-            self._K = _readonly(network_kernel(self.net, self.kind, self.lengthscale, self.kappa, self.nu,
-                                               self._prior_var))
+            with stage(f"{self.kind} prior kernel on {self.n_edges:,} edges"):
+                self._K = _readonly(network_kernel(self.net, self.kind, self.lengthscale, self.kappa, self.nu,
+                                                   self._prior_var))
         return self._K
 
     def diag(self) -> np.ndarray:

@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import EvrouteError
 from .prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
+from .progress import stage
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached"]
 
@@ -145,9 +146,10 @@ def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
         if cached["status"] == "optimal" or cached.get("time_limit", 0) >= time_limit:
             return cached
     net = problem.net
-    res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
-                        problem.truth, problem.route.start, problem.route.end, time_limit=time_limit,
-                        ends="auto")
+    with stage(f"exact optimum of {problem.route.name} (MILP, up to {time_limit:g} s; cached)"):
+        res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
+                            problem.truth, problem.route.start, problem.route.end, time_limit=time_limit,
+                            ends="auto")
     out = {"energy": float(res.energy) if res.path else None, "path": [int(x) for x in res.path],
            "method": res.method, "status": res.status, "gap": float(res.gap), "seconds": float(res.seconds),
            "time_limit": float(time_limit), "ends": res.ends}

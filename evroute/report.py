@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import atomic_write_text
+from .io import atomic_write_text, generator, is_stdout
+from .runs import check_output_file
 
 
 def describe_network(net, vehicle=None) -> dict:
@@ -72,15 +73,22 @@ def linestring_feature(net, edges, properties: dict) -> dict:
 
 
 def feature_collection(features: list[dict], **properties) -> dict:
-    """A GeoJSON FeatureCollection (foreign members kept under ``properties``)."""
-    fc = {"type": "FeatureCollection", "features": features}
+    """A GeoJSON FeatureCollection (foreign members kept under ``properties``), marked as
+    evroute's by a ``generator`` member (RFC 7946 §6.1 allows foreign members)."""
+    fc = {"type": "FeatureCollection", "generator": generator(), "features": features}
     if properties:
         fc["properties"] = properties
     return fc
 
 
-def write_geojson(path: str | Path, collection: dict) -> None:
-    """Write a FeatureCollection atomically."""
+def write_geojson(path: str | Path, collection: dict, overwrite: bool = False) -> None:
+    """Write a FeatureCollection atomically; ``-`` writes it to standard output.
+
+    An existing file is replaced only if evroute wrote it or with ``overwrite``
+    (:func:`evroute.runs.check_output_file`).
+    """
+    if not is_stdout(path):
+        check_output_file(path, overwrite)
     atomic_write_text(path, json.dumps(collection, separators=(",", ":")) + "\n")
 
 

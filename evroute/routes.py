@@ -143,6 +143,9 @@ def resolve_route(net, route: str | None = None, from_point: str | None = None,
         b = parse_latlon(to_point, "to")
         start = snap_point(net, *a, label="--from")
         end = snap_point(net, *b, label="--to")
+        if start == end:
+            raise EvrouteError(f"--from {from_point} and --to {to_point} snap to the same edge {start} of {net.name}; "
+                               "a trip needs two different ends")
         return RouteSpec(f"{a[0]:.5f},{a[1]:.5f}->{b[0]:.5f},{b[1]:.5f}", start, end, a, b)
     route = route or "A"
     full = route if ":" in route else f"{net.name}:{route}"
@@ -168,11 +171,18 @@ def resolve_route(net, route: str | None = None, from_point: str | None = None,
 
 
 def edge_energies(net, vehicle=None) -> np.ndarray:
-    """E_det (Wh) of every edge of ``net`` for ``vehicle`` (SPEC §2)."""
+    """E_det (Wh) of every edge of ``net`` for ``vehicle`` (SPEC §2); an energy that is not a
+    finite number is one line naming the vehicle."""
     from .energy import edge_energy_wh
 
     e = net.edges
-    return edge_energy_wh(e.length_m.to_numpy(), e.incline_rad.to_numpy(), e.speed_mps.to_numpy(), vehicle)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = edge_energy_wh(e.length_m.to_numpy(), e.incline_rad.to_numpy(), e.speed_mps.to_numpy(), vehicle)
+    if not np.all(np.isfinite(out)):
+        name = getattr(vehicle, "name", "sumo-ev")
+        raise EvrouteError(f"vehicle {name!r} gives energies that are not finite numbers on network {net.name}; "
+                           "check its parameters")
+    return out
 
 
 def reference_routes(net, spec: RouteSpec, vehicle=None, oracle=None) -> list[dict]:

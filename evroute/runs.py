@@ -14,14 +14,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from . import io
 from .errors import EvrouteError
 from .io import atomic_write_json, atomic_write_with, make_public
 
-__all__ = ["RunResult", "RUN_FILES", "RUN_DIR_NAMES", "is_finished_run", "verify_run", "require_readable_run",
-           "read_run_table", "is_run_directory", "stale_siblings", "check_out_dir", "prepare_out_dir",
-           "write_run", "parquet_to_csv"]
+__all__ = ["RunResult", "RUN_FILES", "RUN_DIR_NAMES", "COMPARE_DIR_NAMES", "is_finished_run", "verify_run",
+           "require_readable_run", "read_run_json", "read_run_table", "is_run_directory", "stale_siblings", "check_out_dir",
+           "prepare_out_dir", "write_run", "parquet_to_csv", "check_output_file"]
 
 
 @dataclass
@@ -65,46 +67,133 @@ def _first_line(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:160]
 
 
+_NUMBER = (int, float)
+_OPT_STR = (str, type(None))
+#: What readers of a run directory rely on in ``config.json`` (key → accepted JSON types;
+#: keys marked optional may be absent in runs of older versions).
+CONFIG_SHAPE = {"network": str, "policy": str, "horizon": int, "seed": int, "model": str, "route": _OPT_STR}
+CONFIG_OPTIONAL = {"osm": _OPT_STR, "dem": _OPT_STR, "lengthscale": _NUMBER, "truth_lengthscale": _NUMBER,
+                   "omega": _NUMBER, "xi": _NUMBER, "beta_scale": _NUMBER, "policy_options": dict,
+                   "model_options": dict, "resolved": dict}
+#: ... and in ``summary.json``.
+SUMMARY_SHAPE = {"final_cumulative_regret_wh": _NUMBER, "mean_seconds_per_round": _NUMBER, "horizon": int,
+                 "optimal_energy_wh": _NUMBER, "optimal_path": list, "start_edge": int, "end_edge": int,
+                 "route": str, "policy": str, "seed": int}
+#: Columns of the run's tables readers use, with their kind (``int``, ``float`` or ``path``: a
+#: list of edge ids); other columns (an agent's diagnostics) may follow.
+TABLE_SCHEMA = {
+    "rounds": {"t": "int", "path": "path", "n_edges": "int", "expected_energy_wh": "float",
+               "observed_energy_wh": "float", "optimal_energy_wh": "float", "regret_wh": "float",
+               "cumulative_regret_wh": "float", "beta": "float", "seconds": "float"},
+    "observations": {"t": "int", "edge": "int", "observed_wh": "float", "expected_wh": "float",
+                     "prior_mean_wh": "float", "post_mean_before": "float", "post_std_before": "float",
+                     "index_before": "float"},
+    "edges": {"edge": "int", "osm_way": "int", "length_m": "float", "grade": "float", "energy_det_wh": "float",
+              "energy_true_wh": "float", "visits": "int", "post_mean_final": "float", "post_std_final": "float"},
+}
+
+
+def _shape_problem(obj, required: dict, optional: dict, what: str) -> str | None:
+    """Why the JSON value ``obj`` is not an object with these keys of these types (None: it is)."""
+    if not isinstance(obj, dict):
+        return f"{what} holds {type(obj).__name__ if obj is not None else 'null'}, not a JSON object"
+    for key, types in list(required.items()) + list(optional.items()):
+        if key not in obj:
+            if key in required:
+                return f"{what} has no {key!r}"
+            continue
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"{what}: {key!r} is {value!r:.40}, not of the expected type"
+    return None
+
+
+def _column_problem(schema, name: str) -> str | None:
+    """Why a table's Arrow schema lacks a column readers use, or holds it with another kind."""
+    import pyarrow.types as pt
+
+    kinds = {"int": pt.is_integer, "float": lambda t: pt.is_floating(t) or pt.is_integer(t),
+             "path": lambda t: (pt.is_list(t) or pt.is_large_list(t)) and pt.is_integer(t.value_type)}
+    for col, kind in TABLE_SCHEMA[name].items():
+        i = schema.get_field_index(col)
+        if i < 0:
+            return f"{name}.parquet has no column {col!r}"
+        if not kinds[kind](schema.field(i).type):
+            return f"{name}.parquet: column {col!r} holds {schema.field(i).type}, not {kind} values"
+    return None
+
+
+def read_run_json(run_dir: str | os.PathLike) -> tuple[dict, dict]:
+    """``config.json`` and ``summary.json`` of a finished run, checked for the shape readers rely on
+    (:data:`CONFIG_SHAPE`, :data:`SUMMARY_SHAPE`); one EvrouteError line naming the run otherwise."""
+    import json
+
+    run_dir = Path(run_dir)
+    out = []
+    for name, required, optional in (("config.json", CONFIG_SHAPE, CONFIG_OPTIONAL),
+                                     ("summary.json", SUMMARY_SHAPE, {})):
+        try:
+            obj = json.loads((run_dir / name).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise EvrouteError(f"{run_dir} is not a finished run directory ({name} is missing)") from None
+        except (OSError, ValueError) as exc:
+            raise EvrouteError(f"{run_dir}: {name} is unreadable ({_first_line(exc)})") from None
+        why = _shape_problem(obj, required, optional, name)
+        if why is not None:
+            raise EvrouteError(f"{run_dir} is not a readable run: {why}")
+        out.append(obj)
+    return out[0], out[1]
+
+
 def verify_run(run_dir: str | os.PathLike) -> str | None:
     """Check a finished run directory: ``None`` when it is complete and readable, else
     why not (one phrase).
 
-    Checked: ``config.json`` and ``summary.json`` parse; the three Parquet tables can be
-    opened; ``rounds.parquet`` has one row per round of the configured horizon, and
-    ``observations.parquet`` one row per edge driven (the sum of ``rounds.n_edges``).
+    Checked: ``config.json`` and ``summary.json`` parse and have the keys and types readers
+    use (:data:`CONFIG_SHAPE`, :data:`SUMMARY_SHAPE`); the three Parquet tables can be opened
+    and hold the columns readers use with their kinds (:data:`TABLE_SCHEMA`);
+    ``rounds.parquet`` has one row per round of the configured horizon, ``observations.parquet``
+    one row per edge driven (the sum of ``rounds.n_edges``), and ``edges.parquet`` one row per
+    edge, numbered 0..E-1, with the summary's route inside it.
     """
-    import json
-
     import pyarrow.parquet as pq
 
     run_dir = Path(run_dir)
     try:
-        cfg = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
-        json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        return f"{Path(exc.filename).name} is missing"
-    except (OSError, ValueError) as exc:
-        return f"config.json or summary.json is unreadable ({_first_line(exc)})"
+        cfg, summary = read_run_json(run_dir)
+    except EvrouteError as exc:
+        return str(exc).removeprefix(f"{run_dir} is not a readable run: ").removeprefix(f"{run_dir}: ")
     rows = {}
     for name in ("rounds", "observations", "edges"):
         path = run_dir / f"{name}.parquet"
         try:
-            rows[name] = pq.read_metadata(path).num_rows
+            meta = pq.read_metadata(path)
+            rows[name] = meta.num_rows
+            why = _column_problem(meta.schema.to_arrow_schema(), name)
         except FileNotFoundError:
             return f"{name}.parquet is missing"
         except Exception as exc:  # pyarrow raises several kinds for damaged files
             return f"{name}.parquet is unreadable ({_first_line(exc)})"
-    horizon = cfg.get("horizon") if isinstance(cfg, dict) else None
+        if why is not None:
+            return why
+    horizon = cfg["horizon"]
     if rows["rounds"] != horizon:
         return f"rounds.parquet has {rows['rounds']} rows, the run's horizon is {horizon}"
     try:
         driven = int(pq.read_table(run_dir / "rounds.parquet", columns=["n_edges"]).column(0).to_numpy().sum())
+        edge_ids = pq.read_table(run_dir / "edges.parquet", columns=["edge"]).column(0).to_numpy()
     except Exception as exc:
-        return f"rounds.parquet is unreadable ({_first_line(exc)})"
+        return f"a table is unreadable ({_first_line(exc)})"
     if rows["observations"] != driven:
         return f"observations.parquet has {rows['observations']} rows, the rounds drove {driven} edges"
     if rows["edges"] == 0:
         return "edges.parquet is empty"
+    n = len(edge_ids)
+    if not np.array_equal(edge_ids, np.arange(n)):
+        return "edges.parquet does not list the edges 0..E-1 in order"
+    ends = [summary["start_edge"], summary["end_edge"], *summary["optimal_path"]]
+    if not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < n for e in ends):
+        return f"summary.json names edges outside the run's network of {n} edges"
     return None
 
 
@@ -130,6 +219,42 @@ def read_run_table(run_dir: str | os.PathLike, name: str, columns: list[str] | N
 
 #: Every name evroute writes into a run directory (the tables' CSV copies included).
 RUN_DIR_NAMES = frozenset(RUN_FILES) | {"rounds.csv", "observations.csv", "edges.csv", "priors.parquet", "priors.csv"}
+#: Every name evroute writes into a compare directory (``evroute compare --out``).
+COMPARE_DIR_NAMES = frozenset({"grid.json", "summary.csv", "summary.md", "runs", ".lock"})
+
+
+def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> None:
+    """The rule for a file a command writes at a path the user gave (:func:`evroute.io.check_output_file`:
+    never a link, a directory or a device; an existing file only if evroute wrote it or with
+    ``overwrite``), and never a run's or a compare directory's own files, even with ``overwrite``."""
+    path = Path(path)
+    parent = path.parent
+    if path.name in RUN_DIR_NAMES and is_run_directory(parent):
+        raise EvrouteError(f"{path} is one of the files of the evroute run {parent}; evroute never writes over "
+                           "a run's own files (give another path)")
+    if path.name in COMPARE_DIR_NAMES and (parent / "grid.json").is_file():
+        raise EvrouteError(f"{path} is one of the files of the evroute compare directory {parent}; evroute "
+                           "never writes over them (give another path)")
+    io.check_output_file(path, overwrite=overwrite)
+
+
+def _damaged_run_directory(contents: list[str]) -> bool:
+    """A run directory whose ``config.json`` is damaged: it holds both ``config.json`` and
+    ``summary.json`` and nothing but the names evroute writes into a run directory."""
+    return {"config.json", "summary.json"} <= set(contents) and set(contents) <= RUN_DIR_NAMES
+
+
+def _evroute_entry(path: Path) -> bool:
+    """A file evroute wrote (:func:`evroute.io.written_by_evroute`), or a folder (not a link)
+    holding nothing else: figures or maps exported into a run directory."""
+    if path.is_symlink():
+        return False
+    if path.is_dir():
+        try:
+            return all(_evroute_entry(p) for p in path.iterdir())
+        except OSError:
+            return False
+    return io.written_by_evroute(path)
 
 
 def is_run_directory(path: str | os.PathLike) -> bool:
@@ -188,6 +313,9 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
     """
     from .io import directory_entries, short_list
 
+    if out.is_symlink():
+        raise EvrouteError(f"--out {out} is a symbolic link; a run replaces its directory by renaming, and "
+                           "evroute never replaces a link (give the real directory's path)")
     try:
         resolved, cwd = out.resolve(), Path.cwd().resolve()
     except OSError as exc:
@@ -201,10 +329,10 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
     if not overwrite:
         raise EvrouteError(f"output directory {out} exists and is not empty (use --overwrite to replace "
                            "an evroute run directory)")
-    if not is_run_directory(out):
+    if not (is_run_directory(out) or _damaged_run_directory(contents)):
         raise EvrouteError(f"{out} is not an evroute run directory (no evroute config.json), and evroute "
                            "replaces only its own run directories; nothing was deleted")
-    foreign = [n for n in contents if n not in RUN_DIR_NAMES]
+    foreign = [n for n in contents if n not in RUN_DIR_NAMES and not _evroute_entry(out / n)]
     if foreign:
         raise EvrouteError(f"{out} holds files evroute did not write ({short_list(foreign)}); move them "
                            "away first, nothing was deleted")
@@ -223,7 +351,7 @@ def prepare_out_dir(out: Path, overwrite: bool) -> Path:
         make_public(tmp, directory=True)  # mkdtemp makes it 0700; the run is renamed to out
         return tmp
     except OSError as exc:
-        raise EvrouteError(f"cannot write to {out.parent}: {exc.strerror}") from None
+        raise EvrouteError(f"cannot write {out}: {exc.strerror}") from None
 
 
 def write_run(result: RunResult, config: dict, out: Path, overwrite: bool = False, csv: bool = False,
@@ -250,7 +378,7 @@ def write_run(result: RunResult, config: dict, out: Path, overwrite: bool = Fals
         if csv:
             atomic_write_with(tmp / f"{name}.csv", lambda p, src=target: parquet_to_csv(src, p))
     atomic_write_json(tmp / "summary.json", result.summary)
-    if out.exists():
+    if out.exists() or out.is_symlink():
         try:
             check_out_dir(out, overwrite)
         except EvrouteError as exc:

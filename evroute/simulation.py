@@ -46,7 +46,7 @@ from .config import SimulationConfig
 from .errors import Interrupted
 from .prior import NOISE_SCALE, PRIOR_SCALE
 from .problem import Problem, exact_optimum_cached, make_agent, make_environment, prepare_problem
-from .runs import RunResult, prepare_out_dir, write_run
+from .runs import RunResult, check_out_dir, prepare_out_dir, write_run
 from .validate import nonneg_int
 
 __all__ = ["simulate", "run_bandit", "run_config", "limit_blas"]
@@ -158,7 +158,10 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
     if blas_threads is not None:
         nonneg_int("blas_threads", blas_threads)
     out_path = Path(out) if out is not None else None
-    tmp = prepare_out_dir(out_path, overwrite) if out_path is not None else None
+    if out_path is not None:
+        check_out_dir(out_path, overwrite)  # before any work, and without touching the disk
+    created = [] if out_path is None else [d for d in out_path.parents if not d.exists()]
+    tmp = None
     reached = [0]
 
     def note(t: int) -> None:
@@ -167,6 +170,10 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
     try:
         with limit_blas(blas_threads):
             problem = prepare_problem(cfg, net=net)
+            agent = make_agent(cfg, problem)  # bad options of the agent are found before the disk is touched
+            env = make_environment(cfg, problem)
+            if out_path is not None:
+                tmp = prepare_out_dir(out_path, overwrite)
             if show_progress is None:
                 show_progress = sys.stderr.isatty()
             if show_progress:
@@ -181,12 +188,12 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
                         reached[0] = t
                         bar.update(task, completed=t)
 
-                    result = run_bandit(cfg, problem, progress=update, log_dir=tmp)
+                    result = run_bandit(cfg, problem, progress=update, agent=agent, env=env, log_dir=tmp)
             else:
-                result = run_bandit(cfg, problem, progress=note, log_dir=tmp)
+                result = run_bandit(cfg, problem, progress=note, agent=agent, env=env, log_dir=tmp)
         if out_path is not None:
             write_run(result, run_config(cfg, problem), out_path, overwrite=overwrite, csv=csv, tmp=tmp)
-            tmp = None
+            tmp = created = None
         return result
     except KeyboardInterrupt:
         where = f"after {reached[0]} of {cfg.horizon} rounds" if reached[0] else "before the first round"
@@ -195,4 +202,9 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        for d in created or ():  # folders made for a run that did not finish (deepest first)
+            try:
+                d.rmdir()
+            except OSError:
+                break
 

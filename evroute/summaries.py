@@ -6,7 +6,6 @@ cumulative regret per route × policy × model × lengthscale.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -14,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import EvrouteError
 from .grid import Grid, PolicySpec, fmt_number
 from .io import atomic_write_text, atomic_write_with
-from .runs import is_finished_run
+from .runs import is_finished_run, read_run_json
 
 __all__ = ["RUN_COLUMNS", "GROUP_COLUMNS", "SUMMARY_COLUMNS", "TIMING_COLUMNS", "read_run", "collect_runs",
            "standard_error", "summarize", "summary_markdown", "write_summaries"]
@@ -31,15 +29,10 @@ RUN_COLUMNS = ("name", "network", "route", "policy", "policy_name", "model", "le
 
 
 def read_run(run_dir: str | os.PathLike) -> dict:
-    """One row describing a finished run (from its ``config.json`` and ``summary.json``)."""
+    """One row describing a finished run (from its ``config.json`` and ``summary.json``, checked
+    by :func:`evroute.runs.read_run_json`)."""
     run_dir = Path(run_dir)
-    try:
-        cfg = json.loads((run_dir / "config.json").read_text())
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except FileNotFoundError:
-        raise EvrouteError(f"{run_dir} is not a finished run directory (no config.json/summary.json)") from None
-    except ValueError as exc:
-        raise EvrouteError(f"{run_dir}: unreadable run files ({exc})") from None
+    cfg, summary = read_run_json(run_dir)
     spec = PolicySpec.from_config(cfg)
     route = cfg.get("route") or summary.get("route")
     network = cfg.get("network") or summary.get("network")

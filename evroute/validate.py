@@ -17,7 +17,10 @@ import numpy as np
 from .errors import EvrouteError
 
 __all__ = ["positive_float", "nonneg_float", "unit_rate", "positive_int", "nonneg_int", "flag", "optional_flag",
-           "choice", "text"]
+           "choice", "text", "number_in", "int_in", "in_range", "int_range", "MAX_SEED"]
+
+#: The largest seed: seeds are stored as 64-bit integers in every table and file.
+MAX_SEED = 2**63 - 1
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -25,13 +28,13 @@ _FALSE = ("false", "0", "no", "off")
 
 def _number(name: str, value, what: str) -> float:
     if isinstance(value, bool | np.bool_):
-        raise EvrouteError(f"{name} must be {what}, got {value!r}")
+        raise EvrouteError(f"{name} must be {what}, got {_short(value)}")
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise EvrouteError(f"{name} must be {what}, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise EvrouteError(f"{name} must be {what}, got {_short(value)}") from None
     if not math.isfinite(v):
-        raise EvrouteError(f"{name} must be {what}, got {value!r}")
+        raise EvrouteError(f"{name} must be {what}, got {_short(value)}")
     return v
 
 
@@ -59,17 +62,71 @@ def unit_rate(name: str, value) -> float:
     return v
 
 
+def _short(value) -> str:
+    """``repr(value)``, shortened to one readable line (a 400-digit number stays short)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+
+
 def _integer(name: str, value, what: str) -> int:
     if isinstance(value, bool | np.bool_):
-        raise EvrouteError(f"{name} must be {what}, got {value!r}")
+        raise EvrouteError(f"{name} must be {what}, got {_short(value)}")
     if isinstance(value, int | np.integer):
         return int(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) <= 100:
         try:
             return int(value.strip())
         except ValueError:
             pass
-    raise EvrouteError(f"{name} must be {what}, got {value!r}")
+    raise EvrouteError(f"{name} must be {what}, got {_short(value)}")
+
+
+def _interval(lo, hi, lo_open: bool, hi_open: bool) -> str:
+    left = "(" if lo_open or lo is None else "["
+    right = ")" if hi_open or hi is None else "]"
+    return f"{left}{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}{right}"
+
+
+def number_in(name: str, value, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+              hi_open: bool = False, why: str = "") -> float:
+    """A finite number in an interval (``lo_open``/``hi_open``: the end excluded). The message
+    names the interval and, with ``why``, the reason for its ends."""
+    what = f"a number in {_interval(lo, hi, lo_open, hi_open)}"
+    v = _number(name, value, what + (f" ({why})" if why else ""))
+    below = lo is not None and (v <= lo if lo_open else v < lo)
+    above = hi is not None and (v >= hi if hi_open else v > hi)
+    if below or above:
+        raise EvrouteError(f"{name} must be {what}, got {_short(value)}" + (f" ({why})" if why else ""))
+    return v
+
+
+def int_in(name: str, value, lo: int | None = None, hi: int | None = None, *, why: str = "") -> int:
+    """An integer in [lo, hi] (an integer-valued text is accepted, a float is not)."""
+    what = f"an integer in [{'-inf' if lo is None else f'{lo:,}'}, {'inf' if hi is None else f'{hi:,}'}]"
+    v = _integer(name, value, what)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise EvrouteError(f"{name} must be {what}, got {_short(value)}" + (f" ({why})" if why else ""))
+    return v
+
+
+def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False,
+             why: str = ""):
+    """A converter ``convert(name, value)`` for :class:`evroute.specs.Option`: :func:`number_in` with
+    these bounds (its ``bounds`` attribute says them, for help texts)."""
+    def convert(name, value):
+        return number_in(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, why=why)
+
+    convert.bounds = _interval(lo, hi, lo_open, hi_open)
+    return convert
+
+
+def int_range(lo: int | None = None, hi: int | None = None, *, why: str = ""):
+    """A converter for :class:`evroute.specs.Option`: :func:`int_in` with these bounds."""
+    def convert(name, value):
+        return int_in(name, value, lo, hi, why=why)
+
+    convert.bounds = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+    return convert
 
 
 def positive_int(name: str, value) -> int:

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "evroute"
 
 #: import name → distribution name, where they differ
-DISTRIBUTIONS = {"linear_operator": "linear-operator"}
+DISTRIBUTIONS = {"linear_operator": "linear-operator", "PIL": "pillow"}
 
 
 def modules() -> dict[str, Path]:

@@ -148,7 +148,11 @@ def test_networks_osm_writes_a_synthetic_city(capsys, tmp_path):
     code, stdout, _ = run(capsys, "networks", "osm", "synthetic-1k", "--out", str(out))
     assert code == 0 and f"wrote {out}" in stdout and out.read_text().startswith("<?xml")
     code, _, err = run(capsys, "networks", "osm", "synthetic-1k", "--out", str(out))
-    assert code == 2 and "exists" in err and err.count("\n") == 1
+    assert code == 0, err  # its own file: replaced without --overwrite
+    mine = tmp_path / "mine.osm"
+    mine.write_text("<?xml version='1.0'?><osm generator='JOSM'/>")
+    code, _, err = run(capsys, "networks", "osm", "synthetic-1k", "--out", str(mine))
+    assert code == 2 and "not written by evroute" in err and err.count("\n") == 1 and "JOSM" in mine.read_text()
     code, _, err = run(capsys, "networks", "osm", "monaco", "--out", str(tmp_path / "m.osm"))
     assert code == 2 and "only synthetic" in err and not (tmp_path / "m.osm").exists()
     code, stdout, _ = run(capsys, "networks", "info", str(out))

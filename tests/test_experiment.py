@@ -132,7 +132,9 @@ def fake_run(runs: Path, name: str, policy: str, route: str, seed: int, regret: 
            "joint_samples": False, "resolved": {"backend": "bi" if policy.startswith("bi") else "exact"}}
     (d / "config.json").write_text(json.dumps(cfg))
     (d / "summary.json").write_text(json.dumps({"final_cumulative_regret_wh": regret, "mean_seconds_per_round": seconds,
-                                                "horizon": 50, "seed": seed, "route": route}))
+                                                "horizon": 50, "seed": seed, "route": route, "policy": policy,
+                                                "optimal_energy_wh": 0.0, "optimal_path": [0, 1], "start_edge": 0,
+                                                "end_edge": 1}))
 
 
 def test_summary_statistics_by_hand(tmp_path):
@@ -332,8 +334,8 @@ def test_cli_compare_tiny(capsys, tmp_path):
     (["--policies", "gp-bucb[zeta=1]"], "unknown option 'zeta'"),
     (["--routes", "Z"], "unknown route synthetic:Z"),
     (["--routes", "atlantis:A"], "unknown network"),
-    (["--seeds", "0"], "--seeds must be a positive integer"),
-    (["--jobs", "0"], "--jobs must be a positive integer"),
+    (["--seeds", "0"], "--seeds (the number of seeds) must be an integer in [1, 10,000]"),
+    (["--jobs", "0"], "--jobs must be an integer in [1, 1,024]"),
     (["--horizon", "0"], "--horizon must be a positive integer"),
     (["--lengthscales", "0.5,-1"], "positive"),
     (["--executor", "spark"], "unknown executor"),

@@ -318,7 +318,7 @@ def test_truth_lengthscale_sets_the_sampling_kernel_only(synthetic):
 
 
 def test_bad_truth_lengthscale(tmp_path):
-    with pytest.raises(EvrouteError, match="truth_lengthscale"):
+    with pytest.raises(EvrouteError, match="truth lengthscale"):
         simulate(SimulationConfig(truth_lengthscale=0.0), tmp_path / "x")
     assert not (tmp_path / "x").exists()
 

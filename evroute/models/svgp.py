@@ -146,7 +146,7 @@ def _impl() -> SimpleNamespace:
 
         def __init__(self, rows_fn, diag, device, dtype):
             self._rows_fn = rows_fn
-            self.diag = torch.as_tensor(np.asarray(diag, dtype=np.float64), dtype=dtype, device=device)
+            self.diag = torch.as_tensor(np.array(diag, dtype=np.float64), dtype=dtype, device=device)
             E = self.diag.shape[0]
             self._pos = torch.full((E,), -1, dtype=torch.long, device=device)
             self._store = torch.zeros((0, E), dtype=dtype, device=device)

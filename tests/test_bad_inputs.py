@@ -1,0 +1,492 @@
+"""Bad input, as a new user would type it, across every command: each case must end with exit
+code 2 and exactly one ``error:`` line (warnings aside), no traceback, and every file that was
+in the working folder before (a user's notes, a link, a pipe, finished runs, a compare
+directory, damaged runs) byte-identical afterwards, links still links, nothing new.
+
+Cases run in-process through :func:`evroute.cli.main` (its exit code and stderr are the
+command's), in a fresh copy of a working folder each; a sample runs again in subprocesses,
+where a traceback would reach the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evroute.cli import main
+from evroute.config import SimulationConfig
+from evroute.errors import EvrouteError
+
+
+def _snapshot(root: Path) -> dict:
+    """Every entry below ``root``: (kind, content) with links as their target, pipes as kind only."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            st_ = os.lstat(p)
+            if stat.S_ISLNK(st_.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st_.st_mode):
+                out[rel] = ("dir", None)
+            elif stat.S_ISREG(st_.st_mode):
+                out[rel] = ("file", p.read_bytes())
+            else:
+                out[rel] = ("special", stat.S_IFMT(st_.st_mode))
+        dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_symlink()]
+    return out
+
+
+def _damage(src: Path, dest: Path, **files) -> None:
+    shutil.copytree(src, dest)
+    for name, content in files.items():
+        path = dest / name.replace("__", ".")
+        if isinstance(content, pd.DataFrame):
+            content.to_parquet(path)
+        else:
+            path.write_text(content)
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory):
+    """A working folder: a user's files, finished evroute outputs and damaged ones."""
+    root = tmp_path_factory.mktemp("workdir")
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        assert main(["simulate", "--policy", "gp-ucb", "--horizon", "3", "--out", "run", "--no-progress"]) == 0
+        assert main(["compare", "--routes", "A", "--policies", "gp-ts", "--seeds", "1", "--horizon", "3",
+                     "--jobs", "1", "--out", "cmp", "--no-progress"]) == 0
+    finally:
+        os.chdir(cwd)
+    (root / "notes.txt").write_text("my notes\n")
+    (root / "link.geojson").symlink_to("notes.txt")
+    (root / "dangling.geojson").symlink_to("nowhere.geojson")
+    (root / "adir").mkdir()
+    (root / "adir" / "user.txt").write_text("mine\n")
+    (root / "adir" / "regret.png").write_bytes(b"\x89PNG\r\n\x1a\n not evroute's")
+    (root / "link-dir").symlink_to("adir")
+    (root / "empty.osm").write_text("")
+    (root / "garbage.osm").write_text("this is not XML")
+    (root / "city.osm.gz").write_bytes(b"\x1f\x8b compressed")
+    (root / "notes.tif").write_text("not a raster")
+    vehicles = {"big": '{"base": "sumo-ev", "mass_kg": 1' + "0" * 400 + "}",
+                "huge": '{"base": "sumo-ev", "mass_kg": 1' + "0" * 5000 + "}",
+                "nan": '{"base": "sumo-ev", "mass_kg": NaN}', "absurd": '{"base": "sumo-ev", "mass_kg": 1e300}',
+                "list": "[1, 2]", "text": '{"base": "sumo-ev", "mass_kg": "heavy"}',
+                "badbase": '{"base": "nope", "mass_kg": 1000}', "partial": '{"mass_kg": 1000}',
+                "unknown": '{"base": "sumo-ev", "wings": 2}', "negative": '{"base": "sumo-ev", "g": -9.81}',
+                "eta": '{"base": "sumo-ev", "eta_plus": 1.5}', "broken": '{"base": '}
+    for name, text in vehicles.items():
+        (root / f"{name}.json").write_text(text)
+    (root / "cands-empty.json").write_text('{"candidates": []}')
+    (root / "cands-bad.json").write_text('{"candidates": [{"vehicle": "nope"}]}')
+    (root / "cands-opt.json").write_text('{"candidates": [{"vehicle": "sumo-ev", "eps": 2}]}')
+    run = root / "run"
+    edges = pd.read_parquet(run / "edges.parquet")
+    rounds = pd.read_parquet(run / "rounds.parquet")
+    _damage(run, root / "bad-summary-list", summary__json="[1]")
+    _damage(run, root / "bad-summary-empty", summary__json="{}")
+    summary = json.loads((run / "summary.json").read_text())
+    _damage(run, root / "bad-summary-types", summary__json=json.dumps({**summary, "final_cumulative_regret_wh": "x"}))
+    _damage(run, root / "bad-summary-path", summary__json=json.dumps({**summary, "optimal_path": [10**9]}))
+    _damage(run, root / "bad-config", config__json="{")
+    _damage(run, root / "bad-config-list", config__json="[1]")
+    _damage(run, root / "bad-edges", edges__parquet=pd.DataFrame({"a": [1], "b": [2]}))
+    _damage(run, root / "bad-edges-types", edges__parquet=edges.assign(visits=edges.visits.astype(str)))
+    _damage(run, root / "bad-rounds", rounds__parquet=rounds.head(2))
+    _damage(run, root / "bad-route", rounds__parquet=rounds.assign(path=[[10**9]] * len(rounds)))
+    (root / "bad-truncated").mkdir()
+    for f in run.iterdir():
+        shutil.copy(f, root / "bad-truncated" / f.name)
+    data = (root / "bad-truncated" / "observations.parquet").read_bytes()
+    (root / "bad-truncated" / "observations.parquet").write_bytes(data[: len(data) // 2])
+    (root / "bad-grid").mkdir()
+    (root / "bad-grid" / "grid.json").write_text("[1]")
+    return root
+
+
+@pytest.fixture
+def workdir(template, tmp_path, monkeypatch):
+    root = tmp_path / "w"
+    shutil.copytree(template, root, symlinks=True)
+    os.mkfifo(root / "pipe")  # (copytree cannot copy a pipe)
+    monkeypatch.chdir(root)
+    return root
+
+
+M = "monaco"  # a real network (EVROUTE_DATA_DIR)
+OUT = ["--out", "new-run"]
+SIM = ["simulate", "--horizon", "3", "--no-progress"]
+CMP = ["compare", "--out", "new-cmp", "--horizon", "3", "--seeds", "1", "--jobs", "1", "--no-progress"]
+
+#: (arguments, a phrase the one error line must hold)
+CASES = [
+    # ---- general usage
+    (["nope"], "No such command"),
+    (["simulate", "--no-such-option"], "No such option"),
+    (["simulate", "--csv=1"], "does not take a value"),
+    (["simulate", "--horizon"], "requires an argument"),
+    (["models", "extra"], "unexpected extra argument"),
+    (["networks", "frobnicate"], "No such command"),
+    # ---- networks info
+    (["networks", "info", "atlantis"], "unknown network"),
+    (["networks", "info", "/nonexistent/x.osm"], "not found"),
+    (["networks", "info", "notes.txt"], "not an OSM"),
+    (["networks", "info", "city.osm.gz"], "compressed"),
+    (["networks", "info", "garbage.osm"], "not an OSM XML"),
+    (["networks", "info", "empty.osm"], "empty.osm"),
+    (["networks", "info", "adir"], "adir"),
+    (["networks", "info", "synthetic-0.1k"], "at least 0.5k"),
+    (["networks", "info", "synthetic-99999999k"], "memory"),
+    (["networks", "info", "--dem", "/nonexistent.tif"], "DEM file not found"),
+    (["networks", "info", "--dem", "notes.tif"], "notes.tif"),
+    (["networks", "info", "--vehicle", "hovercraft"], "unknown vehicle"),
+    (["networks", "info", "--vehicle", "big.json"], "mass_kg"),
+    (["networks", "info", "--vehicle", "huge.json"], "huge.json"),
+    (["networks", "info", "--vehicle", "nan.json"], "mass_kg"),
+    (["networks", "info", "--vehicle", "absurd.json"], "mass_kg"),
+    (["networks", "info", "--vehicle", "list.json"], "JSON object"),
+    (["networks", "info", "--vehicle", "text.json"], "must be a number"),
+    (["networks", "info", "--vehicle", "badbase.json"], "unknown base"),
+    (["networks", "info", "--vehicle", "partial.json"], "missing parameter"),
+    (["networks", "info", "--vehicle", "unknown.json"], "wings"),
+    (["networks", "info", "--vehicle", "negative.json"], "g must be"),
+    (["networks", "info", "--vehicle", "eta.json"], "eta_plus"),
+    (["networks", "info", "--vehicle", "broken.json"], "not valid JSON"),
+    (["networks", "info", "--vehicle", "missing.json"], "not found"),
+    (["networks", "info", M, "--osm", "adir"], "not found"),
+    (["networks", "info", "--osm", "garbage.osm"], "generated by code"),
+    # ---- networks fetch
+    (["networks", "fetch", "synthetic"], "nothing to fetch"),
+    (["networks", "fetch", "atlantis"], "unknown network"),
+    (["networks", "fetch", "monaco", "--force", "--overpass-url", "notaurl"], "--overpass-url must be"),
+    (["networks", "fetch", "monaco", "--force", "--elevation-url", "ftp://x"], "--elevation-url must be"),
+    (["networks", "fetch", "monaco", "--force", "--overpass-url", "http://127.0.0.1:9/api"], "cannot reach"),
+    # ---- networks osm
+    (["networks", "osm", "monaco", "--out", "m.osm"], "only synthetic"),
+    (["networks", "osm", "synthetic", "--out", "notes.txt"], "not written by evroute"),
+    (["networks", "osm", "synthetic", "--out", "link.geojson", "--overwrite"], "symbolic link"),
+    (["networks", "osm", "synthetic", "--out", "dangling.geojson"], "symbolic link"),
+    (["networks", "osm", "synthetic", "--out", "adir"], "directory"),
+    (["networks", "osm", "synthetic", "--out", "pipe", "--overwrite"], "named pipe"),
+    (["networks", "osm", "synthetic", "--out", "notes.txt/x.osm"], "not a directory"),
+    (["networks", "osm", "synthetic", "--out", "run/config.json", "--overwrite"], "run's own files"),
+    (["networks", "osm", "synthetic-99999k", "--out", "x.osm"], "memory"),
+    (["networks", "osm", "synthetic"], "Missing option"),
+    # ---- route
+    (["route", "--route", "Q"], "unknown route"),
+    (["route", M, "--route", "Z"], "unknown route"),
+    (["route", "--from", "1,1", "--to", "2,2"], "outside"),
+    (["route", "--from", "oops", "--to", "2,2"], "LAT,LON"),
+    (["route", "--from", "91,0", "--to", "0,0"], "latitude"),
+    (["route", "--from", "nan,nan", "--to", "0,0"], "latitude"),
+    (["route", "--from", "1,1"], "both --from and --to"),
+    (["route", "--route", "A", "--from", "1,1", "--to", "2,2"], "either --route or --from/--to"),
+    (["route", M, "--from", "43.7350,7.4230", "--to", "43.7350,7.4230"], "same edge"),
+    (["route", "--vehicle", "absurd.json"], "mass_kg"),
+    (["route", "--geojson", "notes.txt"], "not written by evroute"),
+    (["route", "--geojson", "link.geojson", "--overwrite"], "symbolic link"),
+    (["route", "--geojson", "adir"], "directory"),
+    (["route", "--geojson", "pipe"], "named pipe"),
+    (["route", "--geojson", "notes.txt/r.geojson"], "not a directory"),
+    (["route", "--geojson", "run/rounds.parquet", "--overwrite"], "run's own files"),
+    (["route", "--geojson", "cmp/grid.json", "--overwrite"], "compare directory"),
+    (["route", "--geojson", "-", "--json"], "standard output"),
+    # ---- simulate: specs
+    ([*SIM, "--policy", "gp-magic"], "unknown policy"),
+    ([*SIM, "--policy", "gp-ucb[beta=004]"], "beta"),
+    ([*SIM, "--policy", "gp-ts[xi=0.5]"], "xi"),
+    ([*SIM, "--policy", "gp-ucb["], "cannot parse"),
+    ([*SIM, "--policy", "gp-ucb[beta_scale=-1]"], "beta_scale"),
+    ([*SIM, "--policy", "gp-ucb[beta_scale=nan]"], "beta_scale"),
+    ([*SIM, "--policy", "gp-bucb[xi=abc]"], "xi"),
+    ([*SIM, "--policy", "gp-ts[joint=maybe]"], "joint"),
+    ([*SIM, "--policy", "gp-pe[delta=2]", "--horizon", "1"], "delta"),
+    ([*SIM, "--policy", "gp-amm[b=-1]"], "must be"),
+    ([*SIM, "--model", "exact[merge=often]"], "unknown merge 'often'"),
+    ([*SIM, "--model", "exact[rank=3]"], "unknown option(s) for model 'exact'"),
+    ([*SIM, "--model", "svgp[inducing=0]"], "inducing"),
+    ([*SIM, "--model", "svgp[inducing=abc]"], "inducing"),
+    ([*SIM, "--model", "nonsense"], "unknown model"),
+    ([*SIM, "--model", "nystrom[gamma=-1]"], "gamma"),
+    ([*SIM, "--model", "svgp[inducing=5]", "--inducing", "4"], "inducing given both"),
+    ([*SIM, "--inducing", "4"], "--inducing is an option of --model svgp"),
+    ([*SIM, "--policy", "bi-ts", "--model", "svgp"], "--model svgp"),
+    # ---- simulate: numbers
+    ([*SIM, "--horizon", "0"], "horizon"),
+    ([*SIM, "--horizon", "-1"], "horizon"),
+    ([*SIM, "--horizon", "1e3"], "valid integer"),
+    ([*SIM, "--horizon", "999999999999"], "too long"),
+    ([*SIM, "--seed", "-1"], "seed"),
+    ([*SIM, "--seed", "9999999999999999999999"], "seed"),
+    ([*SIM, "--seed", "abc"], "valid integer"),
+    ([*SIM, "--kappa", "0"], "kappa"),
+    ([*SIM, "--kappa", "-1"], "kappa"),
+    ([*SIM, "--kappa", "1e-300"], "kappa"),
+    ([*SIM, "--kappa", "1e300"], "kappa"),
+    ([*SIM, "--kappa", "nan"], "kappa"),
+    ([*SIM, "--kappa", "inf"], "kappa"),
+    ([*SIM, "--nu", "0"], "nu"),
+    ([*SIM, "--nu", "10000"], "nu"),
+    ([*SIM, "--nu", "1000"], "nu"),
+    ([*SIM, "--nu", "-2"], "nu"),
+    ([*SIM, "--nu", "nan"], "nu"),
+    ([*SIM, "--lengthscale", "0"], "lengthscale"),
+    ([*SIM, "--lengthscale", "1e-300"], "lengthscale"),
+    ([*SIM, "--lengthscale", "1e300"], "lengthscale"),
+    ([*SIM, "--lengthscale", "inf"], "lengthscale"),
+    ([*SIM, "--truth-lengthscale", "0"], "lengthscale"),
+    ([*SIM, "--truth-lengthscale", "1e300"], "lengthscale"),
+    ([*SIM, "--omega", "-1"], "omega"),
+    ([*SIM, "--xi", "nan"], "xi"),
+    ([*SIM, "--beta-scale", "-1"], "beta_scale"),
+    ([*SIM, "--exact-optimum-time-limit", "0"], "time limit"),
+    ([*SIM, "--exact-optimum-time-limit", "1e300"], "time limit"),
+    ([*SIM, "--exact-optimum-time-limit", "nan"], "time limit"),
+    ([*SIM, "--blas-threads", "-1"], "--blas-threads"),
+    ([*SIM, "--blas-threads", "100000"], "--blas-threads"),
+    ([*SIM, "--drift", "1"], "drift"),
+    ([*SIM, "--drift", "-0.1"], "drift"),
+    ([*SIM, "--drift", "nan"], "drift"),
+    # ---- simulate: kinds, truths, environments, priors
+    ([*SIM, "--kernel", "foo"], "kernel"),
+    ([*SIM, "--truth", "foo"], "unknown truth"),
+    ([*SIM, "--truth", "rkhs"], "needs b"),
+    ([*SIM, "--truth", "rkhs[B=-1]"], "b must be"),
+    ([*SIM, "--truth", "rkhs[B=10,anchors=0]"], "anchors"),
+    ([*SIM, "--truth", "rkhs[B=10,anchors=100000]"], "anchors"),
+    ([*SIM, "--truth", "rkhs[B=10,x=1]"], "unknown option"),
+    ([*SIM, "--closures", "foo"], "unknown closures"),
+    ([*SIM, "--closures", "random[rate=1]"], "rate"),
+    ([*SIM, "--closures", "random[rate=0]"], "rate"),
+    ([*SIM, "--closures", "random[x=1]"], "unknown option"),
+    ([*SIM, "--priors", ""], "--priors is empty"),
+    ([*SIM, "--priors", "hovercraft"], "unknown vehicle"),
+    ([*SIM, "--priors", "nope.json"], "not found"),
+    ([*SIM, "--priors", "sumo-ev,sumo-ev"], "twice"),
+    ([*SIM, "--priors", "sumo-ev[eps=1]"], "eps"),
+    ([*SIM, "--priors", "sumo-ev[foo=1]"], "unknown option"),
+    ([*SIM, "--priors", "cands-empty.json"], "non-empty list"),
+    ([*SIM, "--priors", "cands-bad.json"], "unknown vehicle"),
+    ([*SIM, "--priors", "cands-opt.json"], "eps"),
+    ([*SIM, "--truth-prior", "hovercraft"], "unknown vehicle"),
+    ([*SIM, "--vehicle", "big.json"], "mass_kg"),
+    ([*SIM, "--vehicle", "absurd.json"], "mass_kg"),
+    # ---- simulate: where it writes
+    ([*SIM, "--out", "notes.txt"], "not a directory"),
+    ([*SIM, "--out", "link-dir"], "symbolic link"),
+    ([*SIM, "--out", "dangling.geojson"], "symbolic link"),
+    ([*SIM, "--out", "adir"], "not empty"),
+    ([*SIM, "--out", "adir", "--overwrite"], "not an evroute run directory"),
+    ([*SIM, "--out", "."], "current directory"),
+    ([*SIM, "--out", ".."], "current directory"),
+    ([*SIM, "--out", "notes.txt/run"], "not a directory"),
+    ([*SIM, "--out", "run"], "not empty"),
+    ([*SIM, "--out", "cmp", "--overwrite"], "not an evroute run directory"),
+    ([*SIM, "--out", "pipe"], "not a directory"),
+    # ---- simulate: networks and routes
+    ([*SIM, "--network", "atlantis"], "unknown network"),
+    ([*SIM, "--network", "notes.txt"], "not an OSM"),
+    ([*SIM, "--network", "city.osm.gz"], "compressed"),
+    ([*SIM, "--osm", "/nonexistent.osm", "--network", M], "not found"),
+    ([*SIM, "--dem", "/nonexistent.tif"], "not found"),
+    ([*SIM, "--route", "Z"], "unknown route"),
+    ([*SIM, "--network", M, "--from", "43.7350,7.4230", "--to", "43.7350,7.4230"], "same edge"),
+    ([*SIM, "--from", "0,0", "--to", "1,1"], "outside"),
+    # ---- compare
+    (["compare"], "Missing option"),
+    ([*CMP, "--preset", "nope"], "unknown preset"),
+    ([*CMP, "--seeds", "0"], "--seeds"),
+    ([*CMP, "--seeds", "-1"], "--seeds"),
+    ([*CMP, "--seeds", "9999999999999999999999"], "--seeds"),
+    ([*CMP, "--seeds", "1000000000"], "--seeds"),
+    ([*CMP, "--horizon", "0"], "horizon"),
+    ([*CMP, "--policies", ""], "--policies is empty"),
+    ([*CMP, "--policies", "gp-magic"], "unknown policy"),
+    ([*CMP, "--policies", "gp-ucb,gp-ucb"], "same run twice"),
+    ([*CMP, "--policies", "gp-bucb[xi=-1]"], "xi"),
+    ([*CMP, "--routes", ""], "--routes is empty"),
+    ([*CMP, "--routes", "Z"], "unknown route"),
+    ([*CMP, "--routes", "atlantis:A"], "unknown network"),
+    ([*CMP, "--routes", "monaco:Z"], "unknown route"),
+    ([*CMP, "--lengthscales", ""], "--lengthscales is empty"),
+    ([*CMP, "--lengthscales", "0"], "lengthscales"),
+    ([*CMP, "--lengthscales", "a,b"], "lengthscales"),
+    ([*CMP, "--lengthscales", "nan"], "lengthscales"),
+    ([*CMP, "--lengthscales", "1e300"], "lengthscales"),
+    ([*CMP, "--truth-lengthscale", "foo"], "truth-lengthscale"),
+    ([*CMP, "--truth-lengthscale", "0"], "truth-lengthscale"),
+    ([*CMP, "--jobs", "0"], "--jobs"),
+    ([*CMP, "--jobs", "-1"], "--jobs"),
+    ([*CMP, "--jobs", "100000"], "--jobs"),
+    ([*CMP, "--executor", "foo"], "executor"),
+    ([*CMP, "--ray-address", "x"], "--ray-address needs --executor ray"),
+    ([*CMP, "--osm", "monaco=/nonexistent.osm"], "monaco"),
+    ([*CMP, "--dem", "/nonexistent.tif"], "not found"),
+    ([*CMP, "--model", "bad"], "unknown model"),
+    ([*CMP, "--model", "exact[merge=often]"], "unknown merge"),
+    ([*CMP, "--drift", "2"], "drift"),
+    ([*CMP, "--closures", "bad"], "closures"),
+    ([*CMP, "--truth", "rkhs"], "needs b"),
+    ([*CMP, "--vehicle", "big.json"], "mass_kg"),
+    (["compare", "--out", "notes.txt", "--horizon", "3", "--no-progress"], "not a directory"),
+    (["compare", "--out", "run", "--horizon", "3", "--no-progress"], "simulate run directory"),
+    (["compare", "--out", "adir", "--horizon", "3", "--no-progress"], "not an evroute compare directory"),
+    (["compare", "--out", "bad-grid", "--horizon", "3", "--no-progress"], "not a valid grid description"),
+    (["compare", "--out", "cmp", "--routes", "A", "--policies", "gp-ts", "--seeds", "1", "--horizon", "4",
+      "--jobs", "1", "--no-progress"], "other settings"),
+    # ---- plot
+    (["plot", "nothing-here"], "not a directory"),
+    (["plot", "notes.txt"], "not a directory"),
+    (["plot", "adir"], "neither a run directory"),
+    (["plot", "bad-summary-list"], "not a readable run"),
+    (["plot", "bad-summary-empty"], "not a readable run"),
+    (["plot", "bad-summary-types"], "not a readable run"),
+    (["plot", "bad-summary-path"], "not a readable run"),
+    (["plot", "bad-config"], "not a readable run"),
+    (["plot", "bad-config-list"], "not a readable run"),
+    (["plot", "bad-edges"], "not a readable run"),
+    (["plot", "bad-edges-types"], "not a readable run"),
+    (["plot", "bad-rounds"], "not a readable run"),
+    (["plot", "bad-truncated"], "not a readable run"),
+    (["plot", "run", "--out", "notes.txt"], "not a directory"),
+    (["plot", "run", "--out", "adir", "--no-maps"], "not written by evroute"),
+    (["plot", "bad-grid"], "not a valid grid description"),
+    # ---- export
+    (["export", "run"], "nothing to write"),
+    (["export", "run", "--geojson", "notes.txt"], "not written by evroute"),
+    (["export", "run", "--geojson", "link.geojson", "--overwrite"], "symbolic link"),
+    (["export", "run", "--geojson", "run/rounds.parquet", "--overwrite"], "run's own files"),
+    (["export", "run", "--geojson", "cmp/summary.csv", "--overwrite"], "compare directory"),
+    (["export", "run", "--html", "adir"], "directory"),
+    (["export", "run", "--gpkg", "pipe"], "named pipe"),
+    (["export", "run", "--html", "-"], "standard output"),
+    (["export", "run", "--geojson", "a.geojson", "--html", "a.geojson"], "same file"),
+    (["export", "run", "--geojson", "x.geojson", "--last", "0"], "--last"),
+    (["export", "run", "--geojson", "x.geojson", "--last", "-1"], "--last"),
+    (["export", "run", "--geojson", "x.geojson", "--run", "x"], "--run is for compare directories"),
+    (["export", "cmp", "--geojson", "x.geojson", "--run", "nope"], "no finished run"),
+    (["export", "nothing-here", "--geojson", "x.geojson"], "not a directory"),
+    (["export", "adir", "--geojson", "x.geojson"], "neither a run directory"),
+    (["export", "bad-summary-list", "--geojson", "x.geojson"], "not a readable run"),
+    (["export", "bad-summary-path", "--geojson", "x.geojson"], "not a readable run"),
+    (["export", "bad-edges", "--geojson", "x.geojson"], "not a readable run"),
+    (["export", "bad-config", "--geojson", "x.geojson"], "not a readable run"),
+    (["export", "bad-route", "--geojson", "x.geojson"], "outside"),
+]
+
+
+def _check(code: int, err: str, phrase: str, before: dict, root: Path) -> None:
+    lines = [x for x in err.splitlines() if x.strip()]
+    errors = [x for x in lines if x.startswith("error:")]
+    assert "Traceback" not in err
+    assert code == 2, err
+    assert len(errors) == 1 and all(x.startswith(("error:", "warning:")) for x in lines), err
+    assert phrase.lower() in errors[0].lower(), errors[0]
+    assert _snapshot(root) == before
+
+
+def test_at_least_150_bad_inputs():
+    assert len(CASES) >= 150
+
+
+@pytest.mark.parametrize("args,phrase", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_bad_input(args, phrase, workdir, capsys):
+    before = _snapshot(workdir)
+    code = main(list(args))
+    _, err = capsys.readouterr()
+    _check(code, err, phrase, before, workdir)
+
+
+#: A sample of the cases again as a user runs them: a process of its own, where nothing catches
+#: what the command line would let through.
+SUBPROCESS = [0, 2, 9, 37, 57, 77, 96, 150, 215, 230]
+
+
+@pytest.mark.parametrize("i", SUBPROCESS)
+def test_bad_input_in_a_process(i, workdir):
+    args, phrase = CASES[i]
+    before = _snapshot(workdir)
+    proc = subprocess.run([sys.executable, "-m", "evroute", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONWARNINGS": "default"})
+    _check(proc.returncode, proc.stderr, phrase, before, workdir)
+
+
+def test_damaged_runs_in_a_grid_are_skipped_and_recomputed(workdir, capsys):
+    """A compare directory with a damaged run: plot skips it with one warning line, compare
+    recomputes it (one line saying so), and then plot is clean."""
+    run = next((workdir / "cmp" / "runs").iterdir())
+    (run / "summary.json").write_text("[1]")
+    code = main(["plot", "cmp", "--no-maps"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "has no finished readable runs" in err  # its only run is damaged
+    code = main(["compare", "--out", "cmp", "--routes", "A", "--policies", "gp-ts", "--seeds", "1",
+                 "--horizon", "3", "--jobs", "1", "--no-progress"])
+    _, err = capsys.readouterr()
+    assert code == 0 and f"recomputing {run.name}" in err and "Traceback" not in err
+    assert json.loads((run / "summary.json").read_text())["horizon"] == 3
+    assert main(["plot", "cmp", "--no-maps"]) == 0
+
+
+def test_writers_replace_their_own_files_and_keep_the_users(workdir, capsys):
+    """Re-running a writer replaces what evroute wrote before; --overwrite is needed for anything
+    else, and then only regular files are replaced."""
+    for args in (["route", "--geojson", "r.geojson"], ["export", "run", "--geojson", "e.geojson", "--html", "e.html",
+                                                       "--gpkg", "e.gpkg"],
+                 ["plot", "run", "--no-maps"], ["networks", "osm", "synthetic", "--out", "city.osm"]):
+        assert main(args) == 0, capsys.readouterr().err
+        assert main(args) == 0, capsys.readouterr().err  # its own files: replaced without --overwrite
+    assert main(["route", "--geojson", "notes.txt", "--overwrite"]) == 0
+    assert json.loads((workdir / "notes.txt").read_text())["generator"].startswith("evroute")
+    assert main(["plot", "run", "--out", "adir", "--no-maps", "--overwrite"]) == 0
+    assert (workdir / "adir" / "user.txt").read_text() == "mine\n"
+    # a run directory with evroute's own figures and exports in it is still evroute's to replace
+    assert main(["export", "run", "--geojson", "run/map.geojson"]) == 0
+    assert main([*SIM, "--out", "run", "--overwrite"]) == 0, capsys.readouterr().err
+    assert not (workdir / "run" / "plots").exists() and not (workdir / "run" / "map.geojson").exists()
+
+
+def test_geojson_to_standard_output(workdir, capsys):
+    assert main(["route", "--geojson", "-"]) == 0
+    out, _ = capsys.readouterr()
+    assert json.loads(out)["type"] == "FeatureCollection"
+    assert main(["export", "run", "--geojson", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["features"]) > 0 and "wrote" not in out
+
+
+def test_help_shows_the_spec_syntax_and_flags_as_flags(capsys):
+    code = main(["simulate", "--help"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    text = " ".join(out.split())
+    assert "svgp[inducing=500,steps=2]" in text and "gp-ucb[beta_scale=0.5]" in text
+    for policy in ("gp-pe", "mle", "gp-fb", "gp-rb", "gp-cmm"):
+        assert policy in text
+    assert "--overwrite Replace" in text and "<bool>" not in text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(["kappa", "nu", "lengthscale", "truth_lengthscale", "omega", "xi", "beta_scale",
+                             "drift", "exact_optimum_time_limit"]),
+       value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**30, 10**30),
+                       st.sampled_from([1e-300, 1e300, 0.0, -0.0, 5e-324])))
+def test_numeric_settings_are_accepted_or_refused_in_one_line(name, value):
+    """Any number for any numeric setting: accepted, or one EvrouteError line, never another error."""
+    cfg = SimulationConfig(**{name: value})
+    try:
+        cfg.validate()
+    except EvrouteError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 400
