@@ -17,18 +17,30 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
+from .bounds import DMM_GRID, confidence_widths, information_logdet, q_from_mean, rtilde2
 from .errors import EvrouteError
-from .policies import MODEL_FAMILIES, RULES, make_policy, rectified_mean
-from .specs import Option, Registry
+from .models import (
+    COVARIANCE,
+    EVIDENCE,
+    INFORMATION_GAIN,
+    JOINT_SAMPLES,
+    make_model,
+    require_capability,
+    resolve_model,
+)
+from .policies import BETA_RULES, MODEL_FAMILIES, RULES, make_policy, rectified_mean
+from .prior import DiagonalPrior, ScaledPrior, ShiftedPrior
+from .specs import Component, Option, Registry
 from .validate import choice, flag, nonneg_float, positive_float, positive_int
 
 __all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
            "pe_beta", "pe_path_beta", "pe_xi", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
-           "agent_options", "policy_family"]
+           "agent_options", "policy_family", "resolve_policy", "POLICIES"]
 
 
 @dataclass
@@ -200,8 +212,6 @@ class BoundAgent(Agent):
         return self.models[self.noise_var]
 
     def _widths(self) -> dict:
-        from .bounds import confidence_widths, q_from_mean, rtilde2
-
         counts = self.base.counts
         seen = np.flatnonzero(counts)
         n = counts[seen].astype(np.float64)
@@ -238,13 +248,10 @@ class BoundAgent(Agent):
                         sd[path].copy(), self.prior_mean[path])
 
     def observe(self, path, values) -> None:
-        from .bounds import information_logdet
-
         for m in self.models.values():
             m.update(path, values)
-        tracked = getattr(self.base, "information_logdet", None)  # the exact backend keeps it
-        if tracked is not None:
-            self._logdet = float(tracked)
+        if self.base.offers(INFORMATION_GAIN):  # the exact backend keeps it from its own update
+            self._logdet = float(self.base.information_logdet)
         else:
             seen = np.flatnonzero(self.base.counts)
             self._logdet = information_logdet(self.prior.block(seen), self.base.counts[seen], self.noise_var)
@@ -286,10 +293,6 @@ class PathBoundAgent(BoundAgent):
 
     def path_lower_bounds(self, paths) -> np.ndarray:
         """LCB(S) of each route S (see the class docstring)."""
-        from scipy.optimize import minimize_scalar
-
-        from .bounds import DMM_GRID
-
         sig2 = self.noise_var
         counts = self.base.counts
         seen = np.flatnonzero(counts)
@@ -401,13 +404,8 @@ class PEAgent(Agent):
         self.test = test
         self.priors = priors or {}  # each candidate's prior (for the evidence's log-determinant)
         if test == "path":
-            from .models import PosteriorModel
-
-            bad = [p for p, m in models.items() if type(m).covariance is PosteriorModel.covariance]
-            if bad:
-                raise EvrouteError(f"test=path needs posterior covariance blocks, which model "
-                                   f"{type(models[bad[0]]).__name__} does not give (use test=edge, or the exact, "
-                                   "kalman, window or eigen backends)")
+            for m in models.values():
+                require_capability(m, COVARIANCE, "gp-pe[test=path] (or use test=edge)")
         self.models = models
         self.means = {k: np.asarray(v, dtype=np.float64) for k, v in means.items()}
         self.names = list(models)
@@ -441,7 +439,7 @@ class PEAgent(Agent):
         return float(weights[route].sum()), route, mu, sd, lcb  # (the potential: one constant per trip)
 
     def log_evidence(self) -> dict[str, float]:
-        """ln p(every observation | p) of every prior: comparable across priors whatever their
+        """Ln p(every observation | p) of every prior: comparable across priors whatever their
         kernels and forgetting rates.
 
         Time-varying backends (``kalman``, ``window``, ``eigen``) accumulate it round by round
@@ -452,14 +450,11 @@ class PEAgent(Agent):
         posterior mean (no solve; :func:`evroute.bounds.q_from_mean`), the log-determinant
         from the exact backend's own tracking or one |O|×|O| Cholesky
         (:func:`evroute.bounds.information_logdet`)."""
-        from .bounds import information_logdet, q_from_mean
-
         out = {}
         for p in self.names:
             model = self.models[p]
-            tracked = getattr(model, "log_evidence", None)
-            if isinstance(tracked, float):
-                out[p] = tracked
+            if model.offers(EVIDENCE):  # kept round by round (time-varying backends)
+                out[p] = float(model.log_evidence)
                 continue
             c = model.counts
             seen = np.flatnonzero(c)
@@ -470,8 +465,9 @@ class PEAgent(Agent):
             sums = model.sums[seen]
             r = sums / n - self.means[p][seen]
             fitted = model.mean_std()[0][seen] - self.means[p][seen]
-            logdet = getattr(model, "information_logdet", None)
-            if not isinstance(logdet, float):
+            if model.offers(INFORMATION_GAIN):
+                logdet = float(model.information_logdet)
+            else:
                 if p not in self.priors:
                     raise EvrouteError(f"the evidence of prior {p!r} needs its kernel (give priors=...)")
                 logdet = information_logdet(self.priors[p].block(seen), n, self.noise_var)
@@ -610,9 +606,6 @@ _PE_OPTIONS: tuple[Option, ...] = (
 
 def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, tv_model="auto", rank=256,
                 test="edge", rule="pe") -> Agent:
-    from .models import make_model
-    from .prior import ShiftedPrior
-
     if not setup.candidates:
         raise EvrouteError("gp-pe needs candidate priors (--priors sumo-ev,compact-ev,...)")
     if not 0 < float(delta) < 1:
@@ -629,8 +622,7 @@ def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, tv_
             opts = {"eps": eps, "rank": int(rank)} if backend == "eigen" else {"eps": eps}
             models[name] = make_model(backend, prior, noise_var=setup.noise_var, seed=setup.seed, **opts)
         else:
-            models[name] = make_model(setup.model, prior, noise_var=setup.noise_var, seed=setup.seed,
-                                      **setup.model_options)
+            models[name] = make_model(setup.model, prior, noise_var=setup.noise_var, seed=setup.seed)
     return PEAgent(models, means, setup.oracle, setup.start, setup.end, horizon=setup.horizon,
                    noise_var=setup.noise_var, delta=float(delta), beta_scale=float(beta_scale),
                    xi_scale=float(xi_scale), energy_floor=setup.energy_floor, potential=setup.potential, rule=rule,
@@ -668,10 +660,9 @@ class AgentSetup:
     oracle : evroute.oracle.Oracle
     start, end : int
         Start and end edge of the trip.
-    model : str
-        Posterior backend of GP agents (``exact``, ``svgp``, ...).
-    model_options : dict
-        Its options.
+    model : Component or str
+        Posterior backend of GP agents with its options (:func:`evroute.models.resolve_model`;
+        a spec such as ``svgp[inducing=500]`` is resolved here).
     seed : int
         Seeds the backend's own randomness.
     """
@@ -681,8 +672,7 @@ class AgentSetup:
     oracle: object
     start: int
     end: int
-    model: str = "exact"
-    model_options: dict = field(default_factory=dict)
+    model: Component | str = "exact"
     seed: int = 0
     #: ‖f − m‖ of the truth in its kernel's RKHS, for agents told B (paper 000 gives the true B)
     truth_rkhs_norm: float = float("nan")
@@ -695,8 +685,13 @@ class AgentSetup:
     #: the run's horizon T (paper 004's β uses it); 0 when unknown
     horizon: int = 0
 
+    def __post_init__(self) -> None:
+        self.model = resolve_model(self.model)
 
-_AGENTS = Registry("policy", sort=False)
+
+_AGENTS = Registry("policy", sort=False, example="gp-bucb[xi=0.5]")
+#: The registry of agents by policy name (``--policy``).
+POLICIES = _AGENTS
 
 
 def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[Option, ...] = (),
@@ -725,20 +720,27 @@ def agent_options(name: str) -> tuple[Option, ...]:
     return _AGENTS.get(name).options
 
 
-def policy_family(name: str) -> str:
-    """The model family of a policy name: the part before the first ``-`` (``gp``, ``bi``)."""
-    return str(name).strip().lower().split("-", 1)[0]
+def resolve_policy(spec) -> Component:
+    """The resolved policy :class:`~evroute.specs.Component` of a spec (``gp-bucb[xi=0.5]``): the
+    agent's declared options, given ones converted (aliases ``w``, ``x``, ``bs``), the others at
+    their defaults."""
+    return _AGENTS.resolve(spec)
 
 
-def make_agent(name: str, setup: AgentSetup, **options) -> Agent:
-    """Create the agent of policy ``name`` for ``setup`` (options as declared by the policy)."""
-    entry = _AGENTS.get(name)
-    return entry.factory(setup, **entry.resolve(options))
+def policy_family(name) -> str:
+    """The model family of a policy name or component: the part before the first ``-`` (``gp``, ``bi``)."""
+    text = name.name if isinstance(name, Component) else str(name)
+    return text.strip().lower().split("-", 1)[0]
+
+
+def make_agent(name, setup: AgentSetup, **options) -> Agent:
+    """Create the agent of a policy (a name, a spec ``gp-bucb[xi=0.5]`` or a resolved component) for
+    ``setup``, with options as declared by the policy."""
+    comp = _AGENTS.resolve(name, **options)
+    return _AGENTS.get(comp.name).factory(setup, **comp.options)
 
 
 def _beta_rule(name, value) -> str:
-    from .policies import BETA_RULES
-
     v = str(value).strip().lower()
     if v not in BETA_RULES:
         raise EvrouteError(f"{name} must be one of {', '.join(BETA_RULES)} (the paper whose width is used), "
@@ -746,7 +748,8 @@ def _beta_rule(name, value) -> str:
     return v
 
 
-_BETA_SCALE = Option("beta_scale", nonneg_float, 1.0, "multiplier of β_t (003 Fig. 3 also runs 0.5)")
+_BETA_SCALE = Option("beta_scale", nonneg_float, 1.0, "multiplier of β_t", "003 Thm. 3.1 (Fig. 3 also runs 0.5)",
+                     aliases=("bs",), metavar="NUMBER")
 #: The options of each index rule (003 Theorem 3.1: β_t of GP-UCB, η_t(ω, ξ) of GP-BUCB).
 RULE_OPTIONS: dict[str, tuple[Option, ...]] = {
     "ucb": (_BETA_SCALE,
@@ -757,26 +760,27 @@ RULE_OPTIONS: dict[str, tuple[Option, ...]] = {
                    "(001's experiments and code: 0.1)"),
             Option("fnorm", nonneg_float, 1.0, "with beta=002: the RKHS-norm bound F (the BKB code's default 1)"),
             Option("delta", nonneg_float, 0.5, "with beta=002: the confidence delta (the BKB code's default 0.5)")),
-    "bucb": (Option("omega", nonneg_float, 1.0, "GP-BUCB ω of η_t = √(2π)^ω / (2|A|^ω t^ξ) (003 Thm. 3.1)"),
-             Option("xi", nonneg_float, 1.0, "GP-BUCB ξ of η_t (003 Thm. 3.1; Fig. 3 also runs 0.5)"),
+    "bucb": (Option("omega", nonneg_float, 1.0, "GP-BUCB ω of η_t = √(2π)^ω / (2|A|^ω t^ξ)", "003 Thm. 3.1",
+                    aliases=("w",), metavar="NUMBER"),
+             Option("xi", nonneg_float, 1.0, "GP-BUCB ξ of η_t", "003 Thm. 3.1 (Fig. 3 also runs 0.5)", aliases=("x",),
+                    metavar="NUMBER"),
              _BETA_SCALE),
-    "ts": (Option("joint", flag, False, "one joint posterior draw instead of independent per-edge draws"),),
+    "ts": (Option("joint", flag, False, "one joint posterior draw instead of independent per-edge draws",
+                  "003 Algorithm 2 draws each edge independently", aliases=("joint_samples",), metavar="FLAG"),),
     "greedy": (),
 }
 
 
 def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
     def factory(setup: AgentSetup, **options) -> Agent:
-        from .models import make_model
-        from .prior import DiagonalPrior
-
         policy = make_policy(rule, **options)
         if family == "bi":  # the BI baseline: independent edges with the prior's mean and σ₀²
             model = make_model("bi", DiagonalPrior(setup.prior.mean, setup.prior.prior_var),
                                noise_var=setup.noise_var)
         else:
-            model = make_model(setup.model, setup.prior, noise_var=setup.noise_var, seed=setup.seed,
-                               **setup.model_options)
+            model = make_model(setup.model, setup.prior, noise_var=setup.noise_var, seed=setup.seed)
+        if options.get("joint"):
+            require_capability(model, JOINT_SAMPLES, f"{family}-{rule}[joint=true]")
         return IndexAgent(policy, model, setup.oracle, setup.start, setup.end, setup.prior.mean)
 
     return factory
@@ -822,13 +826,8 @@ _BOUND_RULES = {"amm": "AMM (paper 000 eq. 14, analytic)", "dmm": "DMM (paper 00
 def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
     def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002, floor="physical", c=1.0, routes=5) -> Agent:
         B = b
-        from .bounds import DMM_GRID
-        from .models import make_model
-
         prior = setup.prior
         if float(c) != 1.0:  # the mixture scale, fixed in advance: the model's prior is c·K
-            from .prior import ScaledPrior
-
             prior = ScaledPrior(setup.prior, float(c))
         if B == "oracle":  # the truth's norm in the RKHS of c·K: ‖g‖_{cK} = ‖g‖_K / √c
             B = float(setup.truth_rkhs_norm) / math.sqrt(float(c))
@@ -837,7 +836,7 @@ def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
         if not 0 < float(delta) < 1:
             raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
         levels = [setup.noise_var * g for g in DMM_GRID] if rule in ("dmm", "cmm") else [setup.noise_var]
-        models = {a: make_model(setup.model, prior, noise_var=a, seed=setup.seed, **setup.model_options)
+        models = {a: make_model(setup.model, prior, noise_var=a, seed=setup.seed)
                   for a in levels}
         # the floor of the weights: physics (E_det's potential and rolling terms), or what
         # ‖f − m‖_K ≤ B itself implies, f_e ≥ m_e − B √K_ee (valid for any truth within the ball)

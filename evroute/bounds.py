@@ -45,7 +45,7 @@ def _check_prob(delta) -> float:
 
 
 def information_logdet(K_OO, counts, noise_var: float) -> float:
-    """ln det(I + D^½ K_OO D^½ / ς²) (the information gain, times 2, of every observation).
+    """Ln det(I + D^½ K_OO D^½ / ς²) (the information gain, times 2, of every observation).
 
     Computed as ln det(K_OO + ς² D⁻¹) − ln det(ς² D⁻¹) from one Cholesky factor (the matrix
     is at least ς²/max n on its diagonal: no jitter needed). Equal to the sum over rounds of

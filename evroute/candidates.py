@@ -24,12 +24,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .energy import load_vehicle, vehicle_names
 from .errors import EvrouteError
-from .specs import Option, parse_spec, resolve_options, split_list
-from .validate import positive_float, unit_rate
+from .prior import NetworkPrior, ShiftedPrior
+from .routes import edge_energies
+from .specs import Option, format_value, parse_spec, resolve_options, split_list
+from .validate import positive_float, text, unit_rate
 
 __all__ = ["Candidate", "CandidatePrior", "CANDIDATE_OPTIONS", "parse_candidates", "describe_candidates",
-           "candidate_priors"]
+           "candidate_priors", "PRIOR_SETTINGS", "candidates_from_json"]
 
 
 
@@ -83,10 +86,18 @@ class Candidate:
         """Whether it sets any kernel setting of its own."""
         return any(v is not None for v in (self.lengthscale, self.kappa, self.nu))
 
+    @property
+    def label(self) -> str:
+        """The canonical item: ``vehicle[eps=…,…,name=…]`` (settings given; the name when it is
+        not the item itself)."""
+        opts = [(k, v) for k, v in (("lengthscale", self.lengthscale), ("kappa", self.kappa), ("nu", self.nu),
+                                    ("eps", self.eps)) if v not in (None, 0.0)]
+        inner = ",".join(f"{k}={format_value(v)}" for k, v in opts)
+        plain = f"{self.vehicle}[{inner}]" if inner else self.vehicle
+        return plain if self.name == plain else f"{self.vehicle}[{inner + ',' if inner else ''}name={self.name}]"
+
 
 def _candidate(vehicle: str, raw: dict, label: str) -> Candidate:
-    from .energy import load_vehicle
-
     opts = resolve_options(CANDIDATE_OPTIONS, raw, f"candidate prior {label!r}")
     load_vehicle(vehicle)  # checked now: one error line, before any work
     return Candidate(name=opts["name"] or label, vehicle=vehicle, lengthscale=opts["lengthscale"],
@@ -121,8 +132,6 @@ def parse_candidates(text: str | None) -> list[Candidate]:
 
     ``None`` gives every vehicle preset, with the run's kernel and ε = 0.
     """
-    from .energy import vehicle_names
-
     if text is None:
         return [Candidate(name=v, vehicle=v) for v in vehicle_names()]
     items = split_list(text)
@@ -175,10 +184,6 @@ def candidate_priors(candidates: list[Candidate], net, base_prior, *, kernel: st
     """Each candidate's prior on ``net``: E_det of its vehicle over ``base_prior``'s kernel, or
     over a kernel of its own settings (built once per distinct setting, σ₀² = ``prior_var``
     as for every agent). Means are E vectors; kernels are shared, never copied."""
-    from .energy import load_vehicle
-    from .prior import NetworkPrior, ShiftedPrior
-    from .routes import edge_energies
-
     kernels: dict[tuple, object] = {}
     out: dict[str, CandidatePrior] = {}
     for c in candidates:
@@ -191,3 +196,33 @@ def candidate_priors(candidates: list[Candidate], net, base_prior, *, kernel: st
             base = kernels[key]
         out[c.name] = CandidatePrior(ShiftedPrior(base, mean), c.eps)
     return out
+
+
+def candidates_from_json(items) -> tuple[Candidate, ...] | None:
+    """The candidates recorded in a run's ``config.json`` (:func:`describe_candidates`), checked."""
+    if items is None:
+        return None
+    if not isinstance(items, list) or not all(isinstance(i, dict) and "vehicle" in i for i in items):
+        raise EvrouteError("the recorded candidate priors must be a list of objects with a vehicle")
+    out = []
+    for i in items:
+        raw = {k: v for k, v in i.items() if k not in ("vehicle", "name") and v is not None}
+        out.append(_candidate(str(i["vehicle"]), raw, str(i.get("name") or i["vehicle"])))
+    return tuple(out)
+
+
+def _priors(name, value) -> tuple[Candidate, ...]:
+    if isinstance(value, tuple | list) and all(isinstance(c, Candidate) for c in value):
+        return tuple(value)
+    return tuple(parse_candidates(str(value)))
+
+
+#: The candidate priors of a run (paper 004: "which vehicle am I?").
+PRIOR_SETTINGS = (
+    Option("priors", _priors, None, "candidate priors of gp-pe/mle/fb/rb (paper 004), comma-separated: vehicle "
+           "presets or files, each with optional settings VEHICLE[eps=0.01,lengthscale=0.5,kappa=1,nu=2,name=...], "
+           "or a JSON candidates file; read once; default every preset, the run's kernel, eps 0", metavar="LIST"),
+    Option("truth_prior", text, None, "the vehicle whose energies the truth is drawn around, or a --priors "
+           "candidate's name (its vehicle); sets sigma_0 and the noise for every agent; default --vehicle",
+           "paper 004: the truth drawn from one candidate", metavar="NAME"),
+)

@@ -3,51 +3,50 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from .cli_settings import with_settings
+from .config import RUN_SETTINGS
 from .errors import EvrouteError
+from .experiment import run_grid
+from .export import export
+from .grid import AXES, DEFAULT_POLICIES, PRESETS, SWEEPABLE, make_grid
+from .io import is_stdout
+from .plots import plot_directory
 from .progress import configure as configure_progress
+from .summaries import summary_markdown
+
+#: The run settings ``compare`` takes as ``simulate`` does (the others are its axes: --routes,
+#: --policies, --seeds, --lengthscales, --truth-lengthscale, --osm/--dem maps, --sweep).
+COMPARE_SETTINGS = tuple(n for n in RUN_SETTINGS if n not in AXES or n == "priors")
 
 
 def compare_cmd(
     out: Annotated[Path, typer.Option("--out", help="Output directory: runs/, grid.json, summary.csv, summary.md.")],
     preset: Annotated[str | None, typer.Option(
-        help="paper-fig2, paper-fig3, paper-lengthscale (003 Sec. 4.2, App. C), bounds (000) or priors (004); "
-             "other options override it (the README describes each).")] = None,
+        help=f"{', '.join(PRESETS)} (003 Sec. 4.2, App. C; 000; 004); other options override it (the README "
+             "describes each).")] = None,
     network: Annotated[str | None, typer.Option(
         "--network", help="Network of unqualified routes (default synthetic).")] = None,
     routes: Annotated[str | None, typer.Option(
         help="Routes: A,B (on --network) or monaco:A,luxembourg:B (default A).")] = None,
     policies: Annotated[str | None, typer.Option(
-        help="Comma-separated policies, variants as gp-bucb[xi=0.5], gp-ucb[beta_scale=0.5] "
-             "(default gp-ucb,gp-bucb,gp-ts,bi-ucb,bi-bucb,bi-ts).")] = None,
+        help="Comma-separated policies, as --policy of simulate: variants as gp-bucb[xi=0.5], "
+             f"gp-ucb[beta_scale=0.5] (default {','.join(DEFAULT_POLICIES)}).")] = None,
     seeds: Annotated[int | None, typer.Option(help="Number of seeds: 0..N-1 (default 5).")] = None,
-    horizon: Annotated[int | None, typer.Option(help="Rounds T per run (default 500).")] = None,
-    model: Annotated[str | None, typer.Option(
-        help="GP backend of the gp-* policies (default exact), options as a spec: svgp[inducing=500] "
-             "(see `evroute models`).")] = None,
     lengthscales: Annotated[str | None, typer.Option(
         help="Comma-separated lengthscales of the agents' prior kernel (default 1.0).")] = None,
     truth_lengthscale: Annotated[str | None, typer.Option(
         help="Lengthscale of the kernel the true f is sampled from: a number (default 1, the paper's) "
              "or 'same' (each run's --lengthscales value: the sweep then changes the environment too).")] = None,
-    priors: Annotated[str | None, typer.Option(
-        "--priors", help="Candidate priors of gp-pe/mle/fb/rb (paper 004): comma-separated vehicle presets or "
-                    "files, each with optional settings VEHICLE[eps=…,lengthscale=…,kappa=…,nu=…,name=…], or a JSON "
-                    "candidates file (default: every preset).")] = None,
-    truth_prior: Annotated[str | None, typer.Option(
-        "--truth-prior", help="The vehicle whose energies the truth is drawn around, or a --priors candidate's "
-                         "name (default: --vehicle).")] = None,
-    drift: Annotated[float | None, typer.Option(
-        "--drift", help="Time-varying energies with forgetting rate ε (paper 004); default 0: static.")] = None,
-    closures: Annotated[str | None, typer.Option(
-        "--closures", help="Road closures: alternate or random[rate=0.05] (default none).")] = None,
-    truth: Annotated[str | None, typer.Option(
-        "--truth", help="The ground truth: gp (a draw from the GP prior, the paper's; default) or "
-                        "rkhs[B=10] (an RKHS-bounded function with norm B: paper 000 Sec. 7).")] = None,
+    sweep: Annotated[list[str] | None, typer.Option(
+        "--sweep", metavar="NAME=V1,V2",
+        help=f"Also sweep a setting, e.g. --sweep kappa=0.5,1,2 or --sweep 'model=exact,nystrom[gamma=0.3]' "
+             f"(repeatable; settings: {', '.join(SWEEPABLE)}).")] = None,
     jobs: Annotated[int | None, typer.Option(
         help="Parallel processes (default: number of CPUs; 1 runs in-process).")] = None,
     executor: Annotated[str, typer.Option(help="local (process pool) or ray.")] = "local",
@@ -57,25 +56,21 @@ def compare_cmd(
         "--osm", help="OSM file: PATH (one network) or NETWORK=PATH[,NETWORK=PATH].")] = None,
     dem: Annotated[str | None, typer.Option(
         "--dem", help="DEM raster: PATH (one network) or NETWORK=PATH[,...] (Luxembourg is flat without one).")] = None,
-    vehicle: Annotated[str | None, typer.Option("--vehicle", help="Vehicle preset name or JSON file.")] = None,
     overwrite: Annotated[bool, typer.Option(
         "--overwrite", help="Recompute finished runs whose settings differ from this grid.")] = False,
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress", help="Progress bar and build spinners on stderr (default: on a terminal).")] = None,
+    **settings,
 ) -> None:
-    """Run a grid of bandit runs (route × policy × lengthscale × seed) and summarise it.
+    """Run a grid of bandit runs (route × lengthscale × policy × seed, and any --sweep) and summarise it.
 
+    Every run takes the same settings as `evroute simulate` (same options, same specs).
     Re-running the same command resumes: finished runs are kept, interrupted ones recomputed.
     """
-    from .experiment import run_grid
-    from .grid import make_grid
-    from .summaries import summary_markdown
-
     configure_progress(progress)
     grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
-                     horizon=horizon, model=model, lengthscales=lengthscales, osm=osm, dem=dem, vehicle=vehicle,
-                     truth_lengthscale=truth_lengthscale, truth_kind=truth, priors=priors,
-                     truth_prior=truth_prior, drift=drift, closures=closures)
+                     lengthscales=lengthscales, osm=osm, dem=dem, truth_lengthscale=truth_lengthscale,
+                     sweep=sweep, **settings)
     res = run_grid(grid, out, executor=executor, jobs=jobs, ray_address=ray_address, overwrite=overwrite,
                    progress=progress)
     print(summary_markdown(res.summary).rstrip())
@@ -97,8 +92,6 @@ def plot_cmd(
     Figures evroute wrote before (an earlier plot) are replaced; any other file is refused
     unless --overwrite is given, and nothing is written until every target has been checked.
     """
-    from .plots import plot_directory
-
     configure_progress(progress)
     files = plot_directory(directory, out, maps=maps, overwrite=overwrite)
     for f in files:
@@ -124,11 +117,6 @@ def export_cmd(
 
     An existing file is replaced only if evroute wrote it (an earlier export) or with --overwrite.
     """
-    import sys
-
-    from .export import export
-    from .io import is_stdout
-
     configure_progress(progress)
     if geojson is None and html is None and gpkg is None:
         raise EvrouteError("nothing to write: give --geojson FILE, --html FILE and/or --gpkg FILE")
@@ -139,6 +127,6 @@ def export_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add compare, plot and export to the ``evroute`` app."""
-    app.command("compare")(compare_cmd)
+    app.command("compare")(with_settings(COMPARE_SETTINGS)(compare_cmd))
     app.command("plot")(plot_cmd)
     app.command("export")(export_cmd)

@@ -1,181 +1,182 @@
-"""The configuration of one run (:class:`SimulationConfig`), saved as ``config.json``."""
+"""The one resolved specification of a run (:class:`SimulationConfig`), saved as ``config.json``.
+
+A run is a :class:`Scenario` (the world: network, trip, vehicle, truth, how it changes and which
+roads close, the candidate priors) plus the agent (a policy and a posterior backend), the prior
+kernel, the horizon and the seed. Every setting is declared once, as an
+:class:`~evroute.specs.Option` of the module that owns it (:data:`RUN_SETTINGS` gathers them:
+network, routes, energy, agents, models, loop, kernels, environments, candidates, optimum);
+nothing else lists them. A :class:`SimulationConfig` converts every value through its
+declaration when it is made, so a configuration that exists is valid: its components resolved
+(policy, model, truth, closures) and its candidate priors read, once.
+
+:meth:`SimulationConfig.to_json` and :meth:`SimulationConfig.from_json` are the one conversion
+that ``config.json``, ``grid.json`` and the executors' tasks share; ``config.json`` has a format
+version (:data:`CONFIG_FORMAT`), and run directories of format 1 (before components, with the
+policy's options as fields) still read (:func:`normalise_config_json`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass, field, fields
 
+from .agents import POLICIES, policy_family, resolve_policy
+from .candidates import (
+    PRIOR_SETTINGS,
+    Candidate,
+    candidates_from_json,
+    describe_candidates,
+    parse_candidates,
+)
+from .energy import VEHICLE_SETTINGS, load_vehicle
+from .environments import CLOSURES, ENVIRONMENT_SETTINGS, TRUTHS
 from .errors import EvrouteError
-from .kernels import KERNEL_KINDS, check_kappa, check_lengthscale, check_nu
-from .validate import MAX_SEED, int_in, number_in, positive_float, positive_int
+from .kernels import KERNEL_SETTINGS
+from .loop import LOOP_SETTINGS
+from .models import MODELS, resolve_model
+from .network import NETWORK_SETTINGS
+from .optimum import OPTIMUM_SETTINGS
+from .routes import ROUTE_SETTINGS
+from .specs import Component, Option
 
-#: The longest time limit of the exact optimum's MILP (a week).
-MAX_TIME_LIMIT = 7 * 24 * 3600.0
+__all__ = ["SimulationConfig", "Scenario", "RUN_SETTINGS", "SCENARIO_SETTINGS", "CONFIG_FORMAT",
+           "normalise_config_json"]
 
-__all__ = ["SimulationConfig", "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE"]
+#: ``config.json``'s format: 2 records the policy, the backend, the truth and the closures as
+#: canonical specs and the candidate priors as resolved; 1 had the policy's options as fields.
+CONFIG_FORMAT = 2
 
-#: The longest run accepted. Each round is logged (one row, plus one per edge driven) and
-#: its time kept for the summary's median; beyond 10⁸ rounds the logs alone would be
-#: hundreds of GB and the run would take days at ~1 ms a round.
-MAX_HORIZON = 100_000_000
+#: The agent's settings: which policy, on which posterior backend.
+AGENT_SETTINGS = (
+    Option("policy", lambda name, v: resolve_policy(v), "gp-ts",
+           lambda: f"policy: {', '.join(POLICIES.names())}; options as a spec, e.g. gp-ucb[beta_scale=0.5], "
+           "gp-bucb[xi=0.5] (see `evroute models`)", "003 Fig. 2: GP-TS had the lowest regret", metavar="SPEC"),
+    Option("model", lambda name, v: resolve_model(v), "exact",
+           lambda: f"GP backend of the gp-* policies: {', '.join(MODELS.names())}; options as a spec, e.g. "
+           "svgp[inducing=500,steps=2], nystrom[gamma=0.3] (see `evroute models`)", "003 Sec. 2.2: the exact GP",
+           metavar="SPEC"),
+)
 
-#: Rough size of the logs (in memory, as DataFrames): per round and per edge driven.
-LOG_BYTES_PER_ROUND = 250
-LOG_BYTES_PER_EDGE = 100
+#: Every setting of a run, declared by the module that owns it, by name, in the order of help texts.
+RUN_SETTINGS: dict[str, Option] = {o.name: o for o in (
+    *NETWORK_SETTINGS, *ROUTE_SETTINGS, *VEHICLE_SETTINGS, *AGENT_SETTINGS, *LOOP_SETTINGS, *KERNEL_SETTINGS,
+    *ENVIRONMENT_SETTINGS, *PRIOR_SETTINGS, *OPTIMUM_SETTINGS)}
+
+#: The settings that describe the world, not the agent (:class:`Scenario`).
+SCENARIO_SETTINGS = ("network", "osm", "dem", "route", "from_point", "to_point", "vehicle", "truth",
+                     "truth_lengthscale", "truth_prior", "priors", "drift", "closures")
 
 
-@dataclass
+def _setting(name: str):
+    opt = RUN_SETTINGS[name]
+    return field(default=opt.default, metadata={"option": opt})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The world of a run: where (network, trip), who drives (vehicle), what is true (truth, its
+    kernel's lengthscale, the vehicle it is drawn around, how it drifts, which roads close) and
+    which priors an agent may doubt between. Two runs with the same scenario and seed face the
+    same truth and the same noise, whatever their agents."""
+
+    network: str
+    osm: str | None
+    dem: str | None
+    route: str | None
+    from_point: str | None
+    to_point: str | None
+    vehicle: str | None
+    truth: Component
+    truth_lengthscale: float
+    truth_prior: str | None
+    priors: tuple[Candidate, ...] | None
+    drift: float
+    closures: Component | None
+
+
+@dataclass(frozen=True)
 class SimulationConfig:
-    """Everything that defines a run; saved as ``config.json`` (reproduces it exactly).
+    """Everything that defines a run, resolved; saved as ``config.json`` (reproduces it exactly).
 
-    ``model`` may be a spec with options, ``"svgp[inducing=500]"``: it is split into the
-    backend name and :attr:`model_options` on construction.
+    Made from keyword settings (:data:`RUN_SETTINGS`: texts, numbers, or already resolved
+    components), each checked and converted by its declaration; a bad value is one
+    :class:`EvrouteError` line. ``policy``, ``model``, ``truth`` and ``closures`` become
+    :class:`~evroute.specs.Component` (``SimulationConfig(policy="gp-bucb[xi=0.5]").policy.label``),
+    ``priors`` a tuple of :class:`~evroute.candidates.Candidate`.
+
+    Examples
+    --------
+    >>> cfg = SimulationConfig(network="synthetic", policy="gp-bucb[xi=0.5]", horizon=40)
+    >>> cfg.policy.label, cfg.policy["xi"], cfg.backend
+    ('gp-bucb[xi=0.5]', 0.5, 'exact')
     """
 
-    network: str = "synthetic"
-    osm: str | None = None
-    dem: str | None = None
-    route: str | None = None
-    from_point: str | None = None
-    to_point: str | None = None
-    policy: str = "gp-ts"
-    model: str = "exact"
-    horizon: int = 500
-    seed: int = 0
-    kernel: str = "combined"
-    lengthscale: float = 1.0
-    kappa: float = 1.0
-    nu: float = 2.0
-    omega: float = 1.0
-    xi: float = 1.0
-    beta_scale: float = 1.0
-    joint_samples: bool = False
-    vehicle: str | None = None
-    exact_optimum: bool = False
-    exact_optimum_time_limit: float = 300.0
-    model_options: dict = field(default_factory=dict)
-    #: the policy's options other than the four fields above (``gp-ucb[beta=002]``)
-    policy_options: dict = field(default_factory=dict)
-    #: context lengthscale of the kernel the ground truth f is sampled from (the paper's
-    #: kernel lengthscales are 1); ``lengthscale`` is the agent's prior only
-    truth_lengthscale: float = 1.0
-    #: the ground truth: ``gp`` (a draw from the GP prior, paper 003) or ``rkhs[B=…,anchors=20]``
-    #: (‖f − m‖_K = B exactly, paper 000 §7)
-    truth: str = "gp"
-    #: candidate priors of gp-pe & co. (paper 004): comma-separated vehicle presets or JSON files
-    #: (None: every vehicle preset)
-    priors: str | None = None
-    #: the vehicle whose E_det is the truth's mean (paper 004: the truth drawn from one candidate);
-    #: None: ``vehicle``. When given, σ₀ and ς come from its E_det, for the truth and every agent.
-    truth_prior: str | None = None
-    #: time-varying energies: f_{t+1} = m + √(1−ε)(f_t − m) + √ε g_t (paper 004); 0: static
-    drift: float = 0.0
-    #: road closures: None, ``alternate`` or ``random[rate=0.05]`` (:class:`evroute.environments.RoadEnvironment`)
-    closures: str | None = None
+    network: str = _setting("network")
+    osm: str | None = _setting("osm")
+    dem: str | None = _setting("dem")
+    route: str | None = _setting("route")
+    from_point: str | None = _setting("from_point")
+    to_point: str | None = _setting("to_point")
+    policy: Component = _setting("policy")
+    model: Component = _setting("model")
+    horizon: int = _setting("horizon")
+    seed: int = _setting("seed")
+    kernel: str = _setting("kernel")
+    lengthscale: float = _setting("lengthscale")
+    kappa: float = _setting("kappa")
+    nu: float = _setting("nu")
+    vehicle: str | None = _setting("vehicle")
+    exact_optimum: bool = _setting("exact_optimum")
+    exact_optimum_time_limit: float = _setting("exact_optimum_time_limit")
+    truth_lengthscale: float = _setting("truth_lengthscale")
+    truth: Component = _setting("truth")
+    priors: tuple[Candidate, ...] | None = _setting("priors")
+    truth_prior: str | None = _setting("truth_prior")
+    drift: float = _setting("drift")
+    closures: Component | None = _setting("closures")
 
     def __post_init__(self) -> None:
-        if isinstance(self.policy, str) and "[" in self.policy:
-            from .specs import parse_spec
-
-            name, opts = parse_spec(self.policy, "policy", "gp-ucb[beta=002]")
-            self.policy = name
-            fields = {"beta_scale": "beta_scale", "bs": "beta_scale", "omega": "omega", "w": "omega", "xi": "xi",
-                      "x": "xi", "joint": "joint_samples", "joint_samples": "joint_samples"}
-            other = {}
-            for key, value in opts.items():
-                if key in fields:
-                    from .agents import agent_options
-
-                    declared = {o.name: o for o in agent_options(name)} if name in _agent_names() else {}
-                    opt = declared.get("joint" if fields[key] == "joint_samples" else fields[key])
-                    if opt is None and name in _agent_names():
-                        raise EvrouteError(f"unknown option(s) for policy {name!r}: {key} "
-                                           f"(accepted: {', '.join(declared) or 'none'})")
-                    setattr(self, fields[key], opt.convert(key, value) if opt else value)
-                else:
-                    other[key] = value
-            both = sorted(set(other) & set(self.policy_options or {}))
-            if both:
-                raise EvrouteError(f"policy option(s) given twice: {', '.join(both)}")
-            self.policy_options = {**(self.policy_options or {}), **other}
-        if isinstance(self.model, str) and "[" in self.model:
-            from .models import parse_model_spec
-
-            name, opts = parse_model_spec(self.model)
-            both = sorted(set(opts) & set(self.model_options or {}))
-            if both:
-                raise EvrouteError(f"model option(s) given twice: {', '.join(both)}")
-            self.model = name
-            self.model_options = {**(self.model_options or {}), **opts}
-
-    def validate(self) -> None:
-        """Raise EvrouteError (one line) on a bad value."""
-        from .agents import agent_names, policy_family
-
-        if isinstance(self.horizon, bool) or not isinstance(self.horizon, int):
-            raise EvrouteError(f"horizon must be a positive integer, got {self.horizon!r}")
-        positive_int("horizon", self.horizon)
-        if self.horizon > MAX_HORIZON:
-            raise EvrouteError(
-                f"horizon {self.horizon:,} is too long: at most {MAX_HORIZON:,} rounds (every round is "
-                f"logged, ~{LOG_BYTES_PER_ROUND + 50 * LOG_BYTES_PER_EDGE:,} bytes for a 50-edge route, and "
-                "its time kept for the summary; 10⁸ rounds would already be ~500 GB of logs and days of "
-                "computing)")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise EvrouteError(f"seed must be a non-negative integer, got {self.seed!r}")
-        int_in("seed", self.seed, 0, MAX_SEED, why="seeds are stored as 64-bit integers")
-        if self.kernel not in KERNEL_KINDS:
-            raise EvrouteError(f"unknown kernel {self.kernel!r}; choose one of: {', '.join(KERNEL_KINDS)}")
-        check_lengthscale("lengthscale", self.lengthscale)
-        check_lengthscale("truth lengthscale", self.truth_lengthscale)
-        check_kappa("kappa", self.kappa)
-        check_nu("nu", self.nu)
-        for name in ("omega", "xi", "beta_scale"):
-            positive_float(name, getattr(self, name))
-        number_in("exact optimum time limit", self.exact_optimum_time_limit, 0, MAX_TIME_LIMIT, lo_open=True,
-                  why="seconds")
-        if str(self.policy).strip().lower() not in agent_names():
-            raise EvrouteError(f"unknown policy {self.policy!r}; choose one of: {', '.join(agent_names())}")
-        from .models import get_backend
-
-        backend = get_backend(self.model)
-        if policy_family(self.policy) == "bi":
-            if self.model not in ("exact", "bi"):
-                raise EvrouteError(f"--model {self.model} is a GP backend for the gp-* policies; {self.policy} "
-                                   "uses its own Bayesian-inference model (leave --model out)")
-        else:
-            backend.resolve(self.model_options or {})
-        self.truth_options()
-        self.prior_names()
-        from .environments import parse_closures
-
-        parse_closures(self.closures)
-        if isinstance(self.drift, bool) or not isinstance(self.drift, int | float) or not 0 <= self.drift < 1:
-            raise EvrouteError(f"drift must be a number in [0, 1), got {self.drift!r}")
+        for f in fields(self):
+            object.__setattr__(self, f.name, f.metadata["option"](getattr(self, f.name)))
+        if (self.from_point is None) != (self.to_point is None):
+            raise EvrouteError("give both --from and --to (or a --route)")
+        if self.from_point is not None and self.route is not None:
+            raise EvrouteError("give either --route or --from/--to, not both")
+        if self.family == "bi" and self.model.name not in ("exact", "bi"):
+            raise EvrouteError(f"--model {self.model.label} is a GP backend for the gp-* policies; "
+                               f"{self.policy.label} uses its own Bayesian-inference model (leave --model out)")
         if self.truth_prior is not None:
-            from .energy import load_vehicle
-
             load_vehicle(self.truth_vehicle())
-        from .agents import agent_options
 
-        declared = {o.name: o for o in agent_options(self.policy)}
-        unknown = sorted(set(self.policy_options or {}) - set(declared))
-        if unknown:
-            raise EvrouteError(f"unknown option(s) for policy {self.policy!r}: {', '.join(unknown)} "
-                               f"(accepted: {', '.join(declared) or 'none'})")
-        for key, value in (self.policy_options or {}).items():
-            declared[key].convert(key, value)
+    # -- views --------------------------------------------------------------------------
 
-    def candidates(self) -> list:
-        """The candidate priors of :attr:`priors` (:func:`evroute.candidates.parse_candidates`),
-        checked; every vehicle preset by default."""
-        from .candidates import parse_candidates
+    @property
+    def family(self) -> str:
+        """The posterior family of the policy: ``gp`` or ``bi``."""
+        return policy_family(self.policy)
 
-        return parse_candidates(self.priors)
+    @property
+    def backend(self) -> str:
+        """The posterior backend actually used: ``bi`` for bi-* policies, else the model's name."""
+        return "bi" if self.family == "bi" else self.model.name
+
+    @property
+    def scenario(self) -> Scenario:
+        """The world of the run (:class:`Scenario`)."""
+        return Scenario(**{name: getattr(self, name) for name in SCENARIO_SETTINGS})
+
+    def candidates(self) -> list[Candidate]:
+        """The candidate priors (paper 004): :attr:`priors`, or every vehicle preset."""
+        return list(self.priors) if self.priors is not None else parse_candidates(None)
+
+    def prior_names(self) -> list[str]:
+        """The candidate priors' names."""
+        return [c.name for c in self.candidates()]
 
     def truth_vehicle(self) -> str | None:
-        """The vehicle of :attr:`truth_prior`: a candidate's vehicle when it names one of
-        :attr:`priors` (its kernel settings and ε are not carried over: see ``truth_lengthscale``
-        and ``drift``), else the preset or file it names; None: the run's vehicle."""
+        """The vehicle of :attr:`truth_prior`: a candidate's vehicle when it names one of the
+        candidates (its kernel settings and ε are not carried over: see ``truth_lengthscale`` and
+        ``drift``), else the preset or file it names; None: the run's vehicle."""
         if self.truth_prior is None:
             return None
         for c in self.candidates():
@@ -183,28 +184,71 @@ class SimulationConfig:
                 return c.vehicle
         return self.truth_prior
 
-    def prior_names(self) -> list[str]:
-        """The candidate priors' names."""
-        return [c.name for c in self.candidates()]
+    def validate(self) -> None:
+        """Nothing to do: a configuration is checked when it is made (kept for callers of
+        earlier versions)."""
 
-    def truth_options(self) -> tuple[str, dict]:
-        """(kind, options) of :attr:`truth`, checked: ``("gp", {})`` or ``("rkhs", {"B": …,
-        "anchors": …})`` (B required)."""
-        from .environments import TRUTH_KINDS
-        from .specs import parse_kind
+    def replace(self, **changes) -> SimulationConfig:
+        """A copy with some settings changed, checked again."""
+        return dataclasses.replace(self, **changes)
 
-        kind, opts = parse_kind(self.truth, "truth", TRUTH_KINDS, "rkhs[B=10]")
-        return kind, ({"B": opts["b"], "anchors": opts["anchors"]} if kind == "rkhs" else {})
+    # -- config.json ------------------------------------------------------------------------
 
-    @property
-    def backend(self) -> str:
-        """The posterior backend actually used: ``bi`` for bi-* policies, else ``model``."""
-        from .agents import policy_family
+    def to_json(self) -> dict:
+        """The settings as plain JSON values, components as canonical specs (``gp-bucb[xi=0.5]``),
+        candidate priors as resolved (:func:`evroute.candidates.describe_candidates`)."""
+        out: dict = {"format": CONFIG_FORMAT}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Component):
+                v = v.label
+            elif f.name == "priors" and v is not None:
+                v = describe_candidates(list(v))
+            out[f.name] = v
+        return out
 
-        return "bi" if policy_family(self.policy) == "bi" else self.model
+    @classmethod
+    def from_json(cls, data: dict) -> SimulationConfig:
+        """A configuration from :meth:`to_json`'s form, or from a ``config.json`` of any format."""
+        d = normalise_config_json(data)
+        names = {f.name for f in fields(cls)}
+        settings = {k: v for k, v in d.items() if k in names}
+        settings["priors"] = candidates_from_json(settings.get("priors"))
+        return cls(**settings)
 
 
-def _agent_names() -> tuple[str, ...]:
-    from .agents import agent_names
+def _spec(name: str, options: dict) -> str:
+    """``name[k=v,...]`` from a name and raw option values (format 1's fields)."""
+    inner = ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items())
+    return f"{name}[{inner}]" if inner else name
 
-    return tuple(agent_names())
+
+def normalise_config_json(data: dict) -> dict:
+    """A ``config.json`` (or a task's configuration) in the current format's form, with its
+    components as canonical specs: format 1 kept the policy's options as the fields ``omega``,
+    ``xi``, ``beta_scale``, ``joint_samples`` and ``policy_options``, the backend's as
+    ``model_options``, and the candidate priors as text (resolved in ``resolved.candidates``).
+    Registries canonicalise the labels; nothing is read from disk."""
+    if not isinstance(data, dict):
+        raise EvrouteError(f"a run configuration must be a JSON object, not {type(data).__name__}")
+    d = dict(data)
+    if d.get("format", 1) == 1:
+        policy = resolve_policy(str(d.get("policy", "gp-ts")))
+        opts = {"omega": d.get("omega"), "xi": d.get("xi"), "beta_scale": d.get("beta_scale"),
+                "joint": d.get("joint_samples")}
+        declared = {o.name for o in POLICIES.get(policy.name).options}
+        given = {k: v for k, v in opts.items() if k in declared and v is not None}
+        given.update(d.get("policy_options") or {})
+        d["policy"] = POLICIES.resolve(policy.name, **given).label
+        d["model"] = MODELS.resolve(_spec(str(d.get("model", "exact")), d.get("model_options") or {})).label
+        resolved = d.get("resolved") if isinstance(d.get("resolved"), dict) else {}
+        d["priors"] = resolved.get("candidates") if d.get("priors") is not None else None
+        for key in ("omega", "xi", "beta_scale", "joint_samples", "policy_options", "model_options"):
+            d.pop(key, None)
+        d["format"] = CONFIG_FORMAT
+    else:
+        d["policy"] = resolve_policy(d["policy"]).label
+        d["model"] = resolve_model(d["model"]).label
+    d["truth"] = TRUTHS.resolve(d.get("truth") or "gp").label
+    d["closures"] = CLOSURES.resolve(d["closures"]).label if d.get("closures") not in (None, "", "none") else None
+    return d

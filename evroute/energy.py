@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import EvrouteError
 from .registry import load_registry
+from .specs import Option
 from .validate import number_in
 
 DEFAULT_VEHICLE = "sumo-ev"
@@ -181,3 +182,16 @@ def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np
     floor = np.where(work >= 0, work / vehicle.eta_plus, work * vehicle.eta_minus) / 3600.0
     potential = vehicle.eta_minus * mg * g * length / 3600.0
     return floor, potential
+
+
+def check_vehicle(name, value) -> str:
+    """A vehicle preset or file that loads (an option converter); its name or path as given."""
+    load_vehicle(str(value))
+    return str(value)
+
+
+#: The vehicle of a run: E_det's parameters (003 Eq. 8, Table 2).
+VEHICLE_SETTINGS = (
+    Option("vehicle", check_vehicle, None, "vehicle preset (sumo-ev, compact-ev, delivery-van, suv-ev) or JSON "
+           "file; default sumo-ev", "003 App. B.3, Table 2: SUMO's EV defaults", metavar="NAME|FILE"),
+)

@@ -12,33 +12,137 @@ regret is measured against. The bandit loop asks it, round by round:
   pick if handed f_t, and its true energy.
 
 :class:`StaticEnvironment` is paper 003's: a static f, one draw of GP(E_det, k) (003 Sec. 4.1;
-:func:`gp_truth`), Gaussian noise with ς = 0.1 σ_det. Time-varying energies, RKHS-bounded
-truths and road closures subclass :class:`Environment`.
+:func:`gp_truth`), Gaussian noise with ς = 0.1 σ_det. :class:`RoadEnvironment` adds energies
+that drift and roads that close (paper 004).
+
+Two registries make the world pluggable, like the backends: **truths** (``--truth``:
+:func:`register_truth`; ``gp`` and ``rkhs[B=…]`` here) build a :class:`Truth` (the expected
+energy f of every edge and how one traversal is observed), and **closure patterns**
+(``--closures``: :func:`register_closures`; ``alternate`` and ``random[rate=…]``) say which edges
+are open in each round. A new truth is one module with a factory and one registration.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .cache import cached_arrays, hash_bytes
 from .errors import EvrouteError
+from .kernels import check_lengthscale
 from .policies import rectified_mean
+from .prior import NetworkPrior
 from .progress import stage
-from .specs import Option
-from .validate import nonneg_float, positive_float, positive_int
+from .specs import Component, Option, Registry
+from .validate import nonneg_float, positive_float, positive_int, unit_rate
 
-__all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "parse_closures", "CLOSURES", "TRUTH_KINDS", "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "RKHS_ANCHORS"]
+__all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "Truth", "TruthSetup", "register_truth",
+           "truth_names", "make_truth", "TRUTHS", "register_closures", "CLOSURES", "ClosurePattern",
+           "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "RKHS_ANCHORS", "ENVIRONMENT_SETTINGS", "parse_closures"]
 
 #: Anchor edges of the RKHS truth (paper 000 §7 uses 20 inducing points).
 RKHS_ANCHORS = 20
-#: The kinds of ground truth (``--truth``), a draw from the GP prior (paper 003) or an
-#: RKHS-bounded function (paper 000 §7), with their options (``rkhs[B=10,anchors=20]``; B required).
-TRUTH_KINDS = {"gp": (), "rkhs": (
-    Option("b", positive_float, None, "B, the RKHS norm of f - m (paper 000 Sec. 7: 10)"),
-    Option("anchors", positive_int, RKHS_ANCHORS, "anchor edges of f - m (paper 000 Sec. 7: 20 points)"))}
+
+
+# --------------------------------------------------------------------------------------
+# Truths: the expected energies and how a traversal is observed
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TruthSetup:
+    """What a truth factory is given: the network, the truth's prior mean (E_det of the truth's
+    vehicle) and scales, the run's seed and the truth kernel's lengthscale.
+
+    Attributes
+    ----------
+    net : evroute.network.Network
+    mean : numpy.ndarray (E,)
+        E_det of the truth's vehicle (the mean the truth is drawn around).
+    prior_var : float
+        σ₀² = (0.25 σ_det)² (003 Sec. 4.1).
+    noise_std : float
+        ς = 0.1 σ_det, the observation noise of the Gaussian truths.
+    seed : int
+    lengthscale : float
+        Context lengthscale of the truth's kernel (``--truth-lengthscale``; the paper's 1).
+    vehicle : evroute.energy.Vehicle, optional
+        The truth's vehicle (a simulated truth drives it).
+    route : evroute.routes.RouteSpec, optional
+        The trip (a simulated truth covers the roads between its ends).
+    """
+
+    net: object
+    mean: np.ndarray
+    prior_var: float
+    noise_std: float
+    seed: int
+    lengthscale: float = 1.0
+    vehicle: object = None
+    route: object = None
+
+
+@dataclass
+class Truth:
+    """A ground truth: the expected energy f of every edge, and how one traversal is observed.
+
+    The default observation is paper 003's: f(e) + ε, ε ~ N(0, ς²). A truth whose traversals are
+    not Gaussian (a traffic simulation's recorded ones) overrides :meth:`observe`.
+
+    Attributes
+    ----------
+    values : numpy.ndarray (E,)
+        f (Wh).
+    noise_std : float
+        ς of the Gaussian observations (and the agents' assumed noise).
+    rkhs_norm : float
+        ‖f − m‖ in the RKHS of the truth's kernel (NaN where unknown).
+    description : dict
+        What the run's summary records about it.
+    supports_drift : bool
+        Whether energies drifting in time (``--drift``) can be layered on it.
+    """
+
+    values: np.ndarray
+    noise_std: float
+    rkhs_norm: float = float("nan")
+    description: dict = field(default_factory=dict)
+    supports_drift: bool = True
+
+    def observe(self, rng: np.random.Generator, path: np.ndarray, expected: np.ndarray) -> np.ndarray:
+        """The energies measured on the edges of ``path`` when their expected energies are
+        ``expected`` (f, or f_t under drift): Gaussian noise of :attr:`noise_std`."""
+        return expected[path] + self.noise_std * rng.standard_normal(len(path))
+
+
+#: The truths (``--truth``), by name; :func:`register_truth` adds one.
+TRUTHS = Registry("truth", sort=False, example="rkhs[B=10]")
+
+
+def register_truth(name: str, factory, *, options: tuple[Option, ...] = (), description: str = "",
+                   overwrite: bool = False) -> None:
+    """Register a ground truth under ``name`` (``--truth NAME[key=value,...]``).
+
+    ``factory(setup: TruthSetup, **options) -> Truth`` receives every declared option (given
+    values converted, the others at their defaults).
+    """
+    TRUTHS.register(name, factory, options, description, overwrite)
+
+
+def truth_names() -> list[str]:
+    """The registered truths, in registration order (the paper's first)."""
+    return TRUTHS.names()
+
+
+def make_truth(spec, setup: TruthSetup) -> Truth:
+    """The :class:`Truth` a spec or resolved component names, for ``setup``."""
+    comp = TRUTHS.resolve(spec)
+    truth = TRUTHS.get(comp.name).factory(setup, **comp.options)
+    truth.description = {"truth": comp.label, **truth.description}
+    return truth
 
 
 class Environment(ABC):
@@ -77,8 +181,9 @@ class StaticEnvironment(Environment):
 
     Parameters
     ----------
-    truth : array (E,)
-        f, the true expected energy of every edge.
+    truth : array (E,) or Truth
+        f, the true expected energy of every edge (a :class:`Truth` also says how a traversal
+        is observed; an array gets Gaussian noise of ``noise_std``).
     noise_std : float
         ς.
     oracle : evroute.oracle.Oracle
@@ -91,7 +196,8 @@ class StaticEnvironment(Environment):
     """
 
     def __init__(self, truth, noise_std: float, oracle, start: int, end: int, seed: int, rectify: bool = True):
-        f = np.array(truth, dtype=np.float64)
+        self._truth = truth if isinstance(truth, Truth) else None
+        f = np.array(truth.values if self._truth is not None else truth, dtype=np.float64)
         if f.ndim != 1 or not np.all(np.isfinite(f)):
             raise EvrouteError("the truth must be a 1-d array of finite numbers")
         f.flags.writeable = False
@@ -112,6 +218,8 @@ class StaticEnvironment(Environment):
         return self._f
 
     def observe(self, t: int, path: np.ndarray) -> np.ndarray:
+        if self._truth is not None:
+            return self._truth.observe(self._rng, path, self._f)
         return self._f[path] + self.noise_std * self._rng.standard_normal(len(path))
 
     def reference_route(self, t: int) -> np.ndarray:
@@ -122,7 +230,7 @@ class StaticEnvironment(Environment):
         return self._reference
 
 def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 1.0) -> np.ndarray:
-    """f = E_det + L z: one draw of GP(E_det, k) with the paper's combined kernel (003 Sec. 4.1),
+    """F = E_det + L z: one draw of GP(E_det, k) with the paper's combined kernel (003 Sec. 4.1),
     cached on disk per (network, seed, σ₀², E_det, lengthscale). On networks of
     :data:`evroute.prior.SPARSE_FROM_EDGES` edges or more it is drawn without an E×E matrix
     (:meth:`evroute.prior.NetworkPrior.sample_features`).
@@ -131,8 +239,6 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
     The same z (stream ``[seed, 1]``) for every lengthscale: the seed fixes the draw, the
     lengthscale its smoothness.
     """
-    from .prior import NetworkPrior
-
     prior_mean = np.asarray(prior_mean, dtype=np.float64)
     prior = NetworkPrior(net, prior_mean, "combined", lengthscale, 1.0, 2.0, prior_var)
 
@@ -154,8 +260,6 @@ def gp_truth_rkhs_norm(net, prior_mean, prior_var: float, seed: int, lengthscale
     L Lᵀ = K (jitter included), so ‖f − m‖²_K = zᵀz, z the same standard normals (stream
     ``[seed, 1]``; E draws, no solve). NaN where the truth is drawn by random features (from
     :data:`evroute.prior.SPARSE_FROM_EDGES` edges): its norm needs an E×E solve. About √E."""
-    from .prior import NetworkPrior
-
     prior = NetworkPrior(net, np.asarray(prior_mean, dtype=np.float64), "combined", lengthscale, 1.0, 2.0, prior_var)
     if prior.sampler != "dense":
         return float("nan")
@@ -170,8 +274,6 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
     ‖f − m‖_K = B exactly in the RKHS of the truth's kernel K (the paper's combined kernel,
     σ₀², context lengthscale ``lengthscale``). Rows of K only: no E×E matrix. Stream
     ``[seed, 3]``."""
-    from .prior import NetworkPrior
-
     B = positive_float("B", B)
     anchors = positive_int("anchors", anchors)
     m = np.asarray(prior_mean, dtype=np.float64)
@@ -188,6 +290,89 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
     return m + (B / np.sqrt(norm2)) * (KZ.T @ w)
 
 
+def _gp_truth(setup: TruthSetup) -> Truth:
+    """Paper 003's truth: one draw of GP(E_det, σ₀² k) per seed (:func:`gp_truth`)."""
+    f = gp_truth(setup.net, setup.mean, setup.prior_var, setup.seed, setup.lengthscale)
+    norm = gp_truth_rkhs_norm(setup.net, setup.mean, setup.prior_var, setup.seed, setup.lengthscale)
+    return Truth(f, setup.noise_std, norm)
+
+
+def _rkhs(setup: TruthSetup, B: float, anchors: int) -> Truth:  # noqa: N803 (the paper's B)
+    """Paper 000 §7's truth: ‖f − m‖ = B exactly (:func:`rkhs_truth`)."""
+    f = rkhs_truth(setup.net, setup.mean, setup.prior_var, setup.seed, B, anchors, setup.lengthscale)
+    return Truth(f, setup.noise_std, float(B))
+
+
+register_truth("gp", _gp_truth, description="a draw of GP(E_det, sigma_0^2 k) per seed, Gaussian noise "
+               "(003 Sec. 4.1)")
+register_truth("rkhs", _rkhs, options=(
+    Option("B", positive_float, None, "the RKHS norm of f - m", "000 Sec. 7: 10", required=True, metavar="NUMBER"),
+    Option("anchors", positive_int, RKHS_ANCHORS, "anchor edges of f - m", "000 Sec. 7: 20 points", metavar="INT")),
+    description="an RKHS-bounded truth with ||f - m|| = B exactly (000 Sec. 7), Gaussian noise")
+
+
+# --------------------------------------------------------------------------------------
+# Closure patterns: which edges are open in each round
+# --------------------------------------------------------------------------------------
+
+
+class ClosurePattern:
+    """Which edges are open in each round (volatile arms). :meth:`attach` is called once with the
+    environment (its oracle, trip and first truth); :meth:`mask` gives round t's open edges
+    (None: all) and may redraw until :meth:`RoadEnvironment.connected` holds."""
+
+    def attach(self, env: RoadEnvironment) -> None:
+        """Prepare for ``env`` (e.g. find a corridor on its clairvoyant route)."""
+
+    def mask(self, t: int, env: RoadEnvironment) -> np.ndarray | None:
+        raise NotImplementedError
+
+
+class AlternateClosures(ClosurePattern):
+    """The best corridor closed in every even round (paper 004's alternating domain, on roads):
+    the middle third of the round-1 clairvoyant route (a sixth, a twelfth if no detour remains);
+    an error if no detour exists."""
+
+    def attach(self, env):
+        route = env.route_for(env.expected(1), None)
+        for frac in (1 / 3, 1 / 6, 1 / 12):  # the middle of the best route, as wide as still leaves a detour
+            k = max(1, int(round(frac * route.size)))
+            mid = (route.size - k) // 2
+            corridor = np.setdiff1d(route[mid:mid + k], [env.start, env.end])
+            mask = np.ones(env.n_edges, bool)
+            mask[corridor] = False
+            if corridor.size and env.connected(mask):
+                self.corridor = corridor
+                return
+        raise EvrouteError("closures alternate: closing the middle of the best route leaves no route "
+                           "between the trip's ends; choose another route or random closures")
+
+    def mask(self, t, env):
+        if t % 2:
+            return None
+        mask = np.ones(env.n_edges, bool)
+        mask[self.corridor] = False
+        return mask
+
+
+class RandomClosures(ClosurePattern):
+    """Each edge other than the trip's ends closed with probability ``rate`` in every round (stream
+    ``[seed, 5, t]``); a draw that disconnects the trip is redrawn, up to 20 times, then the
+    round is left open."""
+
+    def __init__(self, rate: float):
+        self.rate = float(rate)
+
+    def mask(self, t, env):
+        rng = np.random.default_rng([env.seed, 5, t])
+        for _ in range(20):
+            m = rng.random(env.n_edges) >= self.rate
+            m[[env.start, env.end]] = True
+            if env.connected(m):
+                return m
+        return None
+
+
 def _rate(name, value) -> float:
     rate = positive_float(name, value)
     if not rate < 1:
@@ -195,18 +380,45 @@ def _rate(name, value) -> float:
     return rate
 
 
-#: Road-closure patterns (``--closures``) and their options: the best corridor closed in every
-#: other round (paper 004's alternating domain, on roads) or each edge closed at random.
-CLOSURES = {"alternate": (), "random": (Option("rate", _rate, 0.05, "share of the edges closed each round"),)}
+#: Road-closure patterns (``--closures``), by name; :func:`register_closures` adds one.
+CLOSURES = Registry("closures", sort=False, example="random[rate=0.05]")
 
 
-def parse_closures(spec) -> tuple[str, dict] | None:
-    """``None``, ``alternate`` or ``random[rate=0.05]`` → (kind, options); one-line errors."""
-    from .specs import parse_kind
+def register_closures(name: str, factory, *, options: tuple[Option, ...] = (), description: str = "",
+                      overwrite: bool = False) -> None:
+    """Register a closure pattern: ``factory(**options) -> ClosurePattern``."""
+    CLOSURES.register(name, factory, options, description, overwrite)
 
+
+register_closures("alternate", AlternateClosures, description="the best corridor closed every other round "
+                  "(paper 004's alternating domain)")
+register_closures("random", RandomClosures, options=(
+    Option("rate", _rate, 0.05, "share of the edges closed each round", metavar="NUMBER"),),
+    description="each edge closed at random each round")
+
+
+def parse_closures(spec) -> Component | None:
+    """``None`` (also ``none``), ``alternate`` or ``random[rate=0.05]`` → the resolved pattern."""
     if spec in (None, "", "none"):
         return None
-    return parse_kind(spec, "closures", CLOSURES, "random[rate=0.05]")
+    return CLOSURES.resolve(spec)
+
+
+def _truth(name, value) -> Component:
+    return TRUTHS.resolve(value)
+
+
+#: The environment's settings of a run: what is true, how it changes, which roads close.
+ENVIRONMENT_SETTINGS = (
+    Option("truth", _truth, "gp", lambda: f"the ground truth: {', '.join(TRUTHS.names())}, with options as a spec, e.g. "
+           "rkhs[B=10]", "003 Sec. 4.1: a draw of the GP prior", metavar="SPEC"),
+    Option("truth_lengthscale", check_lengthscale, 1.0, "context lengthscale of the kernel the true f is drawn "
+           "from", "003: lengthscales 1", metavar="NUMBER"),
+    Option("drift", unit_rate, 0.0, "time-varying energies f_{t+1} = m + sqrt(1-eps)(f_t - m) + sqrt(eps) g_t "
+           "(paper 004); 0: static", metavar="NUMBER"),
+    Option("closures", lambda name, v: parse_closures(v), None, lambda: f"road closures: {', '.join(CLOSURES.names())}, "
+           "with options as a spec, e.g. random[rate=0.05]; default none", metavar="SPEC"),
+)
 
 
 class RoadEnvironment(Environment):
@@ -216,51 +428,48 @@ class RoadEnvironment(Environment):
       GP(0, K) (``sample_dev(rng)``, stream ``[seed, 4, t]``): every f_t is a draw of GP(m, K) and
       Cov(f_t, f_t′) = (1−ε)^{|t−t′|/2} K, the time-varying kernel of Bogunovic et al. (2016)
       used by paper 004.
-    - **Closures**: ``alternate`` closes the middle third of the round-1 clairvoyant route (a
-      sixth, a twelfth if no detour remains) in every even round, the "best corridor" (an
-      error if no detour exists); ``random[rate=r]`` closes each other edge with probability r each round
-      (stream ``[seed, 5, t]``; a draw that disconnects the trip is redrawn, up to 20 times,
-      then the round is left open).
+    - **Closures**: a :class:`ClosurePattern` (``alternate``, ``random[rate=r]``; the registry
+      :data:`CLOSURES`) says which edges are open in each round.
 
     Regret is measured against each round's own clairvoyant route on the open edges (the
     rectified oracle handed f_t, as :class:`StaticEnvironment`). Rounds are visited in order.
+    ``truth`` may be a :class:`Truth` (its :meth:`Truth.observe` draws the observations) or f.
     """
 
     def __init__(self, truth, mean, sample_dev, noise_std: float, oracle, start: int, end: int, seed: int, *,
                  eps: float = 0.0, closures=None):
-        f = np.array(truth, dtype=np.float64)
+        self._truth = truth if isinstance(truth, Truth) else None
+        f = np.array(truth.values if self._truth is not None else truth, dtype=np.float64)
         if f.ndim != 1 or not np.all(np.isfinite(f)):
             raise EvrouteError("the truth must be a 1-d array of finite numbers")
         self._m = np.asarray(mean, dtype=np.float64)
         self._f, self._t = f, 1
         self.n_edges = int(f.size)
         self.noise_std = nonneg_float("noise_std", noise_std)
-        self.eps = nonneg_float("drift", eps)
-        if not self.eps < 1:
-            raise EvrouteError(f"drift must be in [0, 1), got {eps}")
+        self.eps = unit_rate("drift", eps)
+        if self.eps > 0 and self._truth is not None and not self._truth.supports_drift:
+            raise EvrouteError(f"--drift cannot be layered on the truth {self._truth.description.get('truth')}")
         self._sample_dev = sample_dev
         self.oracle = oracle
         self.start, self.end = int(start), int(end)
         self.seed = int(seed)
         self._rng = np.random.default_rng([self.seed, 2])
-        self.closures = parse_closures(closures) if not isinstance(closures, tuple) else closures
+        comp = parse_closures(closures) if not isinstance(closures, Component | ClosurePattern) else closures
+        if isinstance(comp, Component):
+            comp = CLOSURES.get(comp.name).factory(**comp.options)
+        self.closures: ClosurePattern | None = comp
         self._masks: dict[int, np.ndarray | None] = {}
         self._refs: dict[int, np.ndarray] = {}
-        self._corridor = None
-        if self.closures and self.closures[0] == "alternate":
-            route = self._route(f, None)
-            for frac in (1 / 3, 1 / 6, 1 / 12):  # the middle of the best route, as wide as still leaves a detour
-                k = max(1, int(round(frac * route.size)))
-                mid = (route.size - k) // 2
-                corridor = np.setdiff1d(route[mid:mid + k], [self.start, self.end])
-                mask = np.ones(self.n_edges, bool)
-                mask[corridor] = False
-                if corridor.size and self._connected(mask):
-                    self._corridor = corridor
-                    break
-            else:
-                raise EvrouteError("closures alternate: closing the middle of the best route leaves no route "
-                                   "between the trip's ends; choose another route or random closures")
+        if self.closures is not None:
+            self.closures.attach(self)
+
+    def route_for(self, f, mask) -> np.ndarray:
+        """The rectified oracle's route under energies ``f`` on the open edges ``mask``."""
+        return self._route(f, mask)
+
+    def connected(self, mask) -> bool:
+        """Whether the trip's ends are connected through the open edges ``mask``."""
+        return self._connected(mask)
 
     def _route(self, f, mask) -> np.ndarray:
         w = rectified_mean(f, self.noise_std)
@@ -291,28 +500,16 @@ class RoadEnvironment(Environment):
 
     def available(self, t: int) -> np.ndarray | None:
         t = int(t)
-        if not self.closures:
+        if self.closures is None:
             return None
         if t not in self._masks:
-            kind, opts = self.closures
-            mask = None
-            if kind == "alternate":
-                if t % 2 == 0:
-                    mask = np.ones(self.n_edges, bool)
-                    mask[self._corridor] = False
-            else:
-                rng = np.random.default_rng([self.seed, 5, t])
-                for _ in range(20):
-                    m = rng.random(self.n_edges) >= opts["rate"]
-                    m[[self.start, self.end]] = True
-                    if self._connected(m):
-                        mask = m
-                        break
-            self._masks = {t: mask}  # (only the current round is kept)
+            self._masks = {t: self.closures.mask(t, self)}  # (only the current round is kept)
         return self._masks[t]
 
     def observe(self, t: int, path: np.ndarray) -> np.ndarray:
         f = self.expected(t)
+        if self._truth is not None:
+            return self._truth.observe(self._rng, path, f)
         return f[path] + self.noise_std * self._rng.standard_normal(len(path))
 
     def reference_route(self, t: int) -> np.ndarray:

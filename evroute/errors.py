@@ -5,8 +5,11 @@ the command line prints ``error: <message>`` on stderr and exits with code 2.
 """
 
 
-class EvrouteError(Exception):
-    """Bad input or an impossible request, reported to the user as one line."""
+class EvrouteError(ValueError):
+    """Bad input or an impossible request, reported to the user as one line.
+
+    A :class:`ValueError`, as scikit-learn's and BoTorch's input errors are: library callers may
+    catch either."""
 
 
 class NegativeCycleError(EvrouteError):

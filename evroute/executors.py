@@ -23,7 +23,8 @@ from pathlib import Path
 
 from .config import SimulationConfig
 from .errors import EvrouteError
-from .problem import make_agent
+from .network import load_network
+from .problem import agent_prior, make_agent, prepare_problem
 from .runs import prepare_out_dir, write_run
 from .simulation import limit_blas, run_bandit, run_config
 
@@ -60,8 +61,6 @@ def clear_worker_caches() -> None:
 
 def cached_network(name: str, osm: str | None = None, dem: str | None = None):
     """The prepared network, loaded once per process."""
-    from .network import load_network
-
     return _lru_get(_NETS, (name, osm, dem), lambda: load_network(name, osm=osm, dem=dem), _CACHE_SIZES["nets"])
 
 
@@ -70,8 +69,6 @@ def cached_problem(cfg: SimulationConfig):
 
     It depends on the network, the route, the vehicle, the seed and the truth lengthscale only.
     """
-    from .problem import prepare_problem
-
     key = (cfg.network, cfg.osm, cfg.dem, cfg.vehicle, cfg.route, cfg.from_point, cfg.to_point, cfg.seed,
            float(cfg.truth_lengthscale), str(cfg.truth), cfg.truth_vehicle())
 
@@ -85,8 +82,6 @@ def cached_problem(cfg: SimulationConfig):
 def cached_prior(cfg: SimulationConfig, problem):
     """The agent's prior of a run (:func:`evroute.problem.agent_prior`), once per process:
     its dense covariance is built on first use and kept with it."""
-    from .problem import agent_prior
-
     key = (problem.net.cache_key, cfg.kernel, float(cfg.lengthscale), float(cfg.kappa), float(cfg.nu),
            float(problem.prior_var), problem.prior_mean.tobytes())
     return _lru_get(_PRIORS, key, lambda: agent_prior(cfg, problem), _CACHE_SIZES["priors"])
@@ -98,7 +93,6 @@ def run_cell(cfg: SimulationConfig, out: str | os.PathLike) -> dict:
     Same tables as ``simulate(cfg, out)``; the directory appears (renamed from a
     temporary sibling) only when complete. Returns the run's summary.
     """
-    cfg.validate()
     out = Path(out)
     tmp = prepare_out_dir(out, overwrite=True)
     try:
@@ -116,11 +110,12 @@ def run_cell(cfg: SimulationConfig, out: str | os.PathLike) -> dict:
 def execute_task(task: dict) -> dict:
     """Run one task (picklable in, picklable out; errors are returned, not raised).
 
-    ``task``: ``{"kind": "run" | "warm", "name", "config": dict, "out": str, "blas_threads"}``.
+    ``task``: ``{"kind": "run" | "warm", "name", "config": dict, "out": str, "blas_threads"}``, the
+    configuration in :meth:`SimulationConfig.to_json`'s form (as ``config.json``).
     """
     tic = time.perf_counter()
     try:
-        cfg = SimulationConfig(**task["config"])
+        cfg = SimulationConfig.from_json(task["config"])
         with limit_blas(task.get("blas_threads")):
             if task.get("kind") == "warm":
                 cached_problem(cfg)

@@ -34,17 +34,19 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from .agents import policy_family
 from .config import SimulationConfig
 from .errors import EvrouteError, EvrouteWarning, Interrupted
 from .executors import cached_network, check_executor, default_jobs, executor_stream
 from .grid import Cell, Grid, fmt_number, is_osm_file, load_grid
-from .io import atomic_write_json
-from .runs import is_finished_run
+from .io import atomic_write_json, directory_entries, short_list
+from .network import network_spec, resolve_osm_path
+from .runs import is_finished_run, is_run_directory, verify_run
 from .summaries import collect_runs, summarize, write_summaries
 from .validate import int_in
 
@@ -57,16 +59,9 @@ __all__ = ["run_grid", "CompareResult", "GridStatus", "grid_status", "config_mat
 
 
 
-_CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SimulationConfig)
-                    if f.default is not dataclasses.MISSING}
-
-
-def _config_dict(cfg: SimulationConfig) -> dict:
-    return json.loads(json.dumps(asdict(cfg)))
-
-
 def config_matches(run_dir: Path, cfg: SimulationConfig) -> tuple[bool, str]:
-    """Whether a finished run's ``config.json`` is the cell's configuration (and what differs)."""
+    """Whether a finished run's ``config.json`` (of any format: :meth:`SimulationConfig.from_json`)
+    is the cell's configuration, compared in their canonical JSON form (and what differs)."""
     try:
         saved = json.loads((run_dir / "config.json").read_text())
         json.loads((run_dir / "summary.json").read_text())
@@ -74,15 +69,15 @@ def config_matches(run_dir: Path, cfg: SimulationConfig) -> tuple[bool, str]:
         return False, f"unreadable ({exc.__class__.__name__})"
     if not isinstance(saved, dict):
         return False, "config.json is not a JSON object"
-    want = _config_dict(cfg)
-    ignore = {"model", "model_options"} if cfg.backend == "bi" else set()  # not used by bi-* runs
+    try:
+        have = SimulationConfig.from_json(saved).to_json()
+    except EvrouteError as exc:
+        return False, f"config.json: {exc}"
+    want = cfg.to_json()
+    ignore = {"model"} if cfg.backend == "bi" else set()  # not used by bi-* runs
     for k, v in want.items():
-        if k in ignore:
-            continue
-        # a key missing from an older config.json had the default value then
-        have = saved.get(k, _CONFIG_DEFAULTS.get(k))
-        if have != v:
-            return False, f"{k} {have!r} ≠ {v!r}"
+        if k not in ignore and have.get(k) != v:
+            return False, f"{k} {have.get(k)!r} ≠ {v!r}"
     return True, ""
 
 
@@ -140,8 +135,6 @@ class GridStatus:
 
 def grid_status(grid: Grid, out: Path) -> GridStatus:
     """Which cells are finished (settings matching, files intact), which are to compute."""
-    from .runs import verify_run
-
     finished, pending, mismatched, damaged = [], [], {}, {}
     for cell in grid.cells():
         name = grid.cell_name(cell)
@@ -171,9 +164,9 @@ def _task_order(grid: Grid, cells: list[Cell], sizes: dict | None = None) -> lis
     rule_weight = {"ucb": 3.0, "bucb": 3.0, "greedy": 1.0, "ts": 1.0}
 
     def cost(c: Cell) -> float:
-        if c.policy.family == "bi":
+        if policy_family(c.policy) == "bi":
             return 0.0
-        return -float(sizes.get(c.network, 1)) * rule_weight.get(c.policy.rule, 1.0)
+        return -float(sizes.get(c.network, 1)) * rule_weight.get(c.policy.name.partition("-")[2], 1.0)
 
     order = {p.label: i for i, p in enumerate(grid.policies)}
     return sorted(cells, key=lambda c: (cost(c), nets.index(c.network), c.lengthscale, c.route, c.seed,
@@ -191,7 +184,7 @@ def _warm_tasks(grid: Grid, cells: list[Cell]) -> list[dict]:
             seen.add(key)
             what = f" truth ℓ {fmt_number(tl)}" if tl != 1.0 else ""
             tasks.append({"kind": "warm", "name": f"prepare {c.network} seed {c.seed}{what}",
-                          "config": asdict(grid.config(c)), "blas_threads": 1})
+                          "config": grid.config(c).to_json(), "blas_threads": 1})
     return tasks
 
 
@@ -273,7 +266,7 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
             pending_cells = _task_order(grid, pending_cells, sizes)
             jobs = min(jobs, len(pending_cells))
             parallel = executor == "ray" or jobs > 1
-            tasks = [{"kind": "run", "name": grid.cell_name(c), "config": asdict(grid.config(c)),
+            tasks = [{"kind": "run", "name": grid.cell_name(c), "config": grid.config(c).to_json(),
                       "out": str((out / "runs" / grid.cell_name(c)).resolve()),
                       "blas_threads": 1} for c in pending_cells]  # same arithmetic whatever the executor
             if parallel:
@@ -308,9 +301,6 @@ def check_compare_dir(out: Path) -> None:
     ``simulate`` run directory and a user's non-empty folder are refused: compare never
     writes into what it did not make.
     """
-    from .io import directory_entries, short_list
-    from .runs import is_run_directory
-
     contents = directory_entries(out, "--out")
     if not contents:
         return
@@ -327,16 +317,12 @@ def check_compare_dir(out: Path) -> None:
 
 def _only_runs(runs_dir: Path) -> bool:
     """Whether every entry of ``runs_dir`` is an evroute run or a killed run's temporary folder."""
-    from .runs import is_run_directory
-
     return all(is_run_directory(p) or (p.name.startswith(".") and ".partial-" in p.name)
                for p in runs_dir.iterdir())
 
 
 def _check_network_files(grid: Grid) -> None:
     """One-line error before anything runs when a network's OSM file cannot be found."""
-    from .network import network_spec, resolve_osm_path
-
     for net in grid.networks:
         if is_osm_file(net):
             if not Path(net).is_file():

@@ -24,9 +24,17 @@ from pathlib import Path
 import numpy as np
 
 from .errors import EvrouteError
+from .grid import load_grid
 from .io import atomic_write_text, atomic_write_with, generator, is_stdout
+from .network import load_network
 from .report import feature_collection, path_coordinates, write_geojson
-from .runs import check_output_file, read_run_json, read_run_table, require_readable_run
+from .runs import (
+    check_output_file,
+    is_finished_run,
+    read_run_json,
+    read_run_table,
+    require_readable_run,
+)
 from .validate import positive_int
 
 COORD_DECIMALS = 6
@@ -36,9 +44,6 @@ ATTRIBUTION = "© OpenStreetMap contributors"
 def resolve_run_dir(directory: str | os.PathLike, run: str | None = None) -> Path:
     """The run directory to export: ``directory`` itself, or a run of a compare directory
     (``run`` by name, default the first finished run of the grid)."""
-    from .grid import load_grid
-    from .runs import is_finished_run
-
     d = Path(directory)
     if not d.is_dir():
         raise EvrouteError(f"{d} is not a directory")
@@ -87,7 +92,6 @@ def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -
         positive_int("--last", last)
         rounds = rounds.tail(last)
     if net is None:
-        from .network import load_network
 
         net = load_network(cfg["network"], osm=cfg.get("osm"), dem=cfg.get("dem"))
     if len(edges) != net.n_edges:

@@ -1,39 +1,56 @@
-"""Comparison grids: the paper's presets, policy specs and the grid of runs they span.
+"""Comparison grids: a base run and the axes it is swept along, and the paper's presets.
 
-A comparison is a grid of cells: route × policy (with its β_t variant) × lengthscale × seed
-(paper 003 Sec. 4.2: 6 policies × 4 routes × 5 seeds × T = 500, the β_t parametrisations
-of Fig. 3 and the lengthscale sweep of App. C.1). :func:`make_grid` builds one from
-command-line values; ``grid.json`` (:meth:`Grid.to_dict`) describes it in a compare directory.
+A comparison is a grid of cells: a base configuration (:class:`~evroute.config.SimulationConfig`:
+every setting a run has) swept along its axes, route × lengthscale × policy × seed (paper 003
+Sec. 4.2: 6 policies × 4 routes × 5 seeds × T = 500, the β_t parametrisations of Fig. 3 and the
+lengthscale sweep of App. C.1) and any other setting the user sweeps (``--sweep kappa=0.5,1,2``).
+A cell is the base with its axes' values put in (:meth:`Grid.config`), converted by the same
+declarations as ``evroute simulate``'s options, so ``simulate`` and ``compare`` accept exactly
+the same specs. ``grid.json`` (:meth:`Grid.to_dict`) describes the grid in a compare directory;
+its base is written by the conversion ``config.json`` uses (:meth:`SimulationConfig.to_json`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import SimulationConfig
+from .agents import policy_family, resolve_policy
+from .config import RUN_SETTINGS, SimulationConfig, normalise_config_json
+from .energy import load_vehicle
 from .errors import EvrouteError
 from .kernels import check_lengthscale
-from .specs import split_list
-from .validate import int_in, positive_float, positive_int
+from .network import network_spec
+from .registry import load_registry
+from .routes import route_names
+from .specs import Component, format_value, split_list
+from .validate import int_in, positive_float
 
 #: The most seeds of a grid (seeds 0..N-1) and the most runs (cells) a grid may have: a million
 #: runs of the paper's size take days on one machine; more is a typo, refused before any work.
 MAX_SEEDS = 10_000
 MAX_RUNS = 1_000_000
 
-__all__ = ["PRESETS", "PAPER_ROUTES", "DEFAULT_POLICIES", "GRID_FORMAT", "PolicySpec", "parse_policy_spec",
-           "Cell", "Grid", "make_grid", "load_grid", "parse_routes", "parse_lengthscales",
+__all__ = ["PRESETS", "PAPER_ROUTES", "DEFAULT_POLICIES", "GRID_FORMAT", "AXES", "SWEEPABLE", "policy_tag",
+           "Cell", "Grid", "make_grid", "load_grid", "parse_routes", "parse_lengthscales", "parse_sweep",
            "parse_truth_lengthscale", "parse_file_map", "fmt_number", "is_osm_file"]
 
-GRID_FORMAT = 1
+#: ``grid.json``'s format: 2 writes the base configuration as ``config.json`` does and the swept
+#: settings; 1 (before) listed the policy options per cell. Both read.
+GRID_FORMAT = 2
 DEFAULT_POLICIES = ("gp-ucb", "gp-bucb", "gp-ts", "bi-ucb", "bi-bucb", "bi-ts")
 
+#: The axes every grid has, with the ``compare`` option that gives them (a setting of a run on
+#: an axis is not swept with ``--sweep``).
+AXES = {"route": "--routes", "from_point": "--routes", "to_point": "--routes", "policy": "--policies",
+        "lengthscale": "--lengthscales", "seed": "--seeds", "network": "--routes", "osm": "--osm",
+        "dem": "--dem", "priors": "--priors", "truth_lengthscale": "--truth-lengthscale"}
+#: The settings ``--sweep NAME=V1,V2`` may sweep: every setting of a run that is not an axis.
+SWEEPABLE = tuple(name for name in RUN_SETTINGS if name not in AXES)
 
 PAPER_ROUTES = ("luxembourg:A", "luxembourg:B", "monaco:A", "monaco:B")
 
@@ -75,133 +92,25 @@ PRESETS: dict[str, dict] = {
 }
 
 
-# --------------------------------------------------------------------------------------
-# Policy specs: "gp-bucb[xi=0.5]"
-# --------------------------------------------------------------------------------------
-
-#: Options a policy spec may set, per index rule (SimulationConfig field names).
-SPEC_OPTIONS = {"ucb": ("beta_scale",), "bucb": ("omega", "xi", "beta_scale"),
-                "ts": ("joint_samples",), "greedy": ()}
-_SPEC_ALIASES = {"joint_samples": "joint", "w": "omega", "x": "xi", "bs": "beta_scale",
-                 "beta-scale": "beta_scale"}
-_SPEC_DEFAULTS = {"omega": 1.0, "xi": 1.0, "beta_scale": 1.0, "joint_samples": False}
-
-
 def fmt_number(x: float) -> str:
     """A short, exact-enough number for names and labels: 1.0 → "1", 0.25 → "0.25"."""
     return f"{float(x):g}"
 
 
-@dataclass(frozen=True)
-class PolicySpec:
-    """A policy name with its β_t / sampling options (a variant, e.g. GP-BUCB with ξ = 0.5)."""
-
-    name: str
-    omega: float = 1.0
-    xi: float = 1.0
-    beta_scale: float = 1.0
-    joint_samples: bool = False
-    #: the agent's other options as sorted (name, value) pairs (``gp-ucb[beta=002]``)
-    extra: tuple = ()
-
-    @property
-    def family(self) -> str:
-        return self.name.split("-", 1)[0]
-
-    @property
-    def rule(self) -> str:
-        return self.name.split("-", 1)[1]
-
-    def options(self) -> dict:
-        """The non-default options, in a fixed order."""
-        out = {k: getattr(self, k) for k in ("omega", "xi", "beta_scale", "joint_samples")
-               if getattr(self, k) != _SPEC_DEFAULTS[k]}
-        out.update(self.extra)
-        return out
-
-    @property
-    def label(self) -> str:
-        """Canonical spec text: ``gp-bucb[xi=0.5]``; just the name for the defaults."""
-        opts = self.options()
-        if not opts:
-            return self.name
-        inner = ",".join(f"{'joint' if k == 'joint_samples' else k}={_fmt_value(v)}" for k, v in opts.items())
-        return f"{self.name}[{inner}]"
-
-    @property
-    def tag(self) -> str:
-        """The run-name part of the options: ``-w1-x0.5``, ``-bs0.5``, ``-joint``."""
-        opts = self.options()
-        out = ""
-        if "omega" in opts or "xi" in opts:
-            out += f"-w{fmt_number(self.omega)}-x{fmt_number(self.xi)}"
-        if "beta_scale" in opts:
-            out += f"-bs{fmt_number(self.beta_scale)}"
-        if opts.get("joint_samples"):
-            out += "-joint"
-        for k, v in self.extra:
-            out += f"-{_safe(k)}{_safe(_fmt_value(v))}"
-        return out
-
-    @classmethod
-    def from_config(cls, cfg: dict) -> PolicySpec:
-        """The spec of a saved run's ``config.json`` (options that do not apply are dropped)."""
-        name = str(cfg["policy"]).lower()
-        rule = name.partition("-")[2]
-        kw = {k: cfg.get(k, _SPEC_DEFAULTS[k]) for k in SPEC_OPTIONS.get(rule, ())}
-        extra = tuple(sorted((cfg.get("policy_options") or {}).items()))
-        return cls(name, **kw, extra=extra)
-
-
-def parse_policy_spec(text: str) -> PolicySpec:
-    """Parse ``gp-bucb``, ``gp-bucb[xi=0.5]``, ``gp-ucb[beta_scale=0.5]``, ``gp-ts[joint=true]``.
-
-    The options of each policy are those its agent declares (:func:`evroute.agents.agent_options`:
-    ucb ``beta_scale``; bucb ``omega``, ``xi``, ``beta_scale`` (003 Theorem 3.1:
-    η_t = √(2π)^ω / (2|A|^ω t^ξ)); ts ``joint``), given positive here; short aliases ``w``,
-    ``x``, ``bs``. Anything else is a one-line :class:`EvrouteError`.
-    """
-    from .agents import agent_names, agent_options
-    from .specs import parse_spec
-
-    name, raw = parse_spec(text, "policy", "gp-bucb[xi=0.5]")
-    if name not in agent_names():
-        raise EvrouteError(f"unknown policy {name!r}; choose one of: {', '.join(agent_names())}")
-    declared = {o.name: o for o in agent_options(name)}
-    kw: dict = {}
-    extra: dict = {}
-    for key, value in raw.items():
-        key = _SPEC_ALIASES.get(key, key)
-        field_name = "joint_samples" if key == "joint" else key
-        if key not in declared:
-            raise EvrouteError(f"policy {text!r}: unknown option {key!r} for {name} "
-                               f"(accepted: {', '.join(declared) or 'none'})")
-        if key == "joint":
-            kw[field_name] = declared[key].convert("joint", value)
-        elif field_name in _SPEC_DEFAULTS:
-            kw[field_name] = _positive(value, f"policy {text!r}: {key} must be a positive number, got {value!r}")
-        else:
-            converted = declared[key].convert(key, value)
-            if converted != declared[key].default:
-                extra[key] = converted
-    return PolicySpec(name, **kw, extra=tuple(sorted(extra.items())))
-
-
-def _fmt_value(v) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, int | float):
-        return fmt_number(v)
-    return str(v)
-
-
-
-def _positive(value, error: str) -> float:
-    """:func:`evroute.validate.positive_float` with the caller's message."""
-    try:
-        return positive_float("value", value)
-    except EvrouteError:
-        raise EvrouteError(error) from None
+def policy_tag(policy: Component) -> str:
+    """The run-name part of a policy's options: ``-w1-x0.5`` (ω, ξ of GP-BUCB), ``-bs0.5`` (the β_t
+    scale), ``-joint``, then any other option as ``-<name><value>`` (sorted by name)."""
+    given = policy.given
+    out = ""
+    if "omega" in given or "xi" in given:
+        out += f"-w{fmt_number(policy['omega'])}-x{fmt_number(policy['xi'])}"
+    if "beta_scale" in given:
+        out += f"-bs{fmt_number(given['beta_scale'])}"
+    if given.get("joint"):
+        out += "-joint"
+    for key in sorted(k for k in given if k not in ("omega", "xi", "beta_scale", "joint")):
+        out += f"-{_safe(key)}{_safe(format_value(given[key]))}"
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -211,160 +120,205 @@ def _positive(value, error: str) -> float:
 
 @dataclass(frozen=True)
 class Cell:
-    """One run of a grid."""
+    """One run of a grid: its place on each axis (``sweep``: the swept settings' values)."""
 
     network: str
     route: str  # fully qualified, e.g. "monaco:A"
-    policy: PolicySpec
+    policy: Component
     lengthscale: float
     seed: int
+    sweep: tuple = ()
 
     @property
     def route_letter(self) -> str:
         return self.route.partition(":")[2]
 
 
+def _json_value(value):
+    """A setting's value as JSON (a component as its label)."""
+    return value.label if isinstance(value, Component) else value
+
+
 @dataclass
 class Grid:
-    """A comparison grid: every route × policy × lengthscale × seed.
+    """A comparison grid: a base run swept along routes × lengthscales × policies × seeds and
+    the settings in ``sweeps``.
 
-    ``osm`` and ``dem`` map a network name to a file (as ``--osm``/``--dem`` of simulate).
+    Attributes
+    ----------
+    base : SimulationConfig
+        The settings every cell shares (its network, route, policy, lengthscale, seed and swept
+        settings are replaced in each cell).
+    routes : list of str
+        Fully qualified routes, ``monaco:A``.
+    policies : list of Component
+        Resolved policies (:func:`evroute.agents.resolve_policy`).
+    seeds, lengthscales : list
+    sweeps : tuple of (str, tuple)
+        Other swept settings (:data:`SWEEPABLE`) and their values, converted.
+    osm, dem : dict
+        A network name's OSM and DEM files (as ``--osm``/``--dem`` of simulate).
+    truth_lengthscale : float or "same"
+        The truth kernel's lengthscale: a number (the paper's 1), or each cell's own lengthscale.
+    preset : str, optional
     """
 
+    base: SimulationConfig
     routes: list[str]
-    policies: list[PolicySpec]
+    policies: list[Component]
     seeds: list[int]
-    horizon: int = 500
-    model: str = "exact"
     lengthscales: list[float] = field(default_factory=lambda: [1.0])
+    sweeps: tuple = ()
     osm: dict = field(default_factory=dict)
     dem: dict = field(default_factory=dict)
-    vehicle: str | None = None
-    kernel: str = "combined"
-    model_options: dict = field(default_factory=dict)
-    preset: str | None = None
-    #: lengthscale of the kernel the true f is sampled from: a number (the paper's is 1) or
-    #: ``"same"``, each cell's own lengthscale (a sweep then changes the environment too)
     truth_lengthscale: float | str = 1.0
-    #: the ground truth of every cell: ``gp`` or ``rkhs[B=…]`` (see :class:`SimulationConfig`)
-    truth: str = "gp"
-    #: candidate priors (gp-pe) and the truth's vehicle (paper 004; see :class:`SimulationConfig`)
-    priors: str | None = None
-    truth_prior: str | None = None
-    #: the environment: drift rate and road closures (paper 004; see :class:`SimulationConfig`)
-    drift: float = 0.0
-    closures: str | None = None
+    preset: str | None = None
 
     @property
     def networks(self) -> list[str]:
         return list(dict.fromkeys(r.partition(":")[0] for r in self.routes))
 
+    @property
+    def horizon(self) -> int:
+        return self.base.horizon
+
+    @property
+    def model(self) -> Component:
+        return self.base.model
+
     def cells(self) -> list[Cell]:
-        """Cells in grid order: route, lengthscale, policy, seed."""
-        return [Cell(r.partition(":")[0], r, p, float(ls), int(s))
-                for r in self.routes for ls in self.lengthscales for p in self.policies for s in self.seeds]
+        """Cells in grid order: route, lengthscale, sweeps (first varying slowest), policy, seed."""
+        combos: list[tuple] = [()]
+        for name, values in self.sweeps:
+            combos = [(*c, (name, v)) for c in combos for v in values]
+        return [Cell(r.partition(":")[0], r, p, float(ls), int(s), sw)
+                for r in self.routes for ls in self.lengthscales for sw in combos for p in self.policies
+                for s in self.seeds]
 
     def truth_for(self, cell: Cell) -> float:
         """The truth lengthscale of a cell."""
         return float(cell.lengthscale) if self.truth_lengthscale == "same" else float(self.truth_lengthscale)
 
+    def config(self, cell: Cell) -> SimulationConfig:
+        """The configuration of a cell (what ``evroute simulate`` would run): the base with the
+        cell's values; bi-* policies keep the default backend (they use their own model)."""
+        changes = dict(cell.sweep)
+        gp = policy_family(cell.policy) != "bi"
+        return self.base.replace(
+            network=cell.network, osm=self.osm.get(cell.network), dem=self.dem.get(cell.network),
+            route=cell.route, from_point=None, to_point=None, policy=cell.policy, lengthscale=cell.lengthscale,
+            seed=cell.seed, truth_lengthscale=self.truth_for(cell),
+            **{**changes, "model": changes.get("model", self.base.model) if gp else "exact"})
+
     def cell_name(self, cell: Cell) -> str:
-        """``<network>-<route>-<policy>[-ls<l>][-tl<l>][-w<ω>-x<ξ>][-bs<scale>][-m<model>]-s<seed>``."""
+        """``<network>-<route>-<policy>[-ls<l>][-tl<l>][-w<ω>-x<ξ>][-bs<scale>][-<truth>][-tp<vehicle>]
+        [-drift<ε>][-<closures>][-m<model>][-<setting><value>...]-s<seed>``."""
+        cfg_truth = dict(cell.sweep).get("truth", self.base.truth)
+        swept = dict(cell.sweep)
+        get = lambda key: swept.get(key, getattr(self.base, key))  # noqa: E731
         name = f"{_safe(Path(cell.network).stem)}-{_safe(cell.route_letter)}-{cell.policy.name}"
         if cell.lengthscale != 1.0:
             name += f"-ls{fmt_number(cell.lengthscale)}"
         if self.truth_for(cell) != 1.0:
             name += f"-tl{fmt_number(self.truth_for(cell))}"
-        name += cell.policy.tag
-        if self.truth != "gp":
-            name += f"-{_safe(self.truth)}"
-        if self.truth_prior is not None:
-            name += f"-tp{_safe(self.truth_prior)}"
-        if self.drift:
-            name += f"-drift{fmt_number(self.drift)}"
-        if self.closures:
-            name += f"-{_safe(self.closures)}"
-        if cell.policy.family == "gp" and self.model != "exact":
-            name += f"-m{_safe(self.model)}"
+        name += policy_tag(cell.policy)
+        if cfg_truth.label != "gp":
+            name += f"-{_safe(cfg_truth.label)}"
+        if get("truth_prior") is not None:
+            name += f"-tp{_safe(get('truth_prior'))}"
+        if get("drift"):
+            name += f"-drift{fmt_number(get('drift'))}"
+        if get("closures") is not None:
+            name += f"-{_safe(get('closures').label)}"
+        model = get("model")
+        if policy_family(cell.policy) == "gp" and model.name != "exact":
+            name += f"-m{_safe(model.label if 'model' in swept else model.name)}"
+        for key, value in cell.sweep:
+            if key not in ("truth", "truth_prior", "drift", "closures", "model"):
+                name += f"-{_safe(key)}{_safe(format_value(value))}"
         return f"{name}-s{cell.seed}"
-
-    def config(self, cell: Cell) -> SimulationConfig:
-        """The SimulationConfig of a cell (what ``evroute simulate`` would run)."""
-        p = cell.policy
-        return SimulationConfig(
-            network=cell.network, osm=self.osm.get(cell.network), dem=self.dem.get(cell.network),
-            route=cell.route, policy=p.name, model=self.model if p.family == "gp" else "exact",
-            horizon=int(self.horizon), seed=int(cell.seed),
-            kernel=self.kernel, lengthscale=float(cell.lengthscale), omega=float(p.omega), xi=float(p.xi),
-            beta_scale=float(p.beta_scale), joint_samples=bool(p.joint_samples), vehicle=self.vehicle,
-            model_options=dict(self.model_options), policy_options=dict(p.extra), truth_lengthscale=self.truth_for(cell),
-            truth=self.truth, priors=self.priors, truth_prior=self.truth_prior, drift=float(self.drift),
-            closures=self.closures)
 
     def validate(self) -> None:
         """Check everything that can be checked without loading a network (one-line errors)."""
-        from .models import get_backend
-
-        if not self.routes:
-            raise EvrouteError("no routes given")
-        if not self.policies:
-            raise EvrouteError("no policies given")
-        if not self.seeds:
-            raise EvrouteError("no seeds given")
-        if not self.lengthscales:
-            raise EvrouteError("no lengthscales given")
-        positive_int("--horizon", self.horizon)
+        for what, items in (("routes", self.routes), ("policies", self.policies), ("seeds", self.seeds),
+                            ("lengthscales", self.lengthscales)):
+            if not items:
+                raise EvrouteError(f"no {what} given")
         n_runs = len(self.routes) * len(self.policies) * len(self.lengthscales) * len(self.seeds)
+        for _, values in self.sweeps:
+            n_runs *= len(values)
         if n_runs > MAX_RUNS:
             raise EvrouteError(f"the grid has {n_runs:,} runs, more than {MAX_RUNS:,}; split it into several compares")
-        get_backend(self.model).resolve(self.model_options)
-        for ls in self.lengthscales:
-            check_lengthscale("lengthscales", ls)
-        tl = self.truth_lengthscale
-        if tl != "same":
-            if isinstance(tl, bool) or not isinstance(tl, (int, float)) or not math.isfinite(tl):
-                raise EvrouteError(f"truth lengthscale must be 'same' or a positive number, got {tl!r}")
-            check_lengthscale("truth lengthscale", tl)
         for net in sorted(set(self.osm) | set(self.dem)):
             if net not in self.networks:
                 raise EvrouteError(f"--osm/--dem given for network {net!r}, which is not in the grid")
         for name, path in list(self.osm.items()) + list(self.dem.items()):
             if not Path(path).expanduser().is_file():
                 raise EvrouteError(f"file not found for network {name}: {path}")
-        names = [self.cell_name(c) for c in self.cells()]
+        cells = self.cells()
+        names = [self.cell_name(c) for c in cells]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
-            raise EvrouteError(f"the grid has the same run twice ({dup}); remove duplicate policies, routes or lengthscales")
-        self.config(self.cells()[0]).validate()
+            raise EvrouteError(f"the grid has the same run twice ({dup}); remove duplicate policies, routes, "
+                               "lengthscales or swept values")
+        seen = set()
+        for c in cells:  # every combination of policy family and swept values makes a valid run
+            key = (policy_family(c.policy), c.sweep)
+            if key not in seen:
+                seen.add(key)
+                self.config(c)
 
     def to_dict(self) -> dict:
-        """``grid.json``: the grid and its cells (read by ``evroute plot``)."""
-        cells = []
-        for c in self.cells():
-            cells.append({"name": self.cell_name(c), "network": c.network, "route": c.route,
-                          "policy": c.policy.label, "policy_name": c.policy.name, "lengthscale": c.lengthscale,
-                          "truth_lengthscale": self.truth_for(c),
-                          "omega": c.policy.omega, "xi": c.policy.xi, "beta_scale": c.policy.beta_scale,
-                          "joint_samples": c.policy.joint_samples, "seed": c.seed})
-        return {"format": GRID_FORMAT, "preset": self.preset, "networks": self.networks,
+        """``grid.json``: the base configuration (as ``config.json`` writes it), the axes and the
+        cells (read by ``evroute plot`` and by a resumed ``compare``)."""
+        base = self.base.to_json()
+        cells = [{"name": self.cell_name(c), "network": c.network, "route": c.route, "policy": c.policy.label,
+                  "policy_name": c.policy.name, "lengthscale": c.lengthscale,
+                  "truth_lengthscale": self.truth_for(c), "seed": c.seed,
+                  "sweep": {k: _json_value(v) for k, v in c.sweep}} for c in self.cells()]
+        return {"format": GRID_FORMAT, "preset": self.preset, "base": base, "networks": self.networks,
                 "routes": list(self.routes), "policies": [p.label for p in self.policies],
-                "seeds": list(self.seeds), "horizon": self.horizon, "model": self.model,
-                "lengthscales": [float(x) for x in self.lengthscales], "kernel": self.kernel,
-                "truth_lengthscale": self.truth_lengthscale, "truth": self.truth, "priors": self.priors,
-                "truth_prior": self.truth_prior, "drift": self.drift, "closures": self.closures,
-                "vehicle": self.vehicle, "osm": dict(self.osm), "dem": dict(self.dem),
-                "model_options": dict(self.model_options), "cells": cells}
+                "seeds": list(self.seeds), "lengthscales": [float(x) for x in self.lengthscales],
+                "truth_lengthscale": self.truth_lengthscale,
+                "sweeps": [[k, [_json_value(v) for v in vs]] for k, vs in self.sweeps],
+                "osm": dict(self.osm), "dem": dict(self.dem),
+                # the base's settings also at the top, as format 1 had them (for readers of grid.json)
+                "horizon": base["horizon"], "model": base["model"], "kernel": base["kernel"],
+                "truth": base["truth"], "vehicle": base["vehicle"], "drift": base["drift"],
+                "closures": base["closures"], "truth_prior": base["truth_prior"], "cells": cells}
 
     @classmethod
     def from_dict(cls, d: dict) -> Grid:
-        return cls(routes=list(d["routes"]), policies=[parse_policy_spec(p) for p in d["policies"]],
-                   seeds=[int(s) for s in d["seeds"]], horizon=int(d["horizon"]), model=d["model"],
-                   lengthscales=[float(x) for x in d["lengthscales"]], osm=dict(d.get("osm") or {}),
-                   dem=dict(d.get("dem") or {}), vehicle=d.get("vehicle"), kernel=d.get("kernel", "combined"),
-                   model_options=dict(d.get("model_options") or {}), preset=d.get("preset"),
-                   truth_lengthscale=d.get("truth_lengthscale", 1.0), truth=d.get("truth", "gp"),
-                   priors=d.get("priors"), truth_prior=d.get("truth_prior"), drift=float(d.get("drift", 0.0)),
-                   closures=d.get("closures"))
+        """A grid from ``grid.json`` (format 2, or format 1 of earlier versions)."""
+        routes = list(d["routes"])
+        first_net = routes[0].partition(":")[0] if routes else "synthetic"
+        if d.get("format", 1) >= 2:
+            base = SimulationConfig.from_json(d["base"])
+        else:  # format 1: the base's settings at the top level, the model's options apart
+            model = d.get("model", "exact")
+            opts = d.get("model_options") or {}
+            if opts:
+                model = f"{model}[{','.join(f'{k}={format_value(v)}' for k, v in opts.items())}]"
+            base = SimulationConfig.from_json(normalise_config_json({
+                "format": 2, "network": first_net, "horizon": int(d["horizon"]), "model": model,
+                "kernel": d.get("kernel", "combined"), "vehicle": d.get("vehicle"), "truth": d.get("truth", "gp"),
+                "priors": None, "truth_prior": d.get("truth_prior"), "drift": float(d.get("drift", 0.0)),
+                "closures": d.get("closures"), "policy": "gp-ts"}))
+            if d.get("priors") is not None:
+                base = base.replace(priors=d["priors"])
+        sweeps = tuple((k, tuple(RUN_SETTINGS[k](v) for v in vs)) for k, vs in d.get("sweeps") or ())
+        return cls(base=base, routes=routes, policies=[resolve_policy(p) for p in d["policies"]],
+                   seeds=[int(s) for s in d["seeds"]], lengthscales=[float(x) for x in d["lengthscales"]],
+                   sweeps=sweeps, osm=dict(d.get("osm") or {}), dem=dict(d.get("dem") or {}),
+                   truth_lengthscale=d.get("truth_lengthscale", 1.0), preset=d.get("preset"))
+
+
+def _positive(value, error: str) -> float:
+    """:func:`evroute.validate.positive_float` with the caller's message."""
+    try:
+        return positive_float("value", value)
+    except EvrouteError:
+        raise EvrouteError(error) from None
 
 
 def _safe(text: str) -> str:
@@ -376,9 +330,6 @@ def parse_routes(text: str | Iterable[str], network: str | None = None) -> list[
 
     Named routes are checked against the route registry (one-line error when unknown).
     """
-    from .network import network_spec
-    from .routes import route_names
-
     items = split_list(text) if isinstance(text, str) else [str(t).strip() for t in text]
     if not items:
         raise EvrouteError("--routes is empty")
@@ -404,8 +355,6 @@ def parse_routes(text: str | Iterable[str], network: str | None = None) -> list[
 
 def is_osm_file(name: str) -> bool:
     """Whether a grid network name is an OSM file (not a registered network)."""
-    from .registry import load_registry
-
     return name not in load_registry("networks") and Path(name).suffix.lower() in (".osm", ".xml")
 
 
@@ -414,6 +363,7 @@ def parse_lengthscales(text: str) -> list[float]:
     out: list[float] = []
     for item in split_list(text):
         v = _positive(item, f"--lengthscales must be positive numbers separated by commas, got {item!r}")
+        check_lengthscale("--lengthscales", v)
         if v not in out:
             out.append(v)
     if not out:
@@ -425,7 +375,8 @@ def parse_truth_lengthscale(text: str | float) -> float | str:
     """``same`` or a positive number (the ``--truth-lengthscale`` of compare)."""
     if str(text).strip().lower() == "same":
         return "same"
-    return _positive(text, f"--truth-lengthscale must be 'same' or a positive number, got {text!r}")
+    return check_lengthscale("--truth-lengthscale", _positive(
+        text, f"--truth-lengthscale must be 'same' or a positive number, got {text!r}"))
 
 
 def parse_file_map(text: str | None, networks: list[str], what: str) -> dict:
@@ -443,22 +394,60 @@ def parse_file_map(text: str | None, networks: list[str], what: str) -> dict:
     return out
 
 
-def make_grid(*, preset: str | None = None, network: str | None = None, routes: str | None = None,
-              policies: str | None = None, seeds: int | None = None, horizon: int | None = None,
-              model: str | None = None, lengthscales: str | None = None, osm: str | None = None,
-              dem: str | None = None, vehicle: str | None = None,
-              truth_lengthscale: str | None = None, truth_kind: str | None = None, priors: str | None = None,
-              truth_prior: str | None = None, drift: float | None = None, closures: str | None = None) -> Grid:
-    """Build a grid from command-line values; options given override the preset's.
+def parse_sweep(items: Iterable[str] | str | None) -> tuple:
+    """``--sweep NAME=V1,V2`` (repeatable) → ((name, (value, ...)), ...): each value converted by
+    the setting's declaration, duplicates dropped. Settings that are axes of their own
+    (:data:`AXES`) are refused with the option to use."""
+    if items is None:
+        return ()
+    if isinstance(items, str):
+        items = [items]
+    out: dict[str, tuple] = {}
+    for item in items:
+        name, sep, values = str(item).partition("=")
+        key = name.strip().lower().replace("-", "_")
+        if not sep or not key or not values.strip():
+            raise EvrouteError(f"--sweep {item!r}: expected NAME=VALUE1,VALUE2, e.g. kappa=0.5,1,2")
+        if key in AXES:
+            raise EvrouteError(f"--sweep {key}: give it with {AXES[key]}")
+        if key not in RUN_SETTINGS:
+            raise EvrouteError(f"--sweep {name.strip()!r}: not a setting; sweepable: {', '.join(SWEEPABLE)}")
+        if key in out:
+            raise EvrouteError(f"--sweep {key} is given twice")
+        option = RUN_SETTINGS[key]
+        converted: list = []
+        for text in split_list(values):
+            value = option(None if text.lower() == "none" and option.default is None else text, key)
+            if value not in converted:
+                converted.append(value)
+        out[key] = tuple(converted)
+    return tuple(out.items())
 
-    With a preset and ``network`` but no ``routes``, the preset's route letters are taken
-    on ``network`` (``--preset paper-fig2 --network monaco`` → monaco:A, monaco:B).
+
+def make_grid(*, preset: str | None = None, network: str | None = None, routes: str | None = None,
+              policies: str | None = None, seeds: int | None = None, lengthscales: str | None = None,
+              truth_lengthscale: str | None = None, osm: str | None = None, dem: str | None = None,
+              sweep: Iterable[str] | str | None = None, truth_kind: str | None = None, **settings) -> Grid:
+    """Build a grid from command-line values; options given (not None) override the preset's.
+
+    ``settings`` are any settings of a run (:data:`evroute.config.RUN_SETTINGS`, e.g. ``horizon``,
+    ``model``, ``vehicle``, ``kappa``, ``truth``, ``drift``), converted by their declarations as
+    ``evroute simulate``'s options are. With a preset and ``network`` but no ``routes``, the
+    preset's route letters are taken on ``network`` (``--preset paper-fig2 --network monaco`` →
+    monaco:A, monaco:B).
     """
     base: dict = {}
     if preset is not None:
         if preset not in PRESETS:
             raise EvrouteError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
         base = PRESETS[preset]
+    if truth_kind is not None:
+        settings.setdefault("truth", truth_kind)
+    for key in settings:
+        if key not in RUN_SETTINGS:
+            raise EvrouteError(f"unknown setting {key!r}; settings: {', '.join(RUN_SETTINGS)}")
+        if key in AXES and key != "priors":
+            raise EvrouteError(f"{key} is an axis of a grid: give it with {AXES[key]}")
     if routes is not None:
         route_list = parse_routes(routes, network)
     elif "routes" in base:
@@ -469,36 +458,32 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
             route_list = parse_routes(list(base["routes"]))
     else:
         route_list = parse_routes("A", network)
-    policy_specs = [parse_policy_spec(p) for p in (
-        split_list(policies) if policies is not None else base.get("policies", DEFAULT_POLICIES))]
-    if policies is not None and not policy_specs:
+    policy_texts = split_list(policies) if policies is not None else list(base.get("policies", DEFAULT_POLICIES))
+    if not policy_texts:
         raise EvrouteError("--policies is empty")
+    policy_list: list[Component] = [resolve_policy(text) for text in policy_texts]
     n_seeds = seeds if seeds is not None else base.get("seeds", 5)
     int_in("--seeds (the number of seeds)", n_seeds, 1, MAX_SEEDS)
-    hz = horizon if horizon is not None else base.get("horizon", 500)
-    positive_int("--horizon", hz)
     ls = parse_lengthscales(lengthscales) if lengthscales is not None else list(base.get("lengthscales", (1.0,)))
     truth = parse_truth_lengthscale(truth_lengthscale if truth_lengthscale is not None
                                     else base.get("truth_lengthscale", 1.0))
+    values = {k: base[k] for k in RUN_SETTINGS if k in base}
+    values.update({k: v for k, v in settings.items() if v is not None})
+    values.setdefault("horizon", 500)
+    first = route_list[0]
     nets = list(dict.fromkeys(r.partition(":")[0] for r in route_list))
-    from .models import parse_model_spec
-
-    model_name, model_options = parse_model_spec(model or "exact")
-    grid = Grid(routes=route_list, policies=policy_specs, seeds=list(range(n_seeds)), horizon=hz,
-                model=model_name, model_options=model_options, lengthscales=ls, osm=parse_file_map(osm, nets, "osm"),
-                dem=parse_file_map(dem, nets, "dem"), vehicle=vehicle, preset=preset,
-                truth_lengthscale=truth, truth=str(truth_kind if truth_kind is not None else base.get("truth", "gp")),
-                priors=priors if priors is not None else base.get("priors"),
-                truth_prior=truth_prior if truth_prior is not None else base.get("truth_prior"),
-                drift=float(drift if drift is not None else base.get("drift", 0.0)),
-                closures=closures if closures is not None else base.get("closures"))
+    osm_map, dem_map = parse_file_map(osm, nets, "osm"), parse_file_map(dem, nets, "dem")
+    base_cfg = SimulationConfig(**{**values, "network": first.partition(":")[0], "route": first,
+                                   "osm": osm_map.get(nets[0]), "dem": dem_map.get(nets[0]),
+                                   "policy": policy_list[0], "lengthscale": ls[0],
+                                   "truth_lengthscale": ls[0] if truth == "same" else truth})
+    grid = Grid(base=base_cfg, routes=route_list, policies=policy_list, seeds=list(range(n_seeds)),
+                lengthscales=ls, sweeps=parse_sweep(sweep), osm=osm_map, dem=dem_map, truth_lengthscale=truth,
+                preset=preset)
     grid.validate()
-    if vehicle is not None:
-        from .energy import load_vehicle
-
-        load_vehicle(vehicle)
+    if base_cfg.vehicle is not None:
+        load_vehicle(base_cfg.vehicle)
     return grid
-
 
 
 def load_grid(out: str | os.PathLike) -> Grid | None:
@@ -513,5 +498,5 @@ def load_grid(out: str | os.PathLike) -> Grid | None:
         return Grid.from_dict(data)
     except EvrouteError as exc:
         raise EvrouteError(f"{path} is not a valid grid description ({exc})") from None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise EvrouteError(f"{path} is not a valid grid description ({type(exc).__name__}: {exc})") from None

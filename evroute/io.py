@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import __version__
 from .errors import EvrouteError
 
 
@@ -45,7 +46,7 @@ def public_mode(directory: bool = False) -> int:
 
 
 def make_public(path: str | os.PathLike, directory: bool = False) -> None:
-    """chmod a file or folder made by :mod:`tempfile` to :func:`public_mode`."""
+    """Chmod a file or folder made by :mod:`tempfile` to :func:`public_mode`."""
     os.chmod(path, public_mode(directory))
 
 
@@ -57,8 +58,6 @@ GENERATOR_PREFIX = "evroute"
 
 def generator() -> str:
     """``evroute <version>``: the generator mark of the files evroute writes."""
-    from . import __version__
-
     return f"{GENERATOR_PREFIX} {__version__}"
 
 

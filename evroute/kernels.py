@@ -26,7 +26,8 @@ from scipy.linalg import blas, lapack
 from scipy.spatial.distance import cdist
 
 from .errors import EvrouteError
-from .validate import in_range, positive_float, positive_int
+from .specs import Option
+from .validate import choice, in_range, positive_float, positive_int
 
 __all__ = [
     "line_graph_weights",
@@ -42,6 +43,7 @@ __all__ = [
     "check_kappa",
     "check_nu",
     "check_lengthscale",
+    "KERNEL_SETTINGS",
 ]
 
 #: Accepted values of ``combined_kernel(kind=...)``.
@@ -66,6 +68,19 @@ check_lengthscale = in_range(1e-3, 1e3, why="context lengthscale in standard dev
                                              "context: outside, the kernel is numerically its limit")
 #: Accepted values of ``graph_matern(method=...)``.
 GRAPH_MATERN_METHODS = ("auto", "eigen", "precision", "sparse")
+
+
+#: The prior kernel's settings of a run (003 App. B.1; SPEC §4).
+KERNEL_SETTINGS = (
+    Option("kernel", lambda name, v: choice(name, v, KERNEL_KINDS), "combined",
+           "prior kernel: combined (k_G k_f + k_f'), graph or context (the ablations)", "003 App. B.1",
+           metavar="KIND"),
+    Option("lengthscale", check_lengthscale, 1.0, "every context lengthscale of the agents' prior kernel",
+           "003 App. B.1: lengthscales 1", metavar="NUMBER"),
+    Option("kappa", check_kappa, 1.0, "graph Matérn kappa", "003 App. B.1: kappa_G = 1", metavar="NUMBER"),
+    Option("nu", check_nu, 2.0, "graph Matérn nu (an integer gives the sparse precision)", "003 App. B.1: nu_G = 2",
+           metavar="NUMBER"),
+)
 
 
 # ----------------------------------------------------------------------------- checks

@@ -210,7 +210,7 @@ class SparseCholesky:
         return self._solver.solve(b)
 
     def half_solve(self, z: np.ndarray) -> np.ndarray:
-        """x with Cov(x) = A⁻¹ when z ~ N(0, I): x[q] = L⁻ᵀ D^(−1/2) z (one triangular solve)."""
+        """X with Cov(x) = A⁻¹ when z ~ N(0, I): x[q] = L⁻ᵀ D^(−1/2) z (one triangular solve)."""
         from scipy.sparse.linalg import spsolve_triangular
 
         y = spsolve_triangular(self.L.T.tocsr(), np.asarray(z, dtype=np.float64) / np.sqrt(self.D),

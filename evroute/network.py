@@ -32,9 +32,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .cache import CacheEntry, hash_bytes, hash_file, make_key
+from . import synthetic
+from .cache import CacheEntry, cache_dir, hash_bytes, hash_file, make_key
 from .errors import EvrouteError, EvrouteWarning
-from .io import atomic_write_with
+from .io import atomic_write_with, available_memory
 from .osm import (
     SEGMENTS,
     first_tag,
@@ -47,6 +48,8 @@ from .osm import (
 )
 from .progress import stage
 from .registry import load_registry
+from .specs import Option
+from .synthetic import synthetic_graph, synthetic_route_points
 from .validate import positive_float
 
 #: Bump when the processing changes: it is part of every cache key.
@@ -224,8 +227,6 @@ BUILD_BYTES_BASE = 400_000_000
 def check_build_memory(name: str, size: int) -> None:
     """Refuse, before building, a synthetic city whose build would not fit in the memory
     available now (one line with the estimate and the limit)."""
-    from .io import available_memory
-
     edges = synthetic_edges_for(size)
     need = BUILD_BYTES_BASE + BUILD_BYTES_PER_EDGE * edges
     avail = available_memory()
@@ -242,8 +243,6 @@ def data_dir() -> Path | None:
 
 def osm_cache_path(name: str) -> Path:
     """Where ``evroute networks fetch NAME`` stores a downloaded network."""
-    from .cache import cache_dir
-
     return cache_dir() / "osm" / f"{name}.osm"
 
 
@@ -276,6 +275,48 @@ def resolve_osm_path(name: str, osm: str | os.PathLike | None = None) -> Path:
         return cached
     raise EvrouteError(f"no OSM file for network {name!r} (looked in {', '.join(looked)}); "
                        f"pass --osm PATH, set EVROUTE_DATA_DIR, or run `evroute networks fetch {name}`")
+
+
+def check_network_name(name, value=None) -> str:
+    """A network a run can load: a built-in name, ``synthetic-<N>k``, or an existing OSM XML
+    file (``.osm``/``.xml``); one line otherwise (an option converter: ``(name, value)``)."""
+    value = name if value is None else value
+    text = str(value).strip()
+    if not text:
+        raise EvrouteError("the network is empty; give a name (synthetic, monaco, luxembourg) or an OSM file")
+    if text in load_registry("networks") or SYNTHETIC_SIZED.match(text):
+        network_spec(text)  # (a sized synthetic city: its size is checked)
+        return text
+    path = Path(text)
+    if path.suffix.lower() in (".osm", ".xml"):
+        if not path.is_file():
+            raise EvrouteError(f"OSM file not found: {path}")
+        return text
+    check_not_a_data_file(text)
+    network_spec(text)  # unknown network: one line listing the known ones
+    return text
+
+
+def _existing_file(what: str):
+    def convert(name, value) -> str:
+        path = Path(str(value)).expanduser()
+        if not path.is_file():
+            raise EvrouteError(f"{what} not found: {value}")
+        return str(path)
+
+    return convert
+
+
+#: The network settings of a run (SPEC §1).
+NETWORK_SETTINGS = (
+    Option("network", check_network_name, "synthetic", "network: synthetic (embedded), synthetic-<N>k, monaco, "
+           "luxembourg, or an OSM XML file", "the embedded synthetic city: runs with no data and no internet",
+           metavar="NAME"),
+    Option("osm", _existing_file("OSM file"), None, "OSM XML file of a built-in network (default: "
+           "$EVROUTE_DATA_DIR, then the cache)", metavar="PATH"),
+    Option("dem", _existing_file("DEM file"), None, "DEM raster (GeoTIFF/HGT) for node elevations, read "
+           "bilinearly (default: OSM ele tags, else flat)", metavar="PATH"),
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -330,7 +371,6 @@ def load_network(
         if size < 16:
             raise EvrouteError(f"synthetic network size must be >= 16, got {size}")
         check_build_memory(name, size)
-        from . import synthetic
 
         params.update(kind="synthetic", seed=seed, size=size,
                       generator=hash_file(synthetic.__file__)[:16])
@@ -352,7 +392,6 @@ def load_network(
             return net
     with stage(f"building network {name} (first use; it is cached for the next)"):
         if params["kind"] == "synthetic":
-            from .synthetic import synthetic_graph, synthetic_route_points
 
             graph = synthetic_graph(seed=seed, size=size)
             points = synthetic_route_points(graph)

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from .errors import EvrouteError, NegativeCycleError
+from .validate import positive_int
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,6 @@ class Oracle:
         Python: 5 s a round on Monaco against milliseconds here.)"""
         import heapq
 
-        from .validate import positive_int
 
         k = positive_int("k", k)
         first = self.shortest_path(weights, start, end, available=available)  # checks, errors

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import EvrouteError
+from .io import atomic_path
 
 __all__ = ["read_osm_graph", "write_osm_xml", "read_restrictions", "node_elevations", "simplify_graph", "merge_segment_tags",
            "parse_maxspeed", "first_tag", "is_reversed", "SEGMENTS"]
@@ -264,7 +265,6 @@ def write_osm_xml(graph, path, generator: str = "evroute") -> int:
     """
     from xml.sax.saxutils import quoteattr
 
-    from .io import atomic_path
 
     segments: dict[int, dict] = {}
     tags: dict[int, dict] = {}

@@ -23,8 +23,18 @@ import numpy as np
 import pandas as pd
 
 from .errors import EvrouteError, EvrouteWarning
-from .io import atomic_write_with, generator
-from .runs import check_output_file, read_run_json, read_run_table
+from .grid import load_grid
+from .io import atomic_write_with, directory_entries, generator
+from .network import load_network
+from .runs import (
+    check_output_file,
+    is_finished_run,
+    read_run_json,
+    read_run_table,
+    require_readable_run,
+    verify_run,
+)
+from .summaries import read_run, standard_error
 
 DPI = 100
 PANEL_W, PANEL_H = 4.8, 3.6  # inches per panel of a curve figure
@@ -79,9 +89,6 @@ def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
 
     Returns the runs and the kind (``"run"`` or ``"compare"``).
     """
-    from .grid import load_grid
-    from .runs import is_finished_run, require_readable_run, verify_run
-
     d = Path(directory)
     if not d.is_dir():
         raise EvrouteError(f"{d} is not a directory")
@@ -111,8 +118,6 @@ def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
 
 def load_runs(run_dirs: list[Path]) -> pd.DataFrame:
     """One row per run (see :func:`evroute.summaries.read_run`) plus its ``dir``."""
-    from .summaries import read_run
-
     rows = []
     for r in run_dirs:
         row = read_run(r)
@@ -373,8 +378,6 @@ def _truth_note(runs: pd.DataFrame) -> str:
 
 def plot_lengthscale(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """Cumulative regret per lengthscale (003 Fig. 4) and final regret vs lengthscale (Fig. 5)."""
-    from .summaries import standard_error
-
     plt = _mpl()
     lengthscales = sorted(set(runs.lengthscale))
     if len(lengthscales) < 2:
@@ -444,7 +447,6 @@ def plot_lengthscale(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path
 
 
 def _load_network_of(run_dir: Path):
-    from .network import load_network
 
     cfg, _ = read_run_json(run_dir)
     return load_network(cfg["network"], osm=cfg.get("osm"), dem=cfg.get("dem"))
@@ -550,7 +552,6 @@ def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None =
     run_dirs, _ = find_runs(directory)
     runs = load_runs(run_dirs)
     out_dir = Path(out) if out is not None else Path(directory) / "plots"
-    from .io import directory_entries
 
     directory_entries(out_dir, "--out")  # a file or an unreadable folder: one line
     figures = FigureSet(out_dir)

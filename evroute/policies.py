@@ -16,7 +16,6 @@ observation noise variance, so that the weights are non-negative and Dijkstra ap
 
 from __future__ import annotations
 
-import inspect
 import math
 from abc import ABC, abstractmethod
 from typing import Any
@@ -43,10 +42,9 @@ __all__ = [
     "ThompsonPolicy",
     "GreedyPolicy",
     "make_policy",
-    "parse_policy_name",
     "RULES",
+    "RULES_BY_NAME",
     "MODEL_FAMILIES",
-    "POLICY_NAMES",
 ]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -93,7 +91,7 @@ def beta_ucb(t, n_arms, scale: float = 1.0) -> float:
 
 
 def log_eta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
-    """ln η_t for GP-BUCB (exact in log space, never underflows)."""
+    """Ln η_t for GP-BUCB (exact in log space, never underflows)."""
     tf, n = _check_t(t), positive_int("n_arms", n_arms)
     omega = nonneg_float("omega", omega)
     xi = nonneg_float("xi", xi)
@@ -368,45 +366,28 @@ class GreedyPolicy(Policy):
         return mu, math.nan
 
 
-_POLICIES: dict[str, type[Policy]] = {
+#: The index rules by name; the agents registry (:mod:`evroute.agents`) names the policies
+#: (``gp-ucb``, ``bi-ts``, ...) and declares their options once.
+RULES_BY_NAME: dict[str, type[Policy]] = {
     "ucb": UCBPolicy,
     "bucb": BayesUCBPolicy,
     "ts": ThompsonPolicy,
     "greedy": GreedyPolicy,
 }
-RULES: tuple[str, ...] = tuple(_POLICIES)
+RULES: tuple[str, ...] = tuple(RULES_BY_NAME)
+#: The posterior families an index rule runs on: the GP (``gp-*``) and independent edges (``bi-*``).
 MODEL_FAMILIES: tuple[str, ...] = ("gp", "bi")
-POLICY_NAMES: tuple[str, ...] = tuple(f"{m}-{r}" for m in MODEL_FAMILIES for r in RULES)
 
 
 def make_policy(rule: str, **options: Any) -> Policy:
-    """Create an index rule by name: ``ucb``, ``bucb``, ``ts`` or ``greedy``.
-
-    Options are the class's keyword arguments (``beta_scale``; ``omega``, ``xi``,
-    ``beta_scale``; ``joint``); unknown names or bad values raise :class:`EvrouteError`.
-    """
+    """Create an index rule by name: ``ucb``, ``bucb``, ``ts`` or ``greedy``, with its keyword
+    arguments (``beta_scale``; ``omega``, ``xi``, ``beta_scale``; ``joint``). The agents registry
+    declares, checks and converts these options (``gp-bucb[xi=0.5]``); a bad value here raises
+    :class:`EvrouteError`."""
     key = str(rule).strip().lower()
-    if key not in _POLICIES:
+    if key not in RULES_BY_NAME:
         raise EvrouteError(f"unknown policy rule {rule!r}; choose one of: {', '.join(RULES)}")
-    cls = _POLICIES[key]
-    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise EvrouteError(
-            f"unknown option(s) for policy {key!r}: {', '.join(unknown)}"
-            f" (accepted: {', '.join(allowed) or 'none'})"
-        )
-    return cls(**options)
-
-
-def parse_policy_name(name: str) -> tuple[str, str]:
-    """Split a command-line policy name into (model family, rule): ``"gp-ts"`` → ("gp", "ts").
-
-    Valid names: gp-ucb, gp-bucb, gp-ts, gp-greedy, bi-ucb, bi-bucb, bi-ts, bi-greedy
-    (case-insensitive).
-    """
-    key = str(name).strip().lower()
-    if key not in POLICY_NAMES:
-        raise EvrouteError(f"unknown policy {name!r}; choose one of: {', '.join(POLICY_NAMES)}")
-    family, rule = key.split("-", 1)
-    return family, rule
+    try:
+        return RULES_BY_NAME[key](**options)
+    except TypeError:
+        raise EvrouteError(f"unknown option(s) for policy rule {key!r}: {', '.join(sorted(options))}") from None

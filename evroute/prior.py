@@ -465,7 +465,7 @@ class GraphMaternPrior(Prior):
 
     @property
     def normalisation(self) -> float:
-        """s = mean diag(P^−ν)."""
+        """S = mean diag(P^−ν)."""
         return self._s
 
     @property
@@ -489,7 +489,7 @@ class GraphMaternPrior(Prior):
         return np.ascontiguousarray((self._scale * x).T)
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
-        """f = m + √(σ₀²/s) P^−⌊ν/2⌋ x, x = z for even ν and x = L⁻ᵀ D^(−1/2) z (covariance P⁻¹)
+        """F = m + √(σ₀²/s) P^−⌊ν/2⌋ x, x = z for even ν and x = L⁻ᵀ D^(−1/2) z (covariance P⁻¹)
         for odd ν: Cov = P^−ν."""
         x = rng.standard_normal(self.n_edges)
         if self.nu % 2:
@@ -597,7 +597,7 @@ class NetworkPrior(Prior):
         return np.array(self.graph_kernel()[_as_index(idx, self.n_edges)])
 
     def graph_diag(self) -> np.ndarray:
-        """diag k_G (mean 1)."""
+        """Diag k_G (mean 1)."""
         if self.representation == "sparse":
             return _readonly(self._gmrf().diag() / self._prior_var)
         if self._graph_sparse:

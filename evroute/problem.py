@@ -15,9 +15,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .agents import AgentSetup
+from .agents import make_agent as make_named_agent
+from .cache import CacheEntry, make_key
+from .candidates import candidate_priors
+from .energy import energy_floor_wh, load_vehicle
+from .environments import RoadEnvironment, StaticEnvironment, Truth, TruthSetup, make_truth
 from .errors import EvrouteError
+from .io import atomic_write_text
+from .network import load_network
+from .optimum import exact_optimum
+from .oracle import Oracle
 from .prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
 from .progress import stage
+from .routes import edge_energies, resolve_route
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached"]
 
@@ -38,6 +49,12 @@ class Problem:
     seed: int
     #: ‖f − m‖ in the RKHS of the truth's kernel (NaN where it cannot be had without E×E)
     truth_rkhs_norm: float = float("nan")
+    #: the truth the run's ``--truth`` names (:class:`evroute.environments.Truth`: f and how a
+    #: traversal is observed)
+    ground_truth: Truth | None = None
+    #: E_det of the truth's vehicle (the mean the truth is drawn around; ``prior_mean`` unless
+    #: ``--truth-prior`` names another vehicle)
+    truth_mean: np.ndarray | None = None
 
     @property
     def noise_std(self) -> float:
@@ -45,13 +62,8 @@ class Problem:
 
 
 def prepare_problem(cfg, net=None) -> Problem:
-    """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed."""
-    from .energy import load_vehicle
-    from .environments import gp_truth, gp_truth_rkhs_norm, rkhs_truth
-    from .network import load_network
-    from .oracle import Oracle
-    from .routes import edge_energies, resolve_route
-
+    """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed
+    (the truth ``cfg.truth`` names, made by its registered factory)."""
     vehicle = load_vehicle(cfg.vehicle)
     truth_vehicle = load_vehicle(cfg.truth_vehicle()) if cfg.truth_prior is not None else vehicle
     net = net or load_network(cfg.network, osm=cfg.osm, dem=cfg.dem)
@@ -66,14 +78,10 @@ def prepare_problem(cfg, net=None) -> Problem:
         raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
     prior_var = (PRIOR_SCALE * sigma_det) ** 2
     noise_var = (NOISE_SCALE * sigma_det) ** 2
-    kind, opts = cfg.truth_options()
-    if kind == "rkhs":
-        truth = rkhs_truth(net, e_truth, prior_var, cfg.seed, opts["B"], opts["anchors"], cfg.truth_lengthscale)
-        norm = opts["B"]
-    else:
-        truth = gp_truth(net, e_truth, prior_var, cfg.seed, cfg.truth_lengthscale)
-        norm = gp_truth_rkhs_norm(net, e_truth, prior_var, cfg.seed, cfg.truth_lengthscale)
-    return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth, cfg.seed, norm)
+    truth = make_truth(cfg.truth, TruthSetup(net, e_truth, prior_var, math.sqrt(noise_var), cfg.seed,
+                                             cfg.truth_lengthscale, truth_vehicle, route))
+    return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth.values, cfg.seed,
+                   truth.rkhs_norm, truth, e_truth)
 
 
 def agent_prior(cfg, problem: Problem) -> NetworkPrior:
@@ -83,61 +91,42 @@ def agent_prior(cfg, problem: Problem) -> NetworkPrior:
 
 
 def make_environment(cfg, problem: Problem):
-    """The environment of a run: the static truth of the problem with Gaussian noise (paper
-    003), or, with ``drift`` or ``closures``, a :class:`evroute.environments.RoadEnvironment`
-    (energies that change, roads that close; paper 004)."""
-    from .environments import RoadEnvironment, StaticEnvironment
-
-    if not cfg.drift and not cfg.closures:
-        return StaticEnvironment(problem.truth, problem.noise_std, problem.oracle, problem.route.start,
+    """The environment of a run: the static truth of the problem (paper 003), or, with ``drift``
+    or ``closures``, a :class:`evroute.environments.RoadEnvironment` (energies that change,
+    roads that close; paper 004)."""
+    truth = problem.ground_truth if problem.ground_truth is not None else problem.truth
+    if not cfg.drift and cfg.closures is None:
+        return StaticEnvironment(truth, problem.noise_std, problem.oracle, problem.route.start,
                                  problem.route.end, cfg.seed)
-    from .energy import load_vehicle
-    from .routes import edge_energies
-
-    mean = problem.prior_mean if cfg.truth_prior is None else edge_energies(problem.net,
-                                                                            load_vehicle(cfg.truth_vehicle()))
+    mean = problem.truth_mean if problem.truth_mean is not None else problem.prior_mean
     dev = NetworkPrior(problem.net, np.zeros(problem.net.n_edges), "combined", cfg.truth_lengthscale, 1.0, 2.0,
                        problem.prior_var)  # the truth's kernel: the drift's innovations g_t
-    return RoadEnvironment(problem.truth, mean, dev.sample, problem.noise_std, problem.oracle, problem.route.start,
+    return RoadEnvironment(truth, mean, dev.sample, problem.noise_std, problem.oracle, problem.route.start,
                            problem.route.end, cfg.seed, eps=float(cfg.drift), closures=cfg.closures)
 
 
 def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
-    """The agent ``cfg.policy`` names, with its options and posterior backend.
+    """The agent ``cfg.policy`` names (a resolved component: its options), on ``cfg.model``.
 
     ``prior`` may be handed in when the caller already has it (e.g. an in-process cache
     keeping its dense covariance between runs); by default :func:`agent_prior`.
     """
-    from .agents import AgentSetup, agent_options
-    from .agents import make_agent as make_named_agent
-    from .energy import energy_floor_wh
-
     e = problem.net.edges
     floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
-    from .candidates import candidate_priors
-
     prior = prior if prior is not None else agent_prior(cfg, problem)
     # the candidate priors (paper 004): E vectors and lazily built kernels, for the agents using them
     candidates = candidate_priors(cfg.candidates(), problem.net, prior, kernel=cfg.kernel,
                                   lengthscale=cfg.lengthscale, kappa=cfg.kappa, nu=cfg.nu,
                                   prior_var=problem.prior_var)
-    setup = AgentSetup(prior=prior,
-                       noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
-                       end=problem.route.end, model=cfg.model, model_options=dict(cfg.model_options or {}),
-                       seed=cfg.seed, truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=floor,
-                       potential=potential, candidates=candidates, horizon=int(cfg.horizon))
-    values = {"beta_scale": cfg.beta_scale, "omega": cfg.omega, "xi": cfg.xi, "joint": cfg.joint_samples}
-    options = {o.name: values[o.name] for o in agent_options(cfg.policy) if o.name in values}
-    options.update(cfg.policy_options or {})
-    return make_named_agent(cfg.policy, setup, **options)
+    setup = AgentSetup(prior=prior, noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
+                       end=problem.route.end, model=cfg.model, seed=cfg.seed,
+                       truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=floor, potential=potential,
+                       candidates=candidates, horizon=int(cfg.horizon))
+    return make_named_agent(cfg.policy, setup)
 
 
 def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
     """The best vertex-simple route under f, computed once per (network, route, seed)."""
-    from .cache import CacheEntry, make_key
-    from .io import atomic_write_text
-    from .optimum import exact_optimum
-
     params = {"network": problem.net.cache_key, "start": problem.route.start, "end": problem.route.end,
               "seed": problem.seed, "truth": float(problem.truth.sum()), "what": "exact-optimum-v2"}
     entry = CacheEntry("optimum", make_key(params))

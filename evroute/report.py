@@ -8,13 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from .io import atomic_write_text, generator, is_stdout
+from .routes import edge_energies
 from .runs import check_output_file
 
 
 def describe_network(net, vehicle=None) -> dict:
     """Statistics of a prepared network (``evroute networks info``)."""
-    from .routes import edge_energies
-
     e = net.edges
     energy = edge_energies(net, vehicle)
     h = net.nodes.elevation_m.to_numpy()

@@ -13,8 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .energy import edge_energy_wh
 from .errors import EvrouteError
+from .network import SYNTHETIC_SIZED
+from .oracle import Oracle
 from .registry import load_registry
+from .specs import Option
+from .validate import text
 
 #: A point farther than this from every edge is "outside the network".
 MAX_SNAP_M = 1000.0
@@ -56,11 +61,24 @@ def parse_latlon(text: str, label: str = "point") -> tuple[float, float]:
     return lat, lon
 
 
+def _point(name, value) -> str:
+    parse_latlon(value, name.replace("_point", ""))
+    return str(value).strip()
+
+
+#: The trip of a run (SPEC §8): a named route, or two points snapped to the nearest edges.
+ROUTE_SETTINGS = (
+    Option("route", text, None, "named route: A or B (or NETWORK:A); default A", metavar="NAME"),
+    Option("from_point", _point, None, "start point LAT,LON, snapped to the nearest edge", flag="--from",
+           metavar="LAT,LON"),
+    Option("to_point", _point, None, "end point LAT,LON, snapped to the nearest edge", flag="--to",
+           metavar="LAT,LON"),
+)
+
+
 def route_names(network: str | None = None) -> list[str]:
     """Named routes, optionally only those of one network (a synthetic city, ``synthetic``
     or ``synthetic-<N>k``, has its own routes A and B)."""
-    from .network import SYNTHETIC_SIZED
-
     if network is not None and SYNTHETIC_SIZED.match(network):
         return [f"{network}:A", f"{network}:B"]
     names = list(load_registry("routes")) + ["synthetic:A", "synthetic:B"]
@@ -173,8 +191,6 @@ def resolve_route(net, route: str | None = None, from_point: str | None = None,
 def edge_energies(net, vehicle=None) -> np.ndarray:
     """E_det (Wh) of every edge of ``net`` for ``vehicle`` (SPEC §2); an energy that is not a
     finite number is one line naming the vehicle."""
-    from .energy import edge_energy_wh
-
     e = net.edges
     with np.errstate(over="ignore", invalid="ignore"):
         out = edge_energy_wh(e.length_m.to_numpy(), e.incline_rad.to_numpy(), e.speed_mps.to_numpy(), vehicle)
@@ -198,8 +214,6 @@ def reference_routes(net, spec: RouteSpec, vehicle=None, oracle=None) -> list[di
         One dict per kind with ``kind``, ``energy_wh``, ``length_m``, ``time_s``,
         ``n_edges`` and ``edges``.
     """
-    from .oracle import Oracle
-
     oracle = oracle or Oracle.from_network(net)
     energy = edge_energies(net, vehicle)
     length = net.edges.length_m.to_numpy()

@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import io
 from .errors import EvrouteError
-from .io import atomic_write_json, atomic_write_with, make_public
+from .io import atomic_write_json, atomic_write_with, directory_entries, make_public, short_list
 
 __all__ = ["RunResult", "RUN_FILES", "RUN_DIR_NAMES", "COMPARE_DIR_NAMES", "is_finished_run", "verify_run",
            "require_readable_run", "read_run_json", "read_run_table", "is_run_directory", "stale_siblings", "check_out_dir",
@@ -311,8 +311,6 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
     write. The current directory and its ancestors are refused (a run replaces its
     directory by renaming a finished one into place).
     """
-    from .io import directory_entries, short_list
-
     if out.is_symlink():
         raise EvrouteError(f"--out {out} is a symbolic link; a run replaces its directory by renaming, and "
                            "evroute never replaces a link (give the real directory's path)")

@@ -35,15 +35,16 @@ import math
 import os
 import shutil
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from . import __version__
+from .candidates import describe_candidates
 from .config import SimulationConfig
 from .errors import Interrupted
+from .loop import run_loop
 from .prior import NOISE_SCALE, PRIOR_SCALE
 from .problem import Problem, exact_optimum_cached, make_agent, make_environment, prepare_problem
 from .runs import RunResult, check_out_dir, prepare_out_dir, write_run
@@ -52,10 +53,9 @@ from .validate import nonneg_int
 __all__ = ["simulate", "run_bandit", "run_config", "limit_blas"]
 
 def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
-    """The run's ``config.json``: the configuration and what it resolved to."""
-    from .candidates import describe_candidates
-
-    return {"evroute_version": __version__, **asdict(cfg),
+    """The run's ``config.json``: the configuration (:meth:`SimulationConfig.to_json`, with its
+    format version) and what it resolved to."""
+    return {"evroute_version": __version__, **cfg.to_json(),
             "resolved": {"network_cache_key": problem.net.cache_key, "route": problem.route.to_dict(),
                          "vehicle": problem.vehicle.to_dict(), "backend": cfg.backend,
                          "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
@@ -76,8 +76,6 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         Append ``rounds.parquet`` and ``observations.parquet`` there in chunks as the run
         goes (memory stays flat); otherwise they are kept in memory.
     """
-    from .loop import run_loop
-
     agent = agent if agent is not None else make_agent(cfg, problem)
     env = env if env is not None else make_environment(cfg, problem)
     res = run_loop(env, agent, cfg.horizon, cfg.seed, progress=progress, log_dir=log_dir)
@@ -97,10 +95,10 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "final_cumulative_regret_wh": res.cumulative_regret,
         "mean_seconds_per_round": float(res.seconds.mean()),
         "median_seconds_per_round": float(np.median(res.seconds)),
-        "horizon": cfg.horizon, "policy": cfg.policy, "model": cfg.backend, "network": problem.net.name,
+        "horizon": cfg.horizon, "policy": cfg.policy.name, "model": cfg.backend, "network": problem.net.name,
         "route": problem.route.name, "start_edge": problem.route.start, "end_edge": problem.route.end,
         "seed": cfg.seed, "lengthscale": cfg.lengthscale, "truth_lengthscale": cfg.truth_lengthscale,
-        "truth": cfg.truth, "truth_rkhs_norm": None if math.isnan(problem.truth_rkhs_norm) else problem.truth_rkhs_norm,
+        "truth": cfg.truth.label, "truth_rkhs_norm": None if math.isnan(problem.truth_rkhs_norm) else problem.truth_rkhs_norm,
         "kernel": cfg.kernel,
         "noise_std_wh": problem.noise_std, "prior_std_wh": math.sqrt(problem.prior_var),
         "sigma_det_wh": problem.sigma_det,
@@ -110,6 +108,8 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "last_route_regret_wh": res.last_regret,
         "truth_prior": cfg.truth_prior,
     }
+    if problem.ground_truth is not None:  # what the truth says of itself (a simulated truth: its source)
+        summary.update({k: v for k, v in problem.ground_truth.description.items() if k != "truth"})
     summary.update(agent.summary())
     if cfg.exact_optimum:
         opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
@@ -154,7 +154,6 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
         numbers do not depend on the machine's core count; None or 0: the libraries'
         default).
     """
-    cfg.validate()
     if blas_threads is not None:
         nonneg_int("blas_threads", blas_threads)
     out_path = Path(out) if out is not None else None

@@ -1,20 +1,27 @@
-"""The one parser of command-line specs ``NAME[key=value,...]``.
+"""Declared options, resolved components and their registries: how a run is described.
 
-Policies (``gp-bucb[xi=0.5]``) and posterior backends (``svgp[inducing=500]``) are named
-this way; :func:`parse_spec` splits the text, and the owner of the name (the policy
-table, the backend registry) checks and converts the options it declares.
+Everything a user can set is declared once, as an :class:`Option` of the component or the
+module that owns it: its name, how a value is checked and converted (with its bounds), its
+default and where the default comes from, and its aliases. Components with options (a policy
+``gp-bucb[xi=0.5]``, a backend ``svgp[inducing=500]``, a truth ``rkhs[B=10]``, a closure pattern
+``random[rate=0.05]``) are named by a spec ``NAME[key=value,...]`` (:func:`parse_spec`) and
+resolved once by their family's :class:`Registry` into a :class:`Component`: the registered
+name with every declared option converted or at its default, and a canonical :attr:`~Component.label`
+(used in run names, tables and ``config.json``). Factories receive resolved components,
+never raw text.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import EvrouteError
 
-__all__ = ["Option", "Entry", "Registry", "parse_spec", "parse_kind", "resolve_options", "split_list"]
+__all__ = ["Option", "Component", "Entry", "Registry", "parse_spec", "parse_kind", "resolve_options", "split_list",
+           "format_value"]
 
 _SPEC = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\[\]]*)\])?\s*")
 
@@ -34,7 +41,7 @@ def parse_spec(text: str, what: str = "spec", example: str = "name[key=value]") 
     """
     m = _SPEC.fullmatch(str(text))
     if not m:
-        raise EvrouteError(f"cannot parse {what} {text!r}; expected NAME or NAME[key=value,...], e.g. {example}")
+        raise EvrouteError(f"cannot parse {what} {str(text)!r:.80}; expected NAME or NAME[key=value,...], e.g. {example}")
     options: dict[str, str] = {}
     for part in (p.strip() for p in (m.group(2) or "").split(",")):
         if not part:
@@ -49,38 +56,270 @@ def parse_spec(text: str, what: str = "spec", example: str = "name[key=value]") 
     return m.group(1).lower(), options
 
 
+def format_value(value) -> str:
+    """A value as written in a spec or a label: ``true``/``false``, numbers in their shortest
+    exact-enough form (``1.0`` → ``1``, ``0.25``), text as it is."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return f"{float(value):g}" if isinstance(value, float) else str(value)
+    if isinstance(value, Component):
+        return value.label
+    return str(value)
+
+
 @dataclass(frozen=True)
 class Option:
-    """One declared option of a backend or an agent.
+    """One declared option: of a component (``svgp``'s ``inducing``) or of a run (``--kappa``).
 
     Attributes
     ----------
     name : str
-        As written in a spec (``inducing``) and passed to the factory.
+        As written in a spec (``inducing``) or, with ``-`` for ``_``, as a command-line flag;
+        the keyword the factory receives.
     convert : callable
         ``convert(name, value) -> value``: checks and converts a value (text from a spec, or
-        a Python value), raising :class:`EvrouteError`; see :mod:`evroute.validate`.
+        a Python value), raising :class:`EvrouteError`; see :mod:`evroute.validate`. A
+        converter made by :func:`evroute.validate.in_range` carries its ``bounds``.
     default : object
-        Used when the option is not given.
-    help : str
-        One line for help texts; say where the default comes from.
+        Used when the option is not given; ``None`` for an option of a spec is required.
+    help : str or callable
+        One line for help texts; a callable is asked each time (a list of registered names
+        that plug-ins may extend).
+    source : str
+        Where the default comes from (``003 App. B.3``, ``measured: scripts/bench_models.py``).
+    aliases : tuple of str
+        Other names accepted for it in a spec (``w`` for ``omega``).
+    flag : str
+        The command-line flag, when it is not ``--`` + the name with ``-`` for ``_``.
+    metavar : str
+        How the value is shown in ``--help`` (``NUMBER``, ``INT``, ``SPEC``, ...).
+    required : bool
+        An option of a spec that must be given (``rkhs[B=…]``).
     """
 
     name: str
     convert: Callable[[str, Any], Any]
     default: Any
-    help: str = ""
+    help: str | Callable[[], str] = ""
+    source: str = ""
+    aliases: tuple[str, ...] = ()
+    flag: str = ""
+    metavar: str = "TEXT"
+    required: bool = False
+
+    @property
+    def bounds(self) -> str | None:
+        """The accepted interval, as text, when the converter declares one."""
+        return getattr(self.convert, "bounds", None)
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def describe(self, with_default: bool = True) -> str:
+        """Help text: the help, the bounds, and the default with its source."""
+        text = self.help() if callable(self.help) else self.help
+        if self.bounds:
+            text += f"; in {self.bounds}"
+        if with_default and self.default is not None and self.default is not False:
+            text += f" (default {format_value(self.default)}" + (f", {self.source})" if self.source else ")")
+        elif self.source:
+            text += f" ({self.source})"
+        return text
+
+    def __call__(self, value, name: str | None = None):
+        """The value checked and converted (``None`` stays ``None``: not given)."""
+        return None if value is None else self.convert(name or self.name, value)
 
 
-def resolve_options(options: tuple[Option, ...], given: dict, owner: str) -> dict:
-    """Every declared option: the given ones converted, the others at their defaults. An
-    undeclared option is a one-line :class:`EvrouteError` naming ``owner`` and the accepted ones."""
-    declared = {o.name: o for o in options}
-    unknown = sorted(set(given) - set(declared))
+def resolve_options(options: tuple[Option, ...], given: Mapping, owner: str) -> dict:
+    """Every declared option: the given ones (by name or alias) converted, the others at their
+    defaults, in declared order. An undeclared option, or one given twice (by name and alias),
+    is a one-line :class:`EvrouteError` naming ``owner`` and the accepted ones."""
+    by_key = {}
+    for o in options:
+        for key in (o.name, *o.aliases):
+            by_key[key.lower()] = o
+    values: dict[str, Any] = {}
+    unknown = []
+    for key, value in given.items():
+        o = by_key.get(str(key).lower().replace("-", "_")) or by_key.get(str(key).lower())
+        if o is None:
+            unknown.append(str(key))
+            continue
+        if o.name in values:
+            raise EvrouteError(f"option {o.name!r} of {owner} is given twice")
+        values[o.name] = o.convert(o.name, value)
     if unknown:
-        raise EvrouteError(f"unknown option(s) for {owner}: {', '.join(unknown)} "
-                           f"(accepted: {', '.join(declared) or 'none'})")
-    return {name: (o.convert(name, given[name]) if name in given else o.default) for name, o in declared.items()}
+        accepted = ", ".join(o.name for o in options) or "none"
+        raise EvrouteError(f"unknown option(s) for {owner}: {', '.join(sorted(unknown))} (accepted: {accepted})")
+    return {o.name: values.get(o.name, o.default) for o in options}
+
+
+@dataclass(frozen=True)
+class Component:
+    """A resolved component: a registered name with every declared option converted or at its
+    default (:meth:`Registry.resolve` makes them; factories receive them).
+
+    Attributes
+    ----------
+    family : str
+        The registry it belongs to (``policy``, ``model``, ``truth``, ``closures``).
+    name : str
+        The registered name.
+    items : tuple of (str, object)
+        Every declared option and its value, in declared order.
+    defaults : tuple of (str, object)
+        The declared defaults (for :attr:`label`).
+    """
+
+    family: str
+    name: str
+    items: tuple = ()
+    defaults: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def options(self) -> dict:
+        """Every option and its value (a new dict)."""
+        return dict(self.items)
+
+    def __getitem__(self, key: str):
+        return dict(self.items)[key]
+
+    def get(self, key: str, default=None):
+        return dict(self.items).get(key, default)
+
+    @property
+    def given(self) -> dict:
+        """The options whose value is not the declared default, in declared order."""
+        defaults = dict(self.defaults)
+        return {k: v for k, v in self.items if k not in defaults or v != defaults[k]}
+
+    @property
+    def label(self) -> str:
+        """The canonical spec: ``gp-bucb[xi=0.5]``; the name alone at the defaults."""
+        given = self.given
+        if not given:
+            return self.name
+        return f"{self.name}[{','.join(f'{k}={format_value(v)}' for k, v in given.items())}]"
+
+    def __str__(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registered factory: its name, the options it declares, a one-line description and
+    the capabilities it offers (backends: :data:`evroute.models.base.CAPABILITIES`)."""
+
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    options: tuple[Option, ...] = ()
+    description: str = ""
+    capabilities: frozenset = frozenset()
+
+    def resolve(self, given: Mapping) -> dict:
+        """Every declared option: the given ones converted, the others at their defaults."""
+        return resolve_options(self.options, given, f"{self.kind} {self.name!r}")
+
+    def component(self, given: Mapping | None = None) -> Component:
+        """The resolved :class:`Component` of this entry with the ``given`` options."""
+        values = self.resolve(given or {})
+        missing = [o.name for o in self.options if o.required and values[o.name] is None]
+        if missing:
+            raise EvrouteError(f"{self.kind} {self.name!r} needs {', '.join(missing)}")
+        return Component(self.kind, self.name, tuple(values.items()),
+                         tuple((o.name, o.default) for o in self.options))
+
+    def help(self) -> str:
+        """The name, the description and the options with their defaults, one per line."""
+        lines = [f"{self.name}: {self.description}"]
+        if self.capabilities:
+            lines[0] += f" [offers: {', '.join(sorted(self.capabilities))}]"
+        lines += [f"  {o.name} = {o.default!r}: {o.describe(with_default=False)}" for o in self.options]
+        return "\n".join(lines)
+
+
+class Registry:
+    """Named factories with declared options (backends, agents, truths, closure patterns):
+    registration is explicit, a second registration of a name is an error, and an unknown
+    name is one line listing the known ones.
+
+    Parameters
+    ----------
+    kind : str
+        What is registered, for messages (``model``, ``policy``, ``truth``).
+    sort : bool
+        List the names sorted (else in registration order).
+    example : str
+        A spec shown in parse errors.
+    """
+
+    def __init__(self, kind: str, sort: bool = True, example: str = ""):
+        self.kind, self.sort, self.example = kind, sort, example or "name[key=value]"
+        self._entries: dict[str, Entry] = {}
+
+    def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
+                 description: str = "", overwrite: bool = False, capabilities: Iterable[str] = ()) -> Entry:
+        key, extra = parse_spec(str(name), f"{self.kind} name")
+        if extra or key != str(name).strip().lower():
+            raise EvrouteError(f"invalid {self.kind} name {name!r}")
+        names = [a for o in options for a in (o.name, *o.aliases)]
+        if len(set(names)) != len(names):
+            raise EvrouteError(f"{self.kind} {key!r} declares an option or alias twice")
+        if key in self._entries and not overwrite:
+            raise EvrouteError(f"{self.kind} {key!r} is already registered")
+        entry = self._entries[key] = Entry(self.kind, key, factory, tuple(options), description,
+                                           frozenset(capabilities))
+        return entry
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(str(name).strip().lower(), None)
+
+    def names(self) -> list[str]:
+        return sorted(self._entries) if self.sort else list(self._entries)
+
+    def __contains__(self, name) -> bool:
+        return str(name).strip().lower() in self._entries
+
+    def get(self, name: str) -> Entry:
+        key = str(name).strip().lower()
+        if key not in self._entries:
+            raise EvrouteError(f"unknown {self.kind} {str(name)!r:.60}; choose one of: {', '.join(self.names())}")
+        return self._entries[key]
+
+    def resolve(self, spec, **options) -> Component:
+        """A :class:`Component` from a spec text (``NAME[key=value,...]``), a component of this
+        family (re-resolved, so its options are checked again), or a name with ``options``."""
+        if isinstance(spec, Component):
+            if spec.family != self.kind:
+                raise EvrouteError(f"a {spec.family} ({spec.label}) is not a {self.kind}")
+            name, raw = spec.name, {**spec.given, **options}
+        else:
+            name, raw = parse_spec(str(spec), self.kind, self.example)
+            both = sorted(set(raw) & set(options))
+            if both:
+                raise EvrouteError(f"{self.kind} option(s) given twice: {', '.join(both)}")
+            raw = {**raw, **options}
+        return self.get(name).component(raw)
+
+    def parse(self, text: str, example: str = "") -> tuple[str, dict]:
+        """``NAME[key=value,...]`` → the registered name and the given options, converted."""
+        name, raw = parse_spec(text, self.kind, example or self.example)
+        entry = self.get(name)
+        resolved = entry.resolve(raw)
+        return entry.name, {o.name: resolved[o.name] for o in entry.options
+                            if any(k in raw for k in (o.name, *o.aliases))}
+
+    def with_capability(self, capability: str) -> list[str]:
+        """The registered names that declare ``capability``."""
+        return [n for n in self.names() if capability in self._entries[n].capabilities]
+
+    def describe(self) -> str:
+        """One line of the registered names, for help texts."""
+        return ", ".join(self.names())
 
 
 def parse_kind(text, what: str, kinds: dict[str, tuple[Option, ...]], example: str) -> tuple[str, dict]:
@@ -90,83 +329,12 @@ def parse_kind(text, what: str, kinds: dict[str, tuple[Option, ...]], example: s
     ``None`` is required."""
     kind, given = parse_spec(str(text), what, example)
     if kind not in kinds:
-        raise EvrouteError(f"unknown {what} {text!r}; choose one of: {', '.join(kinds)} (e.g. {example})")
+        raise EvrouteError(f"unknown {what} {str(text)!r:.60}; choose one of: {', '.join(kinds)} (e.g. {example})")
     out = resolve_options(kinds[kind], given, f"{what} {kind!r}")
-    missing = [name for name, value in out.items() if value is None]
+    missing = [o.name for o in kinds[kind] if o.required and out[o.name] is None]
     if missing:
         raise EvrouteError(f"{what} {kind!r} needs {', '.join(missing)} (e.g. {example})")
     return kind, out
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A registered factory: its name, the options it declares and a one-line description."""
-
-    kind: str
-    name: str
-    factory: Callable[..., Any]
-    options: tuple[Option, ...] = ()
-    description: str = ""
-
-    def resolve(self, given: dict) -> dict:
-        """Every declared option: the given ones converted, the others at their defaults."""
-        return resolve_options(self.options, given, f"{self.kind} {self.name!r}")
-
-    def help(self) -> str:
-        """The name, the description and the options with their defaults, one per line."""
-        lines = [f"{self.name}: {self.description}"]
-        lines += [f"  {o.name} = {o.default!r}: {o.help}" for o in self.options]
-        return "\n".join(lines)
-
-
-class Registry:
-    """Named factories with declared options (posterior backends, agents): registration is
-    explicit, a second registration of a name is an error, and an unknown name is one line
-    listing the known ones.
-
-    Parameters
-    ----------
-    kind : str
-        What is registered, for messages (``model``, ``policy``).
-    sort : bool
-        List the names sorted (else in registration order).
-    """
-
-    def __init__(self, kind: str, sort: bool = True):
-        self.kind, self.sort = kind, sort
-        self._entries: dict[str, Entry] = {}
-
-    def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
-                 description: str = "", overwrite: bool = False) -> Entry:
-        key, extra = parse_spec(str(name), f"{self.kind} name")
-        if extra or key != str(name).strip().lower():
-            raise EvrouteError(f"invalid {self.kind} name {name!r}")
-        names = [o.name for o in options]
-        if len(set(names)) != len(names):
-            raise EvrouteError(f"{self.kind} {key!r} declares an option twice")
-        if key in self._entries and not overwrite:
-            raise EvrouteError(f"{self.kind} {key!r} is already registered")
-        entry = self._entries[key] = Entry(self.kind, key, factory, tuple(options), description)
-        return entry
-
-    def unregister(self, name: str) -> None:
-        self._entries.pop(str(name).strip().lower(), None)
-
-    def names(self) -> list[str]:
-        return sorted(self._entries) if self.sort else list(self._entries)
-
-    def get(self, name: str) -> Entry:
-        key = str(name).strip().lower()
-        if key not in self._entries:
-            raise EvrouteError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
-        return self._entries[key]
-
-    def parse(self, text: str, example: str) -> tuple[str, dict]:
-        """``NAME[key=value,...]`` → the registered name and the given options, converted."""
-        name, raw = parse_spec(text, self.kind, example)
-        entry = self.get(name)
-        resolved = entry.resolve(raw)
-        return entry.name, {k: resolved[k] for k in raw}
 
 
 def split_list(text: str) -> list[str]:

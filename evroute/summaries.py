@@ -13,9 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .grid import Grid, PolicySpec, fmt_number
+from .agents import resolve_policy
+from .config import normalise_config_json
+from .errors import EvrouteError
+from .grid import Grid, fmt_number
 from .io import atomic_write_text, atomic_write_with
 from .runs import is_finished_run, read_run_json
+from .specs import format_value
 
 __all__ = ["RUN_COLUMNS", "GROUP_COLUMNS", "SUMMARY_COLUMNS", "TIMING_COLUMNS", "read_run", "collect_runs",
            "standard_error", "summarize", "summary_markdown", "write_summaries"]
@@ -25,7 +29,7 @@ TIMING_COLUMNS = ("seconds_per_round_mean",)
 
 
 RUN_COLUMNS = ("name", "network", "route", "policy", "policy_name", "model", "lengthscale", "truth_lengthscale",
-               "omega", "xi", "beta_scale", "seed", "horizon", "final_regret_wh", "seconds_per_round")
+               "omega", "xi", "beta_scale", "seed", "horizon", "final_regret_wh", "seconds_per_round", "variant")
 
 
 def read_run(run_dir: str | os.PathLike) -> dict:
@@ -33,17 +37,20 @@ def read_run(run_dir: str | os.PathLike) -> dict:
     by :func:`evroute.runs.read_run_json`)."""
     run_dir = Path(run_dir)
     cfg, summary = read_run_json(run_dir)
-    spec = PolicySpec.from_config(cfg)
+    try:  # config.json of any format, its policy as a resolved component
+        policy = resolve_policy(normalise_config_json(cfg)["policy"])
+    except (EvrouteError, KeyError, TypeError) as exc:
+        raise EvrouteError(f"{run_dir / 'config.json'}: {exc}") from None
     route = cfg.get("route") or summary.get("route")
     network = cfg.get("network") or summary.get("network")
     if route and ":" not in route:
         route = f"{network}:{route}"
     backend = cfg.get("resolved", {}).get("backend") or summary.get("model") or cfg.get("model")
     return {"name": run_dir.name, "network": network, "route": route or summary.get("route"),
-            "policy": spec.label, "policy_name": spec.name, "model": backend,
+            "policy": policy.label, "policy_name": policy.name, "model": backend,
             "lengthscale": float(cfg.get("lengthscale", 1.0)),
-            "truth_lengthscale": float(cfg.get("truth_lengthscale", 1.0)), "omega": float(cfg.get("omega", 1.0)),
-            "xi": float(cfg.get("xi", 1.0)), "beta_scale": float(cfg.get("beta_scale", 1.0)),
+            "truth_lengthscale": float(cfg.get("truth_lengthscale", 1.0)), "omega": float(policy.get("omega", 1.0)),
+            "xi": float(policy.get("xi", 1.0)), "beta_scale": float(policy.get("beta_scale", 1.0)),
             "seed": int(cfg.get("seed", summary.get("seed", 0))), "horizon": int(cfg.get("horizon", summary["horizon"])),
             "final_regret_wh": float(summary["final_cumulative_regret_wh"]),
             "seconds_per_round": float(summary.get("mean_seconds_per_round", float("nan")))}
@@ -53,12 +60,20 @@ def collect_runs(out: str | os.PathLike, grid: Grid | None = None) -> pd.DataFra
     """One row per finished run: the grid's cells (in grid order) or every run in ``out/runs``."""
     out = Path(out)
     if grid is not None:
-        dirs = [out / "runs" / grid.cell_name(c) for c in grid.cells()]
+        cells = grid.cells()
+        dirs = [out / "runs" / grid.cell_name(c) for c in cells]
+        variants = [_variant(c.sweep) for c in cells]
     else:
         dirs = sorted(p for p in (out / "runs").iterdir() if not p.name.startswith(".")) \
             if (out / "runs").is_dir() else []
-    rows = [read_run(d) for d in dirs if is_finished_run(d)]
+        variants = [""] * len(dirs)
+    rows = [{**read_run(d), "variant": v} for d, v in zip(dirs, variants, strict=True) if is_finished_run(d)]
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+def _variant(sweep: tuple) -> str:
+    """A cell's swept settings as text: ``kappa=0.5 drift=0.01`` ("" without sweeps)."""
+    return " ".join(f"{k}={format_value(v)}" for k, v in sweep)
 
 
 GROUP_COLUMNS = ["network", "route", "policy", "model", "lengthscale", "truth_lengthscale", "horizon"]
@@ -79,13 +94,17 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     """
     if runs.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    # a grid with swept settings (--sweep) has a column saying which values each row has
+    swept = "variant" in runs and runs.variant.fillna("").astype(str).str.len().gt(0).any()
+    group = GROUP_COLUMNS + (["variant"] if swept else [])
+    columns = group + SUMMARY_COLUMNS[len(GROUP_COLUMNS):]
     rows = []
-    for key, g in runs.groupby(GROUP_COLUMNS, sort=False, dropna=False):
-        rows.append({**dict(zip(GROUP_COLUMNS, key, strict=True)), "n_seeds": int(len(g)),
+    for key, g in runs.groupby(group, sort=False, dropna=False):
+        rows.append({**dict(zip(group, key, strict=True)), "n_seeds": int(len(g)),
                      "final_regret_mean_wh": float(g.final_regret_wh.mean()),
                      "final_regret_se_wh": standard_error(g.final_regret_wh),
                      "seconds_per_round_mean": float(g.seconds_per_round.mean())})
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _pm(mean: float, se: float) -> str:
@@ -99,6 +118,8 @@ def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str |
         lines += [f"## {title}", ""]
     if table.empty:
         return "\n".join(lines + ["(no finished runs)", ""])
+    if "variant" in table:  # swept settings: shown with the policy (``gp-ts kappa=0.5``)
+        table = table.assign(policy=[f"{p} {v}".strip() for p, v in zip(table.policy, table.variant, strict=True)])
     hz = sorted(set(table.horizon))
     seeds = sorted(set(table.n_seeds))
     lines.append(f"Final cumulative regret at T = {', '.join(map(str, hz))} (Wh), mean ± standard error "

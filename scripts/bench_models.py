@@ -33,7 +33,6 @@ where the time goes (cumulative time of the exact backend's internal steps)::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -127,8 +126,7 @@ def load_replay(run_dir, rounds=None):
 
     run_dir = Path(run_dir)
     saved = json.loads((run_dir / "config.json").read_text())
-    names = {f.name for f in dataclasses.fields(SimulationConfig)}
-    cfg = SimulationConfig(**{k: v for k, v in saved.items() if k in names})
+    cfg = SimulationConfig.from_json(saved)  # config.json of any format
     problem = prepare_problem(cfg)
     K = network_kernel(problem.net, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu, problem.prior_var)
     obs = pd.read_parquet(run_dir / "observations.parquet", columns=["t", "edge", "observed_wh"])

@@ -69,9 +69,9 @@ def main(argv=None) -> int:
                         "sparse solves from 10k edges; only the dictionary backends serve it at scale)")
     p.add_argument("--model", default="exact", help="posterior backend spec, e.g. nystrom, bkb[lazy=true]")
     args = p.parse_args(argv)
-    from evroute.models import parse_model_spec
+    from evroute.models import resolve_model
 
-    model, model_options = parse_model_spec(args.model)
+    model = resolve_model(args.model)
     policies = [s.strip() for s in args.policies.split(",") if s.strip()]
     name = args.network if not args.network[:1].isdigit() else f"synthetic-{args.network}"
     if args.header:
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         name += " (combined)"
     else:
         prior = GraphMaternPrior(net, pm, 1.0, 2.0, pv)
-    if model != "exact":
+    if model.name != "exact":
         name += f" {args.model}"
     t_prior = time.perf_counter() - t
     t = time.perf_counter()
@@ -103,8 +103,7 @@ def main(argv=None) -> int:
     cells = []
     for policy in policies:
         env = StaticEnvironment(truth, np.sqrt(nv), oracle, trip.start, trip.end, seed=0)
-        agent = make_agent(policy, AgentSetup(prior, nv, oracle, trip.start, trip.end, model=model,
-                                              model_options=dict(model_options)))
+        agent = make_agent(policy, AgentSetup(prior, nv, oracle, trip.start, trip.end, model=model))
         res = run_loop(env, agent, args.rounds, seed=0)
         sec = np.asarray(res.rounds.seconds, dtype=np.float64)
         cells.append(f"{np.median(sec):.3f} / {np.percentile(sec, 95):.3f}")

@@ -69,13 +69,12 @@ def parse_args(argv=None):
 
 
 def run_one(args, policy: str, model: str, seed: int, net) -> dict:
-    opts = {}
+    spec = model
     if model == "svgp":
-        opts = {"inducing": args.inducing, "batch_size": args.batch_size, "steps": args.steps,
-                "learn_hyperparameters": not args.fixed_hyperparameters}
-    cfg = SimulationConfig(network=args.network, route=args.route, policy=policy, model=model,
-                           horizon=args.horizon, seed=seed, model_options=opts)
-    cfg.validate()
+        spec = (f"svgp[inducing={args.inducing},batch_size={args.batch_size},steps={args.steps},"
+                f"learn_hyperparameters={str(not args.fixed_hyperparameters).lower()}]")
+    cfg = SimulationConfig(network=args.network, route=args.route, policy=policy, model=spec,
+                           horizon=args.horizon, seed=seed)
     problem = prepare_problem(cfg, net=net)
     tic = time.perf_counter()
     res = run_bandit(cfg, problem)

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evroute.config import normalise_config_json
+
 
 def rows(out_dir: Path) -> list[dict]:
     found = []
@@ -26,8 +28,7 @@ def rows(out_dir: Path) -> list[dict]:
         d = summary_file.parent
         s = json.loads(summary_file.read_text())
         cfg = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
-        opts = cfg.get("policy_options") or {}
-        policy = s["policy"] + (f"[{','.join(f'{k}={v}' for k, v in sorted(opts.items()))}]" if opts else "")
+        policy = normalise_config_json(cfg)["policy"] if cfg else s["policy"]  # the canonical spec
         variant = " ".join(x for x in (f"drift {cfg['drift']:g}" if cfg.get("drift") else "",
                                        f"closures {cfg['closures']}" if cfg.get("closures") else "") if x) or "static"
         row = {"variant": variant, "route": s["route"], "policy": policy, "vehicle": cfg.get("vehicle") or "sumo-ev",

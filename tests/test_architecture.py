@@ -85,3 +85,47 @@ def test_third_party_imports_are_declared_and_used():
     names = {n.replace("_", "-") for n in names}
     assert used - names == set(), f"imported but not declared: {sorted(used - names)}"
     assert names - used == set(), f"declared but not imported: {sorted(names - used)}"
+
+
+#: The package's layers, lowest first: data flow one way (network → energy → prior → models →
+#: agents and environments → loop → the run's configuration → problem → runs → experiment →
+#: report → cli). A module imports only modules of its own layer or of layers below; a new
+#: module is placed here.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("evroute", "evroute.errors", "evroute.geo", "evroute.progress", "evroute.validate",
+                    "evroute.specs", "evroute.io", "evroute.registry", "evroute.cache", "evroute.linalg")),
+    ("network", ("evroute.synthetic", "evroute.fetch", "evroute.osm", "evroute.network", "evroute.oracle",
+                 "evroute.optimum")),
+    ("energy", ("evroute.energy", "evroute.routes")),
+    ("prior", ("evroute.kernels", "evroute.prior", "evroute.bounds")),
+    ("models", ("evroute.models.base", "evroute.models.registry", "evroute.models.bi", "evroute.models.exact",
+                "evroute.models.gmrf", "evroute.models.nystrom", "evroute.models.svgp", "evroute.models.kalman",
+                "evroute.models.eigen", "evroute.models.window", "evroute.models")),
+    ("policies", ("evroute.policies",)),
+    ("agents and environments", ("evroute.agents", "evroute.environments", "evroute.candidates")),
+    ("loop", ("evroute.loop",)),
+    ("configuration", ("evroute.config",)),
+    ("problem", ("evroute.problem", "evroute.testing")),
+    ("runs", ("evroute.runs", "evroute.simulation")),
+    ("experiment", ("evroute.grid", "evroute.executors", "evroute.summaries", "evroute.experiment")),
+    ("report", ("evroute.report", "evroute.plots", "evroute.export")),
+    ("cli", ("evroute.cli_settings", "evroute.cli_experiment", "evroute.cli", "evroute.__main__")),
+]
+
+
+def test_every_module_has_a_layer():
+    placed = [m for _, mods in LAYERS for m in mods]
+    assert len(placed) == len(set(placed)), "a module is in two layers"
+    assert sorted(set(modules()) - set(placed)) == [], "place the new module in LAYERS"
+    assert sorted(set(placed) - set(modules())) == [], "LAYERS names a module that does not exist"
+
+
+def test_imports_follow_the_layer_order():
+    """No import runs back up: the configuration does not import the experiment, a model does
+    not import an agent, the library never imports the command line."""
+    layer = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
+    names = [n for n, _ in LAYERS]
+    g, _ = evroute_graph()
+    upward = [f"{a} ({names[layer[a]]}) imports {b} ({names[layer[b]]})" for a, b in sorted(g.edges)
+              if a in layer and b in layer and layer[b] > layer[a] and a != "evroute"]
+    assert upward == []

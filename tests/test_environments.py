@@ -90,9 +90,9 @@ def test_alternate_closures_hide_the_best_corridor_every_other_round(tmp_path):
     first = env.reference_route(1)
     assert env.available(1) is None
     mask = env.available(2)
-    assert mask is not None and not mask[env._corridor].any() and mask[[env.start, env.end]].all()
-    assert np.intersect1d(env.reference_route(2), env._corridor).size == 0
-    assert np.intersect1d(first, env._corridor).size == env._corridor.size
+    assert mask is not None and not mask[env.closures.corridor].any() and mask[[env.start, env.end]].all()
+    assert np.intersect1d(env.reference_route(2), env.closures.corridor).size == 0
+    assert np.intersect1d(first, env.closures.corridor).size == env.closures.corridor.size
     # an agent only drives open roads
     import pandas as pd
 
@@ -103,7 +103,7 @@ def test_alternate_closures_hide_the_best_corridor_every_other_round(tmp_path):
     cfg = SimulationConfig(policy="gp-ucb", horizon=6, closures="alternate")
     simulate(cfg, tmp_path / "run", net=load_network("synthetic", size=70))
     obs = pd.read_parquet(tmp_path / "run" / "observations.parquet")
-    assert not obs[(obs.t % 2 == 0) & obs.edge.isin(env._corridor)].size
+    assert not obs[(obs.t % 2 == 0) & obs.edge.isin(env.closures.corridor)].size
 
 
 def test_random_closures_have_their_rate_and_keep_the_trip_possible():

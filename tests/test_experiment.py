@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evroute.agents import resolve_policy
 from evroute.cli import main
 from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
 from evroute.executors import run_cell
 from evroute.experiment import clean_stale, run_grid
-from evroute.grid import PRESETS, Grid, PolicySpec, make_grid, parse_policy_spec
+from evroute.grid import PRESETS, Grid, make_grid, policy_tag
 from evroute.runs import is_finished_run
 from evroute.simulation import simulate
 from evroute.summaries import (
@@ -58,30 +59,33 @@ def run_tables(run_dir: Path) -> dict:
 
 
 def test_policy_specs():
-    assert parse_policy_spec("gp-ts") == PolicySpec("gp-ts")
-    s = parse_policy_spec("GP-BUCB[xi=0.5]")
-    assert (s.name, s.omega, s.xi, s.label, s.tag) == ("gp-bucb", 1.0, 0.5, "gp-bucb[xi=0.5]", "-w1-x0.5")
-    s = parse_policy_spec(" gp-ucb[beta_scale=0.5] ")
-    assert (s.beta_scale, s.label, s.tag) == (0.5, "gp-ucb[beta_scale=0.5]", "-bs0.5")
-    assert parse_policy_spec("gp-bucb[omega=1,xi=1]").label == "gp-bucb"  # defaults collapse
-    assert parse_policy_spec("gp-ts[joint=true]").joint_samples is True
-    assert parse_policy_spec(parse_policy_spec("bi-bucb[omega=2,xi=0.5,beta_scale=0.3]").label) == \
-        PolicySpec("bi-bucb", 2.0, 0.5, 0.3)
+    assert resolve_policy("gp-ts") == resolve_policy("GP-TS[joint=false]")
+    s = resolve_policy("GP-BUCB[xi=0.5]")
+    assert (s.name, s["omega"], s["xi"], s.label, policy_tag(s)) == ("gp-bucb", 1.0, 0.5, "gp-bucb[xi=0.5]", "-w1-x0.5")
+    s = resolve_policy(" gp-ucb[beta_scale=0.5] ")
+    assert (s["beta_scale"], s.label, policy_tag(s)) == (0.5, "gp-ucb[beta_scale=0.5]", "-bs0.5")
+    assert resolve_policy("gp-ucb[bs=0.5]") == s  # an alias of the option
+    assert resolve_policy("gp-bucb[omega=1,xi=1]").label == "gp-bucb"  # defaults collapse
+    assert resolve_policy("gp-ts[joint=true]")["joint"] is True and policy_tag(resolve_policy("gp-ts[joint=true]")) == "-joint"
+    s = resolve_policy("bi-bucb[omega=2,xi=0.5,beta_scale=0.3]")
+    assert resolve_policy(s.label) == s and (s["omega"], s["xi"], s["beta_scale"]) == (2.0, 0.5, 0.3)
 
 
 @pytest.mark.parametrize("text,msg", [
-    ("gp-ts[xi=0.5]", "unknown option 'xi'"),
-    ("gp-ucb[omega=2]", "unknown option 'omega'"),
-    ("gp-bucb[foo=1]", "unknown option 'foo'"),
-    ("gp-bucb[xi=-1]", "positive"),
-    ("gp-bucb[xi=abc]", "number"),
+    ("gp-ts[xi=0.5]", "unknown option(s) for policy 'gp-ts': xi"),
+    ("gp-ucb[omega=2]", "unknown option(s) for policy 'gp-ucb': omega"),
+    ("gp-bucb[foo=1]", "unknown option(s) for policy 'gp-bucb': foo"),
+    ("gp-bucb[xi=-1]", "xi"),
+    ("gp-bucb[xi=abc]", "xi"),
     ("gp-bucb[xi]", "key=value"),
     ("gp-magic", "unknown policy"),
     ("gp-bucb[xi=0.5", "cannot parse"),
 ])
 def test_bad_policy_specs(text, msg):
-    with pytest.raises(EvrouteError, match=msg.replace("[", r"\[")):
-        parse_policy_spec(text)
+    with pytest.raises(EvrouteError, match=re.escape(msg)):
+        resolve_policy(text)
+    with pytest.raises(EvrouteError, match=re.escape(msg)):  # compare accepts exactly the same specs
+        make_grid(network="synthetic", routes="A", policies=f"gp-ts,{text}", seeds=1)
 
 
 def test_presets_and_overrides():
@@ -115,7 +119,7 @@ def test_routes_and_names():
     assert len(set(names)) == len(names) == 2 * 3 * 2
     assert make_grid(network="synthetic", routes="A,B").routes == ["synthetic:A", "synthetic:B"]
     cfg = g.config(g.cells()[0])
-    assert (cfg.network, cfg.route, cfg.policy, cfg.xi) == ("monaco", "monaco:A", "gp-bucb", 0.5)
+    assert (cfg.network, cfg.route, cfg.policy.label, cfg.policy["xi"]) == ("monaco", "monaco:A", "gp-bucb[xi=0.5]", 0.5)
 
 
 # --------------------------------------------------------------------------------------
@@ -331,12 +335,12 @@ def test_cli_compare_tiny(capsys, tmp_path):
 @pytest.mark.parametrize("args,msg", [
     (["--preset", "paper-fig9"], "unknown preset"),
     (["--policies", "gp-ts,gp-wizard"], "unknown policy"),
-    (["--policies", "gp-bucb[zeta=1]"], "unknown option 'zeta'"),
+    (["--policies", "gp-bucb[zeta=1]"], "unknown option(s) for policy 'gp-bucb': zeta"),
     (["--routes", "Z"], "unknown route synthetic:Z"),
     (["--routes", "atlantis:A"], "unknown network"),
     (["--seeds", "0"], "--seeds (the number of seeds) must be an integer in [1, 10,000]"),
     (["--jobs", "0"], "--jobs must be an integer in [1, 1,024]"),
-    (["--horizon", "0"], "--horizon must be a positive integer"),
+    (["--horizon", "0"], "--horizon must be an integer in [1, 100,000,000]"),
     (["--lengthscales", "0.5,-1"], "positive"),
     (["--executor", "spark"], "unknown executor"),
     (["--model", "magic"], "unknown model"),
@@ -359,7 +363,7 @@ def test_failed_run_is_reported_and_others_kept(tmp_path, monkeypatch):
     real = ex.run_cell
 
     def flaky(cfg, out):
-        if cfg.seed == 1 and cfg.policy == "bi-ts":
+        if cfg.seed == 1 and cfg.policy.name == "bi-ts":
             raise RuntimeError("boom")
         return real(cfg, out)
 
@@ -582,9 +586,9 @@ def test_damaged_run_files_one_line_errors_and_recompute(capsys, tmp_path, synth
 def test_model_spec_of_a_grid_reaches_its_gp_runs():
     grid = make_grid(network="synthetic", routes="A", policies="gp-ucb,bi-ucb", seeds=1, horizon=3,
                      model="exact[merge=always]")
-    assert (grid.model, grid.model_options) == ("exact", {"merge": "always"})
+    assert grid.model.label == "exact[merge=always]"
     gp, bi = (grid.config(c) for c in grid.cells())
-    assert gp.model_options == {"merge": "always"} and bi.backend == "bi"
-    assert Grid.from_dict(json.loads(json.dumps(grid.to_dict()))).model_options == {"merge": "always"}
+    assert gp.model.label == "exact[merge=always]" and bi.backend == "bi"
+    assert Grid.from_dict(json.loads(json.dumps(grid.to_dict()))).model.label == "exact[merge=always]"
     with pytest.raises(EvrouteError, match="unknown option"):
         make_grid(network="synthetic", routes="A", policies="gp-ucb", seeds=1, model="exact[rank=2]")

@@ -12,7 +12,9 @@ import pytest
 
 from evroute.errors import EvrouteError
 from evroute.models import PosteriorModel, available_models, make_model
+from evroute.models.base import readonly
 from evroute.prior import DensePrior, DiagonalPrior, NetworkPrior
+from evroute.testing import check_backend, small_problem
 
 # options that keep the heavier backends fast on the small network
 FAST = {"svgp": {"inducing": 200, "batch_size": 5000, "learn_hyperparameters": False}}
@@ -65,73 +67,46 @@ def _needs_torch(name):
 
 
 @pytest.mark.parametrize("name", BACKENDS)
-def test_shapes_types_and_read_only_outputs(name, small):
+def test_every_backend_passes_the_shipped_checks(name):
+    """evroute.testing.check_backend: the contract, and every capability the backend declares."""
     _needs_torch(name)
-    fresh = build(name, small)
-    E = small["prior"].n_edges
-    assert isinstance(fresh, PosteriorModel) and fresh.n_arms == E
-    assert fresh.noise_var == pytest.approx(small["nv"])
-    for model in (fresh, fed(name, small)):
-        mu, sd = model.mean_std()
-        assert mu.shape == sd.shape == (E,) and mu.dtype == sd.dtype == np.float64
-        assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(sd >= 0)
-        assert not mu.flags.writeable and not sd.flags.writeable
-        draw = model.sample(np.random.default_rng(0))
-        assert draw.shape == (E,) and np.all(np.isfinite(draw))
+    spec = f"{name}[{','.join(f'{k}={v}' for k, v in FAST[name].items())}]" if name in FAST else name
+    ran = check_backend(spec)
+    assert {"prior before data", "counts and sums", "deterministic", "bad rounds"} <= set(ran)
+    declared = make_model(spec, small_problem().prior, noise_var=small_problem().noise_var).capabilities
+    assert declared <= set(ran) | {"time_varying", "sparse_precision"}  # each declared capability was exercised
 
 
-@pytest.mark.parametrize("name", BACKENDS)
-def test_counts_follow_the_observations(name, small):
-    _needs_torch(name)
-    model = fed(name, small)
-    want = np.zeros(small["prior"].n_edges, np.int64)
-    sums = np.zeros(small["prior"].n_edges)
-    for e, y in rounds(small):
-        np.add.at(want, e, 1)
-        np.add.at(sums, e, y)
-    np.testing.assert_array_equal(model.counts, want)
-    np.testing.assert_allclose(model.sums, sums, rtol=1e-12, atol=1e-12)
-    assert model.n_distinct == np.count_nonzero(want)
+class _Forgetful(PosteriorModel):
+    """A broken backend: it ignores the data (the checks must catch it)."""
+
+    def __init__(self, prior, *, noise_var, seed=0):
+        self.n_arms, self.noise_var = prior.n_edges, noise_var
+        self._mu, self._sd = readonly(prior.mean.copy()), readonly(np.sqrt(prior.diag()))
+        self._counts, self._sums = np.zeros(self.n_arms, np.int64), np.zeros(self.n_arms)
+
+    def update(self, edges, observed):
+        self._record(edges, observed)
+
+    def mean_std(self):
+        return self._mu, self._sd
 
 
-@pytest.mark.parametrize("name", BACKENDS)
-def test_deterministic_given_the_seed(name, small):
-    _needs_torch(name)
-    a, b = fed(name, small, seed=3), fed(name, small, seed=3)
-    for x, y in zip(a.mean_std(), b.mean_std(), strict=True):
-        np.testing.assert_array_equal(x, y)
-    np.testing.assert_array_equal(a.sample(np.random.default_rng(5)), b.sample(np.random.default_rng(5)))
+class _Boastful(_Forgetful):
+    """Declares covariance blocks it cannot give."""
+
+    capabilities = frozenset({"covariance"})
+
+    def update(self, edges, observed):
+        self._record(edges, observed)
+        self._sd = readonly(self._sd * 0.99)
 
 
-@pytest.mark.parametrize("name", BACKENDS)
-def test_the_prior_before_any_data(name, small):
-    _needs_torch(name)
-    mu, sd = build(name, small).mean_std()
-    np.testing.assert_allclose(mu, small["prior"].mean, rtol=1e-12)
-    np.testing.assert_allclose(sd, np.sqrt(small["prior"].diag()), rtol=1e-9)
-
-
-@pytest.mark.parametrize("name", BACKENDS)
-def test_posterior_never_wider_than_the_prior(name, small):
-    _needs_torch(name)
-    _, sd = fed(name, small).mean_std()
-    prior_sd = np.sqrt(small["prior"].diag())
-    assert np.all(sd <= prior_sd * (1 + 1e-6))
-    observed = np.flatnonzero(fed(name, small).counts)
-    assert np.all(sd[observed] < prior_sd[observed])  # every observed edge learnt something
-
-
-@pytest.mark.parametrize("name", BACKENDS)
-def test_bad_rounds_are_one_line_errors(name, small):
-    _needs_torch(name)
-    model = build(name, small)
-    E = small["prior"].n_edges
-    for edges, values in (([E], [1.0]), ([0, 1], [1.0]), ([0], [np.nan]), ([0.5], [1.0])):
-        with pytest.raises(EvrouteError) as err:
-            model.update(np.asarray(edges), np.asarray(values))
-        assert "\n" not in str(err.value)
-    model.update(np.array([], np.int64), np.array([]))  # an empty round changes nothing
-    assert model.n_distinct == 0
+def test_the_shipped_checks_catch_a_broken_backend():
+    with pytest.raises(AssertionError, match="every observed edge must have learnt something"):
+        check_backend(_Forgetful)
+    with pytest.raises(EvrouteError, match="does not give posterior covariance"):
+        check_backend(_Boastful)
 
 
 def _exact(prior, nv, data):

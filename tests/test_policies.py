@@ -11,7 +11,6 @@ from scipy import integrate, special, stats
 from evroute.errors import EvrouteError
 from evroute.models import BIModel, ExactGPModel
 from evroute.policies import (
-    POLICY_NAMES,
     BayesUCBPolicy,
     GreedyPolicy,
     ThompsonPolicy,
@@ -21,7 +20,6 @@ from evroute.policies import (
     bucb_quantile_z,
     eta_bucb,
     make_policy,
-    parse_policy_name,
     rectified_mean,
 )
 from evroute.prior import DensePrior, DiagonalPrior
@@ -233,24 +231,17 @@ def test_rectified_mean_bad_input():
 # --------------------------------------------------------------------------- names and options
 
 
-def test_parse_policy_name():
-    expected = {
-        "gp-ucb": ("gp", "ucb"),
-        "gp-bucb": ("gp", "bucb"),
-        "gp-ts": ("gp", "ts"),
-        "gp-greedy": ("gp", "greedy"),
-        "bi-ucb": ("bi", "ucb"),
-        "bi-bucb": ("bi", "bucb"),
-        "bi-ts": ("bi", "ts"),
-        "bi-greedy": ("bi", "greedy"),
-    }
-    assert set(POLICY_NAMES) == set(expected)
-    for name, parts in expected.items():
-        assert parse_policy_name(name) == parts
-    assert parse_policy_name(" GP-TS ") == ("gp", "ts")
-    for bad in ["gp-foo", "exact-ucb", "ucb", "gp_ucb", ""]:
-        with pytest.raises(EvrouteError, match="gp-ucb.*bi-greedy"):
-            parse_policy_name(bad)
+def test_policy_names_come_from_the_agents_registry():
+    from evroute.agents import agent_names, policy_family, resolve_policy
+
+    names = agent_names()
+    for fam in ("gp", "bi"):
+        for rule in ("ucb", "bucb", "ts", "greedy"):
+            assert f"{fam}-{rule}" in names
+    assert resolve_policy(" GP-TS ").name == "gp-ts" and policy_family("gp-ts") == "gp"
+    for bad in ("ts", "gp-", "gp-thompson", "xx-ucb", ""):
+        with pytest.raises(EvrouteError):
+            resolve_policy(bad)
 
 
 def test_make_policy():
@@ -324,17 +315,17 @@ def test_bkb_width_is_the_authors_formula():
 
 
 def test_beta_rules_through_specs_and_configs():
+    from evroute.agents import resolve_policy
     from evroute.config import SimulationConfig
-    from evroute.grid import PolicySpec, parse_policy_spec
+    from evroute.grid import policy_tag
 
     cfg = SimulationConfig(policy="gp-ucb[beta=002,beta_scale=0.5,fnorm=3]")
-    cfg.validate()
-    assert (cfg.policy, cfg.beta_scale, cfg.policy_options) == ("gp-ucb", 0.5, {"beta": "002", "fnorm": "3"})
-    spec = parse_policy_spec("gp-ucb[beta=001,radius=0.5]")
-    assert spec.label == "gp-ucb[beta=001,radius=0.5]" and spec.tag == "-beta001-radius0.5"
-    assert PolicySpec.from_config({"policy": "gp-ucb", "policy_options": {"beta": "001", "radius": 0.5}}) == spec
-    assert parse_policy_spec("gp-ucb[beta=003]").label == "gp-ucb"  # the default is no variant
+    assert (cfg.policy.name, cfg.policy["beta_scale"], cfg.policy["beta"], cfg.policy["fnorm"]) == ("gp-ucb", 0.5, "002", 3.0)
+    spec = resolve_policy("gp-ucb[beta=001,radius=0.5]")
+    assert spec.label == "gp-ucb[beta=001,radius=0.5]" and policy_tag(spec) == "-beta001-radius0.5"
+    assert SimulationConfig.from_json({"policy": "gp-ucb", "policy_options": {"beta": "001", "radius": 0.5}}).policy == spec
+    assert resolve_policy("gp-ucb[beta=003]").label == "gp-ucb"  # the default is no variant
     for bad in ("gp-ucb[beta=004]", "gp-ts[beta=001]", "gp-ucb[radius=-1]"):
         with pytest.raises(EvrouteError) as err:
-            SimulationConfig(policy=bad).validate()
+            SimulationConfig(policy=bad)
         assert "\n" not in str(err.value)

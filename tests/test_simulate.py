@@ -138,7 +138,8 @@ def test_no_chosen_route_beats_the_exact_optimum(tmp_path, synthetic):
 @pytest.mark.parametrize("kw,msg", [
     ({"horizon": 0}, "horizon"), ({"horizon": -5}, "horizon"), ({"policy": "gp-magic"}, "policy"),
     ({"model": "oracle"}, "model"), ({"kernel": "rbf"}, "kernel"), ({"lengthscale": float("nan")}, "lengthscale"),
-    ({"lengthscale": -1.0}, "lengthscale"), ({"omega": float("nan")}, "omega"), ({"xi": -0.5}, "xi"),
+    ({"lengthscale": -1.0}, "lengthscale"), ({"policy": "gp-bucb[omega=nan]"}, "omega"),
+    ({"policy": "gp-bucb[xi=-0.5]"}, "xi"),
 ])
 def test_bad_config(kw, msg, tmp_path):
     with pytest.raises(EvrouteError, match=msg):
@@ -318,7 +319,7 @@ def test_truth_lengthscale_sets_the_sampling_kernel_only(synthetic):
 
 
 def test_bad_truth_lengthscale(tmp_path):
-    with pytest.raises(EvrouteError, match="truth lengthscale"):
+    with pytest.raises(EvrouteError, match="truth_lengthscale"):
         simulate(SimulationConfig(truth_lengthscale=0.0), tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
@@ -363,7 +364,7 @@ def test_too_long_horizon_is_refused_with_the_limit(tmp_path, capsys):
     code = main(["simulate", "--horizon", "10000000000", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     lines = [x for x in err.splitlines() if x.strip()]
-    assert code == 2 and len(lines) == 1 and "at most 100,000,000 rounds" in lines[0], err
+    assert code == 2 and len(lines) == 1 and "--horizon must be an integer in [1, 100,000,000]" in lines[0], err
     assert not (tmp_path / "r").exists() and list(tmp_path.iterdir()) == []
 
 

@@ -247,15 +247,14 @@ def test_cuda_without_a_gpu_is_an_error(small):
 
 @pytest.mark.parametrize("policy", ["gp-ts", "gp-bucb"])
 def test_simulate_writes_a_complete_run_directory(tmp_path, small, policy):
-    cfg = SimulationConfig(model="svgp", policy=policy, horizon=5, seed=1,
-                           model_options={"inducing": 40, "batch_size": 100, "steps": 2})
+    cfg = SimulationConfig(model="svgp[inducing=40,batch_size=100,steps=2]", policy=policy, horizon=5, seed=1)
     res = simulate(cfg, tmp_path / "run", net=small["net"])
     for name in RUN_FILES:
         assert (tmp_path / "run" / name).is_file()
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["model"] == "svgp" and summary["horizon"] == 5
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["model_options"]["inducing"] == 40
+    assert config["model"] == "svgp[inducing=40,batch_size=100,steps=2]"
     assert len(res.rounds) == 5 and np.all(np.isfinite(res.edges.post_std_final))
     assert np.all(res.edges.post_std_final > 0)
 

@@ -26,11 +26,22 @@ pass the shared conformance checks in ``tests/test_models_conformance.py``.
 from __future__ import annotations
 
 from . import bi, eigen, exact, kalman, nystrom, svgp, window
-from .base import PosteriorModel, aggregate_observations
+from .base import (
+    CAPABILITIES,
+    COVARIANCE,
+    EVIDENCE,
+    INFORMATION_GAIN,
+    JOINT_SAMPLES,
+    SPARSE_PRECISION,
+    TIME_VARYING,
+    PosteriorModel,
+    aggregate_observations,
+)
 from .bi import BIModel
 from .exact import ExactGPModel
 from .gmrf import GMRFPosterior
 from .registry import (
+    MODELS,
     Backend,
     Option,
     available_models,
@@ -38,6 +49,8 @@ from .registry import (
     make_model,
     parse_model_spec,
     register_model,
+    require_capability,
+    resolve_model,
     unregister_model,
 )
 
@@ -54,24 +67,38 @@ __all__ = [
     "available_models",
     "get_backend",
     "parse_model_spec",
+    "resolve_model",
+    "require_capability",
     "aggregate_observations",
+    "MODELS",
+    "CAPABILITIES",
+    "COVARIANCE",
+    "JOINT_SAMPLES",
+    "EVIDENCE",
+    "INFORMATION_GAIN",
+    "TIME_VARYING",
+    "SPARSE_PRECISION",
 ]
 
-register_model("bi", bi.make_bi, options=bi.OPTIONS,
+register_model("bi", bi.make_bi, options=bi.OPTIONS, capabilities=BIModel.capabilities,
                description="independent conjugate Gaussian per edge (the BI baseline)")
 register_model("exact", exact.make_exact, options=exact.OPTIONS,
-               description="exact GP posterior, incremental (003 Eq. 2-3); conditions the GMRF on a sparse-precision prior")
+               capabilities=ExactGPModel.capabilities | GMRFPosterior.capabilities,
+               description="exact GP posterior, incremental (003 Eq. 2-3); conditions the GMRF on a sparse-precision "
+                           "prior (covariance blocks and the information gain on dense priors only)")
 register_model("nystrom", nystrom.make_nystrom, options=nystrom.NYSTROM_OPTIONS,
+               capabilities=nystrom.NystromPosterior.capabilities,
                description="Nystrom dictionary grown by KORS, DTC posterior (EK-UCB, paper 001)")
-register_model("bkb", nystrom.make_bkb, options=nystrom.BKB_OPTIONS,
+register_model("bkb", nystrom.make_bkb, options=nystrom.BKB_OPTIONS, capabilities=nystrom.NystromPosterior.capabilities,
                description="Nystrom dictionary resampled by posterior variance, DTC posterior (BKB, paper 002)")
-register_model("kalman", kalman.make_kalman, options=kalman.OPTIONS,
+register_model("kalman", kalman.make_kalman, options=kalman.OPTIONS, capabilities=kalman.KalmanPosterior.capabilities,
                description="time-varying energies: Kalman filter for the (1-eps)^(|t-t'|/2) kernel (paper 004), dense")
-register_model("eigen", eigen.make_eigen, options=eigen.OPTIONS,
+register_model("eigen", eigen.make_eigen, options=eigen.OPTIONS, capabilities=eigen.EigenKalmanPosterior.capabilities,
                description="time-varying energies: Kalman filter on a truncated eigenbasis (paper 004's kernel; "
                            "rank = E is exact; keeps little variance of the paper's kernels at low rank)")
 register_model("window", window.make_window, options=window.OPTIONS,
+               capabilities={COVARIANCE, JOINT_SAMPLES, EVIDENCE, TIME_VARYING},
                description="time-varying energies on any network: two staggered restarted static posteriors "
-                           "(a sliding window, R-GP-UCB)")
+                           "(a sliding window, R-GP-UCB; covariance blocks where its base gives them)")
 register_model("svgp", svgp.make_svgp, options=svgp.OPTIONS,
                description="sparse variational GP in GPyTorch (003 Algorithm 3)")

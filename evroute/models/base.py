@@ -19,7 +19,25 @@ import scipy.linalg as sla
 
 from ..errors import EvrouteError
 
-__all__ = ["PosteriorModel", "aggregate_observations", "readonly", "round_statistics", "grouped_log_density"]
+__all__ = ["PosteriorModel", "aggregate_observations", "readonly", "round_statistics", "grouped_log_density",
+           "CAPABILITIES", "COVARIANCE", "JOINT_SAMPLES", "EVIDENCE", "INFORMATION_GAIN", "TIME_VARYING",
+           "SPARSE_PRECISION"]
+
+#: ``covariance(idx)``: posterior covariance blocks Σ(idx, idx) (``gp-pe[test=path]`` needs them).
+COVARIANCE = "covariance"
+#: ``sample(rng, joint=True)``: draws from the full posterior (``gp-ts[joint=true]``).
+JOINT_SAMPLES = "joint_samples"
+#: ``log_evidence``: ln p(every observation so far), kept round by round (``gp-mle``, ``gp-fb``).
+EVIDENCE = "evidence"
+#: ``information_logdet``: ln det(I + D^½ K_OO D^½/ς²) of the observed edges, kept by the update
+#: (paper 000's bounds; without it the agents recompute it from an |O|×|O| block).
+INFORMATION_GAIN = "information_gain"
+#: Observations are (edge, round) inputs of a time-varying kernel (paper 004's ε > 0).
+TIME_VARYING = "time_varying"
+#: Conditions a prior given by its sparse precision without any E×E or E×n matrix.
+SPARSE_PRECISION = "sparse_precision"
+#: Every capability a backend may declare (:attr:`PosteriorModel.capabilities`).
+CAPABILITIES = (COVARIANCE, JOINT_SAMPLES, EVIDENCE, INFORMATION_GAIN, TIME_VARYING, SPARSE_PRECISION)
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -65,7 +83,7 @@ def aggregate_observations(edges, observed, n_arms: int):
 
 
 def grouped_log_density(resid, S, counts, within_ss, noise_var: float) -> float:
-    """ln p of one round's raw observations, given their joint predictive N(μ_B, S) of the
+    """Ln p of one round's raw observations, given their joint predictive N(μ_B, S) of the
     per-edge round means ȳ_B (S includes ς²/c_B): ln N(ȳ_B − μ_B; 0, S) plus, per edge with c
     observations, the within-edge term −(c−1)/2 ln(2πς²) − ½ ln c − SS_e/(2ς²) (the density of
     the raw values given their mean). Summed over rounds: the log marginal likelihood of every
@@ -103,6 +121,13 @@ class PosteriorModel(ABC):
 
     n_arms: int
     noise_var: float
+    #: What this model offers beyond means, standard deviations and independent draws
+    #: (:data:`CAPABILITIES`); agents ask :meth:`offers`, never ``getattr``.
+    capabilities: frozenset = frozenset()
+
+    def offers(self, capability: str) -> bool:
+        """Whether this model declares ``capability`` (one of :data:`CAPABILITIES`)."""
+        return capability in self.capabilities
 
     @abstractmethod
     def update(self, edges: np.ndarray, observed: np.ndarray) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import EvrouteError
 from ..validate import positive_float
-from .base import PosteriorModel, readonly
+from .base import JOINT_SAMPLES, PosteriorModel, readonly
 
 __all__ = ["BIModel", "make_bi", "OPTIONS"]
 
@@ -33,6 +33,8 @@ class BIModel(PosteriorModel):
     noise_var : float
         Observation noise variance ς².
     """
+
+    capabilities = frozenset({JOINT_SAMPLES})
 
     def __init__(self, prior, noise_var: float):
         self._m = np.array(prior.mean, dtype=np.float64)

@@ -38,9 +38,19 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..errors import EvrouteError
+from ..linalg import SparseSolver
+from ..prior import DENSE_MAX_EDGES
 from ..specs import Option
 from ..validate import positive_int, unit_rate
-from .base import PosteriorModel, grouped_log_density, readonly
+from .base import (
+    COVARIANCE,
+    EVIDENCE,
+    JOINT_SAMPLES,
+    TIME_VARYING,
+    PosteriorModel,
+    grouped_log_density,
+    readonly,
+)
 
 __all__ = ["EigenKalmanPosterior", "kernel_eigenpairs", "make_eigen", "OPTIONS"]
 
@@ -55,8 +65,6 @@ def kernel_eigenpairs(prior, rank: int) -> tuple[np.ndarray, np.ndarray]:
     ARPACK's Lanczos on K = Q⁻¹, each step one solve with the sparse Cholesky factor of Q,
     from a fixed start vector (deterministic).
     """
-    from ..prior import DENSE_MAX_EDGES
-
     E = int(prior.n_edges)
     rank = positive_int("rank", rank)
     if rank > E:
@@ -66,7 +74,6 @@ def kernel_eigenpairs(prior, rank: int) -> tuple[np.ndarray, np.ndarray]:
             raise EvrouteError(f"rank {rank} of {E:,} edges: use the dense prior (or --model kalman) for a full basis")
         import scipy.sparse.linalg as spla
 
-        from ..linalg import SparseSolver
 
         solver = SparseSolver(prior.precision(), what="prior precision")
         op = spla.LinearOperator((E, E), matvec=lambda v: solver.solve(np.asarray(v, dtype=np.float64).ravel()),
@@ -96,6 +103,8 @@ class EigenKalmanPosterior(PosteriorModel):
     log_evidence : float
         ln p(every observation so far) under this model (chain rule over rounds).
     """
+
+    capabilities = frozenset({COVARIANCE, JOINT_SAMPLES, EVIDENCE, TIME_VARYING})
 
     def __init__(self, prior, noise_var: float, *, eps: float = 0.01, rank: int = 256, seed: int = 0):
         E = int(prior.n_edges)

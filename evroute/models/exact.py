@@ -12,7 +12,7 @@ from ..errors import EvrouteError
 from ..linalg import jittered_cholesky
 from ..specs import Option
 from ..validate import choice, nonneg_int, positive_float, positive_int
-from .base import PosteriorModel, readonly
+from .base import COVARIANCE, INFORMATION_GAIN, JOINT_SAMPLES, PosteriorModel, readonly
 from .gmrf import MERGE_RULES, GMRFPosterior
 
 __all__ = ["ExactGPModel", "make_exact", "OPTIONS", "MERGE_RULES"]
@@ -99,6 +99,8 @@ class ExactGPModel(PosteriorModel):
     check_tol : float
         Tolerance of the drift check, relative to the largest prior variance.
     """
+
+    capabilities = frozenset({COVARIANCE, JOINT_SAMPLES, INFORMATION_GAIN})
 
     def __init__(
         self,
@@ -220,7 +222,7 @@ class ExactGPModel(PosteriorModel):
 
     @property
     def information_logdet(self) -> float:
-        """ln det(I + D^½ K_OO D^½ / ς²) over the distinct observed edges O with counts D (twice
+        """Ln det(I + D^½ K_OO D^½ / ς²) over the distinct observed edges O with counts D (twice
         the information gain of every observation so far), accumulated from each round's
         batch increment ln det(I + D_t^½ Σ_{I|t−1} D_t^½/ς²), which the update's factor of
         Σ_II + ς²D_t⁻¹ gives for free (rebuilt from scratch at a refactorisation)."""

@@ -17,7 +17,7 @@ from scipy.linalg.blas import dgemm, dtrmm
 from ..errors import EvrouteError
 from ..linalg import SparseCholesky, SparseSolver, jittered_cholesky
 from ..validate import choice, nonneg_int, positive_float, positive_int
-from .base import PosteriorModel, readonly
+from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, readonly
 
 __all__ = ["GMRFPosterior", "FACTOR_FLOPS_PER_NNZ", "MERGE_RULES"]
 
@@ -97,6 +97,8 @@ class GMRFPosterior(PosteriorModel):
         Tolerance of the checks, relative to the largest prior variance (σ²) or standard
         deviation (μ).
     """
+
+    capabilities = frozenset({JOINT_SAMPLES, SPARSE_PRECISION})
 
     def __init__(self, prior, noise_var: float, *, merge: str = "auto", max_active: int = 2048,
                  refactor_every: int = 0, check_tol: float = 1e-8):

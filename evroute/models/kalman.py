@@ -25,9 +25,18 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..errors import EvrouteError
+from ..linalg import jittered_cholesky
 from ..specs import Option
 from ..validate import unit_rate
-from .base import PosteriorModel, grouped_log_density, readonly
+from .base import (
+    COVARIANCE,
+    EVIDENCE,
+    JOINT_SAMPLES,
+    TIME_VARYING,
+    PosteriorModel,
+    grouped_log_density,
+    readonly,
+)
 
 __all__ = ["KalmanPosterior", "make_kalman", "OPTIONS", "KALMAN_MAX_EDGES"]
 
@@ -37,6 +46,8 @@ KALMAN_MAX_EDGES = 20_000
 
 class KalmanPosterior(PosteriorModel):
     """The posterior under the (1−ε)^{|t−t′|/2} time-varying kernel (see the module docstring)."""
+
+    capabilities = frozenset({COVARIANCE, JOINT_SAMPLES, EVIDENCE, TIME_VARYING})
 
     def __init__(self, prior, noise_var: float, *, eps: float = 0.01, seed: int = 0):
         E = int(prior.n_edges)
@@ -87,7 +98,6 @@ class KalmanPosterior(PosteriorModel):
     def sample(self, rng: np.random.Generator, joint: bool = False) -> np.ndarray:
         if not joint:
             return PosteriorModel.sample(self, rng, joint=False)
-        from ..linalg import jittered_cholesky
 
         L = jittered_cholesky(self._P, what="Kalman covariance")
         return self._mu + L @ rng.standard_normal(self.n_arms)

@@ -33,7 +33,7 @@ import scipy.linalg as sla
 from ..errors import EvrouteError
 from ..specs import Option
 from ..validate import flag, nonneg_float, positive_float, positive_int
-from .base import PosteriorModel, aggregate_observations, readonly
+from .base import JOINT_SAMPLES, PosteriorModel, aggregate_observations, readonly
 
 __all__ = ["SCORING", "DOWNDATE_COST", "NystromPosterior", "KORSPosterior", "BKBPosterior", "make_nystrom", "make_bkb", "NYSTROM_OPTIONS",
            "BKB_OPTIONS"]
@@ -85,6 +85,8 @@ class NystromPosterior(PosteriorModel):
     refresh : int
         Rounds of downdates between two full recomputations.
     """
+
+    capabilities = frozenset({JOINT_SAMPLES})
 
     #: keep the anchors' kernel rows (for a dictionary rebuilt often: BKB)
     _keep_rows = False

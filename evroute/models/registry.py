@@ -17,22 +17,24 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import EvrouteError
-from ..specs import Entry, Option, Registry
+from ..specs import Component, Entry, Option, Registry
 from ..validate import positive_float
-from .base import PosteriorModel
+from .base import CAPABILITIES, PosteriorModel
 
 __all__ = ["Option", "Backend", "register_model", "unregister_model", "available_models", "get_backend",
-           "parse_model_spec", "make_model"]
+           "parse_model_spec", "make_model", "resolve_model", "require_capability", "MODELS"]
 
 
 #: A registered backend (:class:`evroute.specs.Entry`): name, factory, options, description.
 Backend = Entry
 
-_BACKENDS = Registry("model", sort=True)
+_BACKENDS = Registry("model", sort=True, example="svgp[inducing=500]")
+#: The registry of posterior backends (``--model``).
+MODELS = _BACKENDS
 
 
 def register_model(name: str, factory: Callable[..., PosteriorModel], *, options: tuple[Option, ...] = (),
-                   description: str = "", overwrite: bool = False) -> Backend:
+                   description: str = "", overwrite: bool = False, capabilities=()) -> Backend:
     """Register a posterior backend under ``name``.
 
     Parameters
@@ -48,8 +50,14 @@ def register_model(name: str, factory: Callable[..., PosteriorModel], *, options
     overwrite : bool
         Replace an existing registration; without it a second registration of a name is an
         error.
+    capabilities : iterable of str
+        What the backend can offer (:data:`evroute.models.base.CAPABILITIES`), on some prior: the
+        models it makes declare what they offer on theirs (:attr:`PosteriorModel.capabilities`).
     """
-    return _BACKENDS.register(name, factory, options, description, overwrite)
+    unknown = sorted(set(capabilities) - set(CAPABILITIES))
+    if unknown:
+        raise EvrouteError(f"model {name!r}: unknown capabilities {', '.join(unknown)}; known: {', '.join(CAPABILITIES)}")
+    return _BACKENDS.register(name, factory, options, description, overwrite, capabilities)
 
 
 def unregister_model(name: str) -> None:
@@ -67,6 +75,20 @@ def get_backend(name: str) -> Backend:
     return _BACKENDS.get(name)
 
 
+def resolve_model(spec) -> Component:
+    """The resolved backend :class:`~evroute.specs.Component` of a spec (``svgp[inducing=500]``)."""
+    return _BACKENDS.resolve(spec)
+
+
+def require_capability(model: PosteriorModel, capability: str, purpose: str) -> None:
+    """One line when ``model`` does not offer ``capability`` (needed for ``purpose``), naming the
+    backends that declare it."""
+    if not model.offers(capability):
+        having = _BACKENDS.with_capability(capability)
+        raise EvrouteError(f"{purpose} needs {capability.replace('_', ' ')}, which model {type(model).__name__} "
+                           f"does not offer here; backends that can: {', '.join(having) or 'none'}")
+
+
 def parse_model_spec(text: str) -> tuple[str, dict]:
     """``"svgp[inducing=500]"`` → ``("svgp", {"inducing": 500})``: the backend's name and the
     given options, checked and converted by the backend's declared options."""
@@ -78,8 +100,9 @@ def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) ->
 
     Parameters
     ----------
-    spec : str
-        ``"exact"``, ``"bi"``, ``"svgp"``, ... or a spec with options, ``"svgp[inducing=500]"``.
+    spec : str or Component
+        ``"exact"``, ``"bi"``, ``"svgp"``, ... or a spec with options, ``"svgp[inducing=500]"``,
+        or a resolved component (:func:`resolve_model`).
     prior : evroute.prior.Prior
         The prior over the edges (mean and covariance operator).
     noise_var : float
@@ -89,11 +112,6 @@ def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) ->
     **options
         Backend options; given both here and in ``spec`` is an error.
     """
-    name, from_spec = parse_model_spec(spec)
-    both = sorted(set(from_spec) & set(options))
-    if both:
-        raise EvrouteError(f"model option(s) given twice: {', '.join(both)}")
-    backend = get_backend(name)
-    resolved = backend.resolve({**options, **from_spec})
+    comp = _BACKENDS.resolve(spec, **options)
     noise_var = positive_float("noise_var", noise_var)
-    return backend.factory(prior, noise_var=noise_var, seed=int(seed), **resolved)
+    return get_backend(comp.name).factory(prior, noise_var=noise_var, seed=int(seed), **comp.options)

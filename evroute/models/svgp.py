@@ -78,6 +78,7 @@ import numpy as np
 
 from ..errors import EvrouteError
 from ..kernels import KERNEL_KINDS
+from ..prior import NetworkPrior
 from ..specs import Option
 from ..validate import choice, flag, nonneg_int, optional_flag, positive_float, positive_int, text
 from .base import aggregate_observations, readonly
@@ -478,7 +479,6 @@ class _SVGPMethods:
 
     def update(self, edges, observed) -> None:
         """Algorithm 3: add the observations, reselect Z, G optimisation steps."""
-
         uniq, dc, ds = aggregate_observations(edges, observed, self.n_arms)
         if uniq.size == 0:
             return
@@ -760,8 +760,6 @@ def make_svgp(prior, *, noise_var, seed=0, inducing=1000, batch_size=2500, steps
     jitter : float
         Diagonal jitter of K_ZZ relative to σ₀² (GPyTorch's float64 default, 1e-6).
     """
-    from ..prior import NetworkPrior
-
     if not isinstance(prior, NetworkPrior):
         raise EvrouteError("model 'svgp' needs the prior of a road network (evroute.prior.NetworkPrior): it "
                            "works on (edge, context) inputs")

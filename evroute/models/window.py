@@ -29,7 +29,15 @@ import numpy as np
 from ..errors import EvrouteError
 from ..specs import Option
 from ..validate import nonneg_int, unit_rate
-from .base import PosteriorModel, grouped_log_density
+from .base import (
+    COVARIANCE,
+    EVIDENCE,
+    JOINT_SAMPLES,
+    TIME_VARYING,
+    PosteriorModel,
+    grouped_log_density,
+)
+from .registry import make_model
 
 __all__ = ["WindowPosterior", "make_window", "OPTIONS"]
 
@@ -47,7 +55,6 @@ class WindowPosterior(PosteriorModel):
 
     def __init__(self, prior, noise_var: float, *, eps: float = 0.01, every: int = 0, base: str = "exact",
                  seed: int = 0):
-        from .registry import make_model
 
         self.n_arms = int(prior.n_edges)
         self.noise_var = float(noise_var)
@@ -91,6 +98,11 @@ class WindowPosterior(PosteriorModel):
                 self._models[0], self._age[0] = self._make(), 0
             if self._t % self.every == half:
                 self._models[1], self._age[1] = self._make(), 0
+
+    @property
+    def capabilities(self) -> frozenset:
+        """Evidence and time-varying inputs, with the covariance blocks and joint draws of its base."""
+        return frozenset({EVIDENCE, TIME_VARYING}) | (self._active.capabilities & {COVARIANCE, JOINT_SAMPLES})
 
     def mean_std(self):
         return self._active.mean_std()

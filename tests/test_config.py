@@ -1,0 +1,214 @@
+"""The one resolved specification of a run: declared options, components resolved once,
+config.json's format (old ones still read), grids as a base plus axes, and simulate and compare
+accepting exactly the same specs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evroute.cli import main
+from evroute.config import CONFIG_FORMAT, RUN_SETTINGS, SimulationConfig, normalise_config_json
+from evroute.environments import TRUTHS, Truth, register_truth
+from evroute.errors import EvrouteError
+from evroute.grid import Grid, load_grid, make_grid, parse_sweep
+from evroute.problem import make_agent, prepare_problem
+from evroute.specs import Component
+from evroute.summaries import collect_runs, summarize
+
+SPECS = {
+    "policy": ["gp-ucb", "gp-ucb[beta_scale=0]", "gp-ucb[bs=0.5]", "gp-ucb[beta-scale=0.5]", "gp-bucb[w=2,x=0.5]",
+               "gp-ts[joint=true]", "gp-ucb[beta=002,fnorm=3]", "gp-ts[xi=1]", "gp-bucb[xi=-1]", "gp-magic",
+               "gp-ucb[beta_scale=0.5,bs=0.5]", "gp-ucb[beta_scale=nan]", "bi-bucb[omega=2]"],
+    "model": ["exact", "exact[merge=always]", "svgp[inducing=500,steps=2]", "nystrom[gamma=0.3]", "svgp[rank=2]",
+              "oracle", "exact[max_active=0]"],
+    "truth": ["gp", "rkhs[B=10]", "rkhs[b=10,anchors=5]", "rkhs", "rkhs[B=-1]", "sumo-magic"],
+    "closures": ["alternate", "random[rate=0.1]", "random[rate=2]", "weekly"],
+}
+
+
+def _outcome(fn):
+    try:
+        return "ok", fn()
+    except EvrouteError as exc:
+        return "error", str(exc)
+
+
+@pytest.mark.parametrize("setting,spec", [(k, s) for k, specs in SPECS.items() for s in specs])
+def test_simulate_and_compare_accept_exactly_the_same_specs(setting, spec):
+    """One declaration per option: the config (simulate) and the grid (compare) resolve a spec by
+    the same registry, so they accept and refuse the same specs with the same words (before,
+    gp-ucb[beta-scale=0.5] was accepted by compare and refused by simulate, and beta_scale=0
+    the other way round)."""
+    kind, sim = _outcome(lambda: getattr(SimulationConfig(**{setting: spec}), setting).label)
+    key = "policies" if setting == "policy" else setting
+    ckind, cmp = _outcome(lambda: getattr(make_grid(network="synthetic", routes="A", seeds=1, **{key: spec})
+                                          .config(make_grid(network="synthetic", routes="A", seeds=1,
+                                                            **{key: spec}).cells()[0]), setting).label)
+    assert kind == ckind, (sim, cmp)
+    if kind == "ok":
+        assert sim == cmp
+    else:
+        assert sim in cmp  # compare may add where (the option's flag); the reason is the same
+
+
+def test_components_resolve_once_with_canonical_labels():
+    cfg = SimulationConfig(policy="GP-BUCB[x=0.5, w=1]", model="exact[merge=always]", truth="rkhs[b=10]",
+                           closures="random", drift=0.01)
+    assert isinstance(cfg.policy, Component) and cfg.policy.label == "gp-bucb[xi=0.5]"
+    assert cfg.policy.options == {"omega": 1.0, "xi": 0.5, "beta_scale": 1.0}
+    assert (cfg.model.label, cfg.truth.label, cfg.closures.label) == ("exact[merge=always]", "rkhs[B=10]", "random")
+    assert cfg.scenario.truth is cfg.truth and cfg.scenario.drift == 0.01
+    with pytest.raises(EvrouteError, match="rkhs.*needs B"):
+        SimulationConfig(truth="rkhs")
+    with pytest.raises(AttributeError):  # a frozen value: a changed setting is a new, checked config
+        cfg.horizon = 3  # type: ignore[misc]
+    assert cfg.replace(horizon=3).horizon == 3
+    with pytest.raises(EvrouteError, match="horizon"):
+        cfg.replace(horizon=0)
+
+
+def test_config_json_round_trip_and_format_1_still_reads(tmp_path):
+    cfg = SimulationConfig(policy="gp-ucb[beta_scale=0.5,beta=002]", model="exact[merge=always]",
+                           priors="sumo-ev,compact-ev[eps=0.01]", horizon=7, seed=3)
+    data = json.loads(json.dumps(cfg.to_json()))
+    assert data["format"] == CONFIG_FORMAT == 2 and data["policy"] == "gp-ucb[beta_scale=0.5,beta=002]"
+    assert SimulationConfig.from_json(data) == cfg
+    # a config.json of format 1 (the policy's options as fields, the model's apart)
+    old = {"network": "synthetic", "route": None, "policy": "gp-ucb", "model": "exact", "horizon": 7, "seed": 3,
+           "omega": 1.0, "xi": 1.0, "beta_scale": 0.5, "joint_samples": False, "policy_options": {"beta": "002"},
+           "model_options": {"merge": "always"}, "priors": "sumo-ev,compact-ev[eps=0.01]",
+           "resolved": {"candidates": data["priors"]}}
+    assert SimulationConfig.from_json(old) == cfg
+    assert normalise_config_json(old)["policy"] == "gp-ucb[beta_scale=0.5,beta=002]"
+    with pytest.raises(EvrouteError, match="JSON object"):
+        normalise_config_json([1])
+
+
+def test_candidate_files_are_read_once(tmp_path):
+    f = tmp_path / "cands.json"
+    f.write_text(json.dumps({"candidates": [{"vehicle": "sumo-ev"}, {"vehicle": "delivery-van", "eps": 0.01}]}))
+    cfg = SimulationConfig(policy="gp-pe", priors=str(f), horizon=3)
+    f.unlink()  # resolved: nothing reads it again (the problem, the agent, config.json)
+    problem = prepare_problem(cfg)
+    assert [c.name for c in cfg.candidates()] == ["cands:0", "cands:1"]
+    make_agent(cfg, problem)
+    assert SimulationConfig.from_json(cfg.to_json()).priors == cfg.priors
+
+
+def test_a_missing_capability_names_the_backends_that_have_it():
+    cfg = SimulationConfig(policy="gp-ts[joint=true]", model="svgp", horizon=2)
+    pytest.importorskip("gpytorch")
+    with pytest.raises(EvrouteError, match=r"joint samples.*backends that can: bi, bkb, eigen, exact, kalman, "
+                                           r"nystrom, window"):
+        make_agent(cfg, prepare_problem(cfg))
+
+
+# --------------------------------------------------------------------------------------
+# a truth is one module and one registration
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def flat_truth():
+    """A plug-in truth: f = the truth's mean + a constant (declared option ``shift``)."""
+    from evroute.specs import Option
+    from evroute.validate import nonneg_float
+
+    def factory(setup, shift):
+        return Truth(setup.mean + shift, setup.noise_std, description={"flat_shift": shift})
+
+    register_truth("flat", factory, options=(Option("shift", nonneg_float, 0.0, "added to every edge"),),
+                   description="E_det plus a constant")
+    yield
+    TRUTHS.unregister("flat")
+
+
+def test_a_registered_truth_runs_through_simulate_and_compare(flat_truth, tmp_path, capsys):
+    assert "flat" in RUN_SETTINGS["truth"].describe()  # the help is asked when shown, never stale
+    code = main(["simulate", "--truth", "flat[shift=5]", "--horizon", "3", "--out", str(tmp_path / "r"),
+                 "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    edges = pd.read_parquet(tmp_path / "r" / "edges.parquet")
+    assert summary["truth"] == "flat[shift=5]" and summary["flat_shift"] == 5.0
+    np.testing.assert_allclose(edges.energy_true_wh, edges.energy_det_wh + 5.0, rtol=1e-12)
+    g = make_grid(network="synthetic", routes="A", policies="bi-ts", seeds=1, truth="flat[shift=5]")
+    assert g.cell_name(g.cells()[0]) == "synthetic-A-bi-ts-flat-shift-5-s0"
+    with pytest.raises(EvrouteError, match="unknown option.*flat.*scale"):
+        SimulationConfig(truth="flat[scale=2]")
+
+
+# --------------------------------------------------------------------------------------
+# a grid is a base run plus axes
+# --------------------------------------------------------------------------------------
+
+
+def test_a_grid_is_a_base_with_replacements():
+    g = make_grid(network="synthetic", routes="A,B", policies="gp-ucb,bi-ts", seeds=2, horizon=9, kappa="2",
+                  model="exact[merge=always]", sweep=["nu=1,3", "drift=0,0.01"])
+    assert len(g.cells()) == 2 * 2 * 2 * 2 * 2
+    for cell in g.cells():
+        cfg = g.config(cell)
+        sweep = dict(cell.sweep)
+        assert (cfg.route, cfg.policy, cfg.seed, cfg.horizon, cfg.kappa) == (cell.route, cell.policy, cell.seed, 9, 2.0)
+        assert (cfg.nu, cfg.drift) == (sweep["nu"], sweep["drift"])
+        assert cfg.backend == ("bi" if cell.policy.name == "bi-ts" else "exact")
+        # every other setting is the base's
+        for name in ("vehicle", "kernel", "truth", "closures", "lengthscale", "truth_lengthscale"):
+            assert getattr(cfg, name) == getattr(g.base, name)
+    names = [g.cell_name(c) for c in g.cells()]
+    assert len(set(names)) == len(names)
+    assert "synthetic-B-gp-ucb-drift0.01-nu3-s1" in names and "synthetic-A-bi-ts-nu1-s0" in names
+    back = Grid.from_dict(json.loads(json.dumps(g.to_dict())))
+    assert [back.cell_name(c) for c in back.cells()] == names and back.base == g.base
+
+
+@pytest.mark.parametrize("items,msg", [
+    (["policy=gp-ts"], "--policies"), (["seed=1,2"], "--seeds"), (["lengthscale=1,2"], "--lengthscales"),
+    (["zeta=1"], "not a setting"), (["kappa"], "NAME=VALUE"), (["kappa=1", "kappa=2"], "twice"),
+    (["kappa=0"], "kappa"), (["model=exact,oracle"], "unknown model"),
+])
+def test_bad_sweeps(items, msg):
+    with pytest.raises(EvrouteError, match=msg):
+        parse_sweep(items)
+
+
+def test_a_sweep_runs_and_is_summarised_apart(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    args = ["compare", "--out", str(out), "--routes", "A", "--policies", "bi-ts", "--seeds", "2", "--horizon", "4",
+            "--sweep", "closures=none,alternate", "--jobs", "1", "--no-progress"]
+    assert main(args) == 0
+    first = capsys.readouterr()
+    assert "4 runs (0 kept, 4 computed)" in first.out, first.err
+    table = pd.read_csv(out / "summary.csv")
+    assert list(table.variant) == ["closures=None", "closures=alternate"] and list(table.n_seeds) == [2, 2]
+    runs = collect_runs(out, load_grid(out))
+    by_hand = runs.groupby("variant", sort=False).final_regret_wh.mean()
+    np.testing.assert_allclose(summarize(runs).final_regret_mean_wh, by_hand.to_numpy(), rtol=1e-12)
+    assert main(args) == 0  # resumes: the same cells, kept
+    assert "4 runs (4 kept, 0 computed)" in capsys.readouterr().out
+
+
+def test_old_grid_json_still_reads(tmp_path):
+    """A grid.json of format 1 (the base's settings at the top, policy options per cell)."""
+    old = {"format": 1, "preset": None, "networks": ["synthetic"], "routes": ["synthetic:A"],
+           "policies": ["gp-bucb[xi=0.5]", "bi-ts"], "seeds": [0, 1], "horizon": 5, "model": "exact",
+           "lengthscales": [1.0], "kernel": "combined", "truth_lengthscale": 1.0, "truth": "rkhs[B=10]",
+           "priors": None, "truth_prior": None, "drift": 0.0, "closures": None, "vehicle": None, "osm": {},
+           "dem": {}, "model_options": {"merge": "always"}, "cells": []}
+    (tmp_path / "grid.json").write_text(json.dumps(old))
+    g = load_grid(tmp_path)
+    assert [g.cell_name(c) for c in g.cells()] == [
+        "synthetic-A-gp-bucb-w1-x0.5-rkhs-B-10-s0", "synthetic-A-gp-bucb-w1-x0.5-rkhs-B-10-s1",
+        "synthetic-A-bi-ts-rkhs-B-10-s0", "synthetic-A-bi-ts-rkhs-B-10-s1"]
+    assert g.model.label == "exact[merge=always]" and g.horizon == 5
+
+
+def test_evroute_error_is_a_value_error():
+    """As scikit-learn's and BoTorch's input errors: library callers may catch ValueError."""
+    with pytest.raises(ValueError, match="unknown policy"):
+        SimulationConfig(policy="gp-magic")
