@@ -294,6 +294,10 @@ def simulate_cmd(
               f"{o['seconds']:.1f} s): rectification gap {s['rectification_gap_wh']:.1f} Wh")
     elif o is not None:
         print(f"exact optimum: no vertex-simple route found ({o['method']}, {o['status']}, {o['seconds']:.1f} s)")
+    saved = ", ".join(f"{s[f'saved_vs_{k}_wh']:+.1f} Wh"
+                      + (f" ({s[f'saved_vs_{k}_pct']:+.1f} %)" if s[f"saved_vs_{k}_pct"] is not None else "")
+                      + f" against always driving the {k} route" for k in ("fastest", "shortest"))
+    print(f"energy driven over {s['horizon']} rounds {s['total_energy_wh']:.1f} Wh; saved {saved}")
     print(f"{s['mean_seconds_per_round'] * 1000:.1f} ms per round; wrote {out}")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -171,10 +171,14 @@ class LoopResult:
     visits: np.ndarray
     cumulative_regret: float
     last_regret: float
+    #: the energy the agent drove over every round (Σ_t f_t(route_t), Wh), and the same for
+    #: each baseline route of ``run_loop(baselines=...)`` (the fastest, the shortest route)
+    total_energy: float = 0.0
+    baseline_energy: dict = field(default_factory=dict)
 
 
 def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
-             log_dir: str | os.PathLike | None = None) -> LoopResult:
+             log_dir: str | os.PathLike | None = None, baselines: dict | None = None) -> LoopResult:
     """Algorithm 1 for ``horizon`` rounds.
 
     Parameters
@@ -189,6 +193,11 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
     log_dir : path-like, optional
         Append ``rounds.parquet`` and ``observations.parquet`` there in chunks of
         :data:`LOG_CHUNK_ROUNDS` rounds as the run goes; otherwise they are kept in memory.
+    baselines : dict, optional
+        Routes a driver would take without learning, by name: ``route(available) -> edges``
+        (the fastest route on the open edges, ...). Each round their energy under f_t is logged
+        as ``<name>_energy_wh``, so that a run says how much energy the agent saved against
+        always driving them.
     """
     rng_policy = np.random.default_rng([seed, 3])
     log_dir = Path(log_dir) if log_dir is not None else None
@@ -199,6 +208,9 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
     visits = np.zeros(env.n_edges, dtype=np.int64)
     cumulative = 0.0
     regret = 0.0
+    total = 0.0
+    baselines = dict(baselines or {})
+    baseline_total = dict.fromkeys(baselines, 0.0)
     try:
         for t in range(1, horizon + 1):
             tic = time.perf_counter()
@@ -217,10 +229,15 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
             cumulative += regret
             seconds_all[t - 1] = seconds
             np.add.at(visits, path, 1)
+            total += expected
+            driven = {}
+            for name, route in baselines.items():  # after the timing: not the agent's cost
+                driven[f"{name}_energy_wh"] = e = float(f[route(env.available(t))].sum())
+                baseline_total[name] += e
             log.add({"t": t, "path": path.tolist(), "n_edges": len(path), "expected_energy_wh": expected,
                      "observed_energy_wh": float(observed.sum()), "optimal_energy_wh": optimal,
                      "regret_wh": regret, "cumulative_regret_wh": cumulative, "beta": float(decision.beta),
-                     "seconds": seconds, **agent.diagnostics()},
+                     "seconds": seconds, **driven, **agent.diagnostics()},
                     {"t": np.full(len(path), t, dtype=np.int64), "edge": path, "observed_wh": observed,
                      "expected_wh": f[path], "prior_mean_wh": decision.prior_mean,
                      "post_mean_before": decision.mean, "post_std_before": decision.std,
@@ -231,4 +248,5 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
     except BaseException:
         log.abort()
         raise
-    return LoopResult(rounds, observations, seconds_all, visits, float(cumulative), float(regret))
+    return LoopResult(rounds, observations, seconds_all, visits, float(cumulative), float(regret), float(total),
+                      baseline_total)

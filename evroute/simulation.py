@@ -50,7 +50,7 @@ from .problem import Problem, exact_optimum_cached, make_agent, make_environment
 from .runs import RunResult, check_out_dir, prepare_out_dir, write_run
 from .validate import nonneg_int
 
-__all__ = ["simulate", "run_bandit", "run_config", "limit_blas"]
+__all__ = ["simulate", "run_bandit", "run_config", "limit_blas", "baseline_routes", "energy_saved"]
 
 def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
     """The run's ``config.json``: the configuration (:meth:`SimulationConfig.to_json`, with its
@@ -61,6 +61,41 @@ def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
                          "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
                          "network_source": problem.net.meta.get("source"),
                          "candidates": describe_candidates(cfg.candidates())}}
+
+def baseline_routes(problem: Problem) -> dict:
+    """The routes a driver takes without learning: the fastest (least length / speed limit) and
+    the shortest, on the open edges of each round (Dijkstra; the same route every round when no
+    road closes)."""
+    e = problem.net.edges
+    length = e.length_m.to_numpy()
+    weights = {"fastest": length / e.speed_mps.to_numpy(), "shortest": length}
+    start, end, oracle = problem.route.start, problem.route.end, problem.oracle
+
+    def router(w):
+        static = {}
+
+        def route(available):
+            if available is None:
+                if "path" not in static:
+                    static["path"] = np.asarray(oracle.shortest_path(w, start, end).edges, dtype=np.int64)
+                return static["path"]
+            return np.asarray(oracle.shortest_path(w, start, end, available=available).edges, dtype=np.int64)
+        return route
+
+    return {name: router(w) for name, w in weights.items()}
+
+
+def energy_saved(res) -> dict:
+    """The energy the agent drove over the run against always driving each baseline route (Wh,
+    and % of the baseline's energy where that is positive): what an EV driver cares about."""
+    out = {"total_energy_wh": res.total_energy}
+    for name, base in res.baseline_energy.items():
+        saved = base - res.total_energy
+        out[f"{name}_total_energy_wh"] = base
+        out[f"saved_vs_{name}_wh"] = saved
+        out[f"saved_vs_{name}_pct"] = 100.0 * saved / base if base > 0 else None
+    return out
+
 
 def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=None, env=None,
                log_dir: str | os.PathLike | None = None) -> RunResult:
@@ -78,7 +113,8 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
     """
     agent = agent if agent is not None else make_agent(cfg, problem)
     env = env if env is not None else make_environment(cfg, problem)
-    res = run_loop(env, agent, cfg.horizon, cfg.seed, progress=progress, log_dir=log_dir)
+    res = run_loop(env, agent, cfg.horizon, cfg.seed, progress=progress, log_dir=log_dir,
+                   baselines=baseline_routes(problem))
     clairvoyant = env.reference_route(cfg.horizon)
     optimal = env.optimal_energy(cfg.horizon)
     f = env.expected(cfg.horizon)
@@ -107,6 +143,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "distinct_edges_observed": int(agent.n_distinct),
         "last_route_regret_wh": res.last_regret,
         "truth_prior": cfg.truth_prior,
+        **energy_saved(res),
     }
     if problem.ground_truth is not None:  # what the truth says of itself (a simulated truth: its source)
         summary.update({k: v for k, v in problem.ground_truth.description.items() if k != "truth"})

@@ -79,7 +79,8 @@ def test_run_directory_contents(tmp_path, synthetic, policy):
     assert sorted(p.name for p in out.iterdir()) == sorted(RUN_FILES)
     rounds = pd.read_parquet(out / "rounds.parquet")
     assert list(rounds.columns) == ["t", "path", "n_edges", "expected_energy_wh", "observed_energy_wh",
-                                    "optimal_energy_wh", "regret_wh", "cumulative_regret_wh", "beta", "seconds"]
+                                    "optimal_energy_wh", "regret_wh", "cumulative_regret_wh", "beta", "seconds",
+                                    "fastest_energy_wh", "shortest_energy_wh"]
     obs = pd.read_parquet(out / "observations.parquet")
     assert list(obs.columns) == ["t", "edge", "observed_wh", "expected_wh", "prior_mean_wh",
                                  "post_mean_before", "post_std_before", "index_before"]
@@ -418,3 +419,54 @@ def test_long_runs_are_logged_in_chunks(tmp_path, synthetic, monkeypatch):
     from evroute.runs import verify_run
 
     assert verify_run(out) is None
+
+
+def _networkx_route(net, weights, start, end, available=None):
+    """An independent Dijkstra on the line graph (networkx): the edge ids from start to end."""
+    import networkx as nx
+
+    ok = np.ones(net.n_edges, bool) if available is None else np.asarray(available)
+    g = nx.DiGraph()
+    for a, b in zip(net.conn_src, net.conn_dst, strict=True):
+        if ok[a] and ok[b]:
+            g.add_edge(int(a), int(b), weight=float(weights[b]))
+    return nx.dijkstra_path(g, start, end)
+
+
+def test_energy_saved_against_the_fastest_and_shortest_routes(tmp_path, synthetic):
+    """Issue 25, item 5: every run logs the energy of always driving the fastest and the shortest
+    route under f, and what the agent saved against them (checked with networkx's Dijkstra)."""
+    cfg = SimulationConfig(policy="gp-ts", horizon=12, seed=2)
+    res = simulate(cfg, tmp_path / "r", net=synthetic)
+    s, rounds = res.summary, pd.read_parquet(tmp_path / "r" / "rounds.parquet")
+    problem = prepare_problem(cfg, net=synthetic)
+    e = synthetic.edges
+    f = problem.truth
+    for name, w in (("fastest", e.length_m.to_numpy() / e.speed_mps.to_numpy()), ("shortest", e.length_m.to_numpy())):
+        path = _networkx_route(synthetic, w, problem.route.start, problem.route.end)
+        assert s[f"{name}_total_energy_wh"] == pytest.approx(cfg.horizon * f[path].sum(), rel=1e-12, abs=1e-9)
+        np.testing.assert_allclose(rounds[f"{name}_energy_wh"], f[path].sum(), rtol=1e-12, atol=1e-9)
+        assert s[f"saved_vs_{name}_wh"] == pytest.approx(s[f"{name}_total_energy_wh"] - s["total_energy_wh"])
+    assert s["total_energy_wh"] == pytest.approx(rounds.expected_energy_wh.sum(), rel=1e-12)
+    # the clairvoyant rectified route minus the regret is what the agent drove
+    assert s["total_energy_wh"] == pytest.approx(rounds.optimal_energy_wh.sum() + s["final_cumulative_regret_wh"])
+
+
+def test_baseline_routes_avoid_closed_roads(tmp_path):
+    from evroute.network import load_network
+
+    net = load_network("synthetic", size=70)
+    cfg = SimulationConfig(policy="bi-ts", horizon=6, closures="alternate")
+    simulate(cfg, tmp_path / "r", net=net)
+    rounds = pd.read_parquet(tmp_path / "r" / "rounds.parquet")
+    problem = prepare_problem(cfg, net=net)
+    from evroute.problem import make_environment
+
+    env = make_environment(cfg, problem)
+    e = net.edges
+    w = e.length_m.to_numpy() / e.speed_mps.to_numpy()
+    for t in range(1, 7):
+        mask = env.available(t)
+        path = _networkx_route(net, w, problem.route.start, problem.route.end, mask)
+        assert mask is None or mask[path].all()
+        assert rounds.fastest_energy_wh.iat[t - 1] == pytest.approx(env.expected(t)[path].sum(), rel=1e-12, abs=1e-9)
