@@ -38,6 +38,7 @@ from .network import NETWORK_SETTINGS
 from .optimum import OPTIMUM_SETTINGS
 from .routes import ROUTE_SETTINGS
 from .specs import Component, Option
+from .sumo import SUMO_INSTALL  # noqa: F401 (importing it registers the truth sumo[...])
 
 __all__ = ["SimulationConfig", "Scenario", "RUN_SETTINGS", "SCENARIO_SETTINGS", "CONFIG_FORMAT",
            "normalise_config_json"]

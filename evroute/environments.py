@@ -73,6 +73,8 @@ class TruthSetup:
         The truth's vehicle (a simulated truth drives it).
     route : evroute.routes.RouteSpec, optional
         The trip (a simulated truth covers the roads between its ends).
+    network, osm, dem : str, optional
+        The network's name, OSM file and DEM raster as the run gave them.
     """
 
     net: object
@@ -83,6 +85,11 @@ class TruthSetup:
     lengthscale: float = 1.0
     vehicle: object = None
     route: object = None
+    #: the network's name (or OSM file), OSM file and DEM as the run gave them (a simulated
+    #: truth converts the same input)
+    network: str | None = None
+    osm: str | None = None
+    dem: str | None = None
 
 
 @dataclass

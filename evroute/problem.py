@@ -79,7 +79,8 @@ def prepare_problem(cfg, net=None) -> Problem:
     prior_var = (PRIOR_SCALE * sigma_det) ** 2
     noise_var = (NOISE_SCALE * sigma_det) ** 2
     truth = make_truth(cfg.truth, TruthSetup(net, e_truth, prior_var, math.sqrt(noise_var), cfg.seed,
-                                             cfg.truth_lengthscale, truth_vehicle, route))
+                                             cfg.truth_lengthscale, truth_vehicle, route, cfg.network, cfg.osm,
+                                             cfg.dem))
     return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth.values, cfg.seed,
                    truth.rkhs_norm, truth, e_truth)
 

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "evroute"
 
 #: import name → distribution name, where they differ
-DISTRIBUTIONS = {"linear_operator": "linear-operator", "PIL": "pillow"}
+DISTRIBUTIONS = {"linear_operator": "linear-operator", "PIL": "pillow", "sumo": "eclipse-sumo"}
 
 
 def modules() -> dict[str, Path]:
@@ -75,7 +75,8 @@ def test_no_private_names_across_modules():
 def test_third_party_imports_are_declared_and_used():
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     names = {d.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
-             for d in declared["dependencies"] + declared["optional-dependencies"]["ray"]}
+             for d in declared["dependencies"] + declared["optional-dependencies"]["ray"]
+             + declared["optional-dependencies"]["sumo"]}
     used = set()
     for name, path in modules().items():
         for target, _ in imports(name, path):
@@ -102,7 +103,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "evroute.models.gmrf", "evroute.models.nystrom", "evroute.models.svgp", "evroute.models.kalman",
                 "evroute.models.eigen", "evroute.models.window", "evroute.models")),
     ("policies", ("evroute.policies",)),
-    ("agents and environments", ("evroute.agents", "evroute.environments", "evroute.candidates")),
+    ("agents and environments", ("evroute.agents", "evroute.environments", "evroute.candidates", "evroute.sumo")),
     ("loop", ("evroute.loop",)),
     ("configuration", ("evroute.config",)),
     ("problem", ("evroute.problem", "evroute.testing")),
