@@ -36,6 +36,7 @@ from .loop import LOOP_SETTINGS
 from .models import MODELS, resolve_model
 from .network import NETWORK_SETTINGS
 from .optimum import OPTIMUM_SETTINGS
+from .prior import SCALE_SETTINGS
 from .routes import ROUTE_SETTINGS
 from .specs import Component, Option
 from .sumo import SUMO_INSTALL  # noqa: F401 (importing it registers the truth sumo[...])
@@ -61,7 +62,7 @@ AGENT_SETTINGS = (
 #: Every setting of a run, declared by the module that owns it, by name, in the order of help texts.
 RUN_SETTINGS: dict[str, Option] = {o.name: o for o in (
     *NETWORK_SETTINGS, *ROUTE_SETTINGS, *VEHICLE_SETTINGS, *AGENT_SETTINGS, *LOOP_SETTINGS, *KERNEL_SETTINGS,
-    *ENVIRONMENT_SETTINGS, *PRIOR_SETTINGS, *OPTIMUM_SETTINGS)}
+    *SCALE_SETTINGS, *ENVIRONMENT_SETTINGS, *PRIOR_SETTINGS, *OPTIMUM_SETTINGS)}
 
 #: The settings that describe the world, not the agent (:class:`Scenario`).
 SCENARIO_SETTINGS = ("network", "osm", "dem", "route", "from_point", "to_point", "vehicle", "truth",
@@ -126,6 +127,8 @@ class SimulationConfig:
     lengthscale: float = _setting("lengthscale")
     kappa: float = _setting("kappa")
     nu: float = _setting("nu")
+    prior_std: float | None = _setting("prior_std")
+    noise_std: float | None = _setting("noise_std")
     vehicle: str | None = _setting("vehicle")
     exact_optimum: bool = _setting("exact_optimum")
     exact_optimum_time_limit: float = _setting("exact_optimum_time_limit")

@@ -67,10 +67,10 @@ def cached_network(name: str, osm: str | None = None, dem: str | None = None):
 def cached_problem(cfg: SimulationConfig):
     """The prepared problem of a run (network, route, prior, truth), once per process.
 
-    It depends on the network, the route, the vehicle, the seed and the truth lengthscale only.
+    It depends on the network, the route, the vehicle, the seed, the truth and the scales only.
     """
     key = (cfg.network, cfg.osm, cfg.dem, cfg.vehicle, cfg.route, cfg.from_point, cfg.to_point, cfg.seed,
-           float(cfg.truth_lengthscale), str(cfg.truth), cfg.truth_vehicle())
+           float(cfg.truth_lengthscale), str(cfg.truth), cfg.truth_vehicle(), cfg.prior_std, cfg.noise_std)
 
     def build():
         net = cached_network(cfg.network, cfg.osm, cfg.dem)

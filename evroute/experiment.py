@@ -47,7 +47,7 @@ from .grid import Cell, Grid, fmt_number, is_osm_file, load_grid
 from .io import atomic_write_json, directory_entries, short_list
 from .network import network_spec, resolve_osm_path
 from .runs import is_finished_run, is_run_directory, verify_run
-from .summaries import collect_runs, summarize, write_summaries
+from .summaries import collect_runs, summarize, summarize_energy, write_summaries
 from .validate import int_in
 
 #: The most processes of a local pool (``--jobs``); more than the CPUs is allowed, with a warning.
@@ -288,7 +288,7 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
                                f"{first['error']}); finished runs are kept, run the same command again to resume")
         runs = collect_runs(out, grid)
         table = summarize(runs)
-        files = write_summaries(out, table, grid)
+        files = write_summaries(out, table, grid, summarize_energy(runs))
     return CompareResult(out, len(cells), len(status.finished), len(pending_cells),
                          time.perf_counter() - t_start, table, files)
 

@@ -161,7 +161,8 @@ def written_by_evroute(path: str | os.PathLike) -> bool:
     """Whether the regular file ``path`` carries evroute's generator mark (:data:`GENERATOR_PREFIX`):
     a GeoJSON ``"generator"`` member first after ``"type"``, an HTML comment after the doctype, the
     ``Software`` text of a PNG, the ``Creator`` of an SVG, the layer descriptions of a GeoPackage,
-    the ``generator`` attribute of an OSM XML file."""
+    the ``generator`` attribute of an OSM XML file, a JSON object's first member ``"generator"``, a
+    Parquet file's ``generator`` metadata."""
     path = Path(path)
     if not path.is_file() or path.is_symlink():
         return False
@@ -178,7 +179,36 @@ def written_by_evroute(path: str | os.PathLike) -> bool:
         return _png_software(path).startswith(GENERATOR_PREFIX)
     if head.startswith(b"SQLite format 3\x00"):
         return _gpkg_generator(path)
+    if _JSON_GENERATOR.match(head) is not None:  # a JSON object whose first member is "generator"
+        return True
+    if head.startswith(b"PAR1"):
+        return _parquet_generator(path)
     return False
+
+
+_JSON_GENERATOR = re.compile(rb'\{\s*"generator":\s*"' + re.escape(GENERATOR_PREFIX.encode()))
+
+
+def _parquet_generator(path: Path) -> bool:
+    """Whether a Parquet file's key-value metadata names evroute as its generator."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, ValueError):
+        return False
+    return meta.get(b"generator", b"").startswith(GENERATOR_PREFIX.encode())
+
+
+def atomic_write_parquet(path: str | os.PathLike, df) -> None:
+    """Write a DataFrame as Parquet atomically, with evroute's generator mark in the file's
+    key-value metadata (so that evroute recognises the file as its own)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"generator": generator().encode()})
+    atomic_write_with(path, lambda p: pq.write_table(table, p))
 
 
 def _png_software(path: Path) -> str:

@@ -567,3 +567,26 @@ def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None =
     except OSError as exc:
         raise EvrouteError(f"cannot create {out_dir}: {exc.strerror}") from None
     return figures.write(overwrite)
+
+
+def plot_atlas(energy_det, energy_sumo, counts, out_dir: FigureSet | Path, title: str = "") -> list[Path]:
+    """How good the paper's prior mean is: E_det (Eq. 8) against the mean SUMO energy of each
+    edge of an energy atlas (edges with a mean), with the identity line, the correlation r and
+    R² = 1 − Σ(SUMO − E_det)² / Σ(SUMO − mean)², E_det taken as the prediction (``atlas.png``)."""
+    plt = _mpl()
+    ok = np.isfinite(energy_sumo)
+    x, y, n = np.asarray(energy_det)[ok], np.asarray(energy_sumo)[ok], np.asarray(counts)[ok]
+    if x.size < 2:
+        raise EvrouteError("the atlas has fewer than two edges with traversals: nothing to plot")
+    r = float(np.corrcoef(x, y)[0, 1])
+    r2 = 1.0 - float(np.sum((y - x) ** 2) / np.sum((y - y.mean()) ** 2))
+    fig, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
+    sc = ax.scatter(x, y, c=np.log10(n), s=6, cmap="viridis", alpha=0.7, linewidths=0)
+    lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
+    ax.plot([lo, hi], [lo, hi], color="0.3", lw=0.8, ls="--", label="E_det = SUMO")
+    ax.set_xlabel("E_det, Eq. 8 (Wh)")
+    ax.set_ylabel("mean SUMO energy per traversal (Wh)")
+    ax.set_title(f"{title}{': ' if title else ''}{x.size:,} edges, r = {r:.3f}, R² = {r2:.3f}", fontsize="small")
+    fig.colorbar(sc, ax=ax, label="log10 traversals")
+    ax.legend(loc="upper left", frameon=False, fontsize="small")
+    return _save(fig, out_dir, "atlas")

@@ -76,8 +76,8 @@ def prepare_problem(cfg, net=None) -> Problem:
     sigma_det = float(np.std(e_truth))
     if not sigma_det > 0:
         raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
-    prior_var = (PRIOR_SCALE * sigma_det) ** 2
-    noise_var = (NOISE_SCALE * sigma_det) ** 2
+    prior_var = (cfg.prior_std if cfg.prior_std is not None else PRIOR_SCALE * sigma_det) ** 2
+    noise_var = (cfg.noise_std if cfg.noise_std is not None else NOISE_SCALE * sigma_det) ** 2
     truth = make_truth(cfg.truth, TruthSetup(net, e_truth, prior_var, math.sqrt(noise_var), cfg.seed,
                                              cfg.truth_lengthscale, truth_vehicle, route, cfg.network, cfg.osm,
                                              cfg.dem))

@@ -220,7 +220,7 @@ def read_run_table(run_dir: str | os.PathLike, name: str, columns: list[str] | N
 #: Every name evroute writes into a run directory (the tables' CSV copies included).
 RUN_DIR_NAMES = frozenset(RUN_FILES) | {"rounds.csv", "observations.csv", "edges.csv", "priors.parquet", "priors.csv"}
 #: Every name evroute writes into a compare directory (``evroute compare --out``).
-COMPARE_DIR_NAMES = frozenset({"grid.json", "summary.csv", "summary.md", "runs", ".lock"})
+COMPARE_DIR_NAMES = frozenset({"grid.json", "summary.csv", "summary.md", "energy.csv", "runs", ".lock"})
 
 
 def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> None:

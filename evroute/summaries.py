@@ -21,7 +21,8 @@ from .io import atomic_write_text, atomic_write_with
 from .runs import is_finished_run, read_run_json
 from .specs import format_value
 
-__all__ = ["RUN_COLUMNS", "GROUP_COLUMNS", "SUMMARY_COLUMNS", "TIMING_COLUMNS", "read_run", "collect_runs",
+__all__ = ["RUN_COLUMNS", "GROUP_COLUMNS", "SUMMARY_COLUMNS", "TIMING_COLUMNS", "ENERGY_COLUMNS", "read_run",
+           "collect_runs", "summarize_energy", "energy_markdown",
            "standard_error", "summarize", "summary_markdown", "write_summaries"]
 
 #: Columns of ``summary.csv`` that measure time (they differ between machines and executors).
@@ -29,7 +30,8 @@ TIMING_COLUMNS = ("seconds_per_round_mean",)
 
 
 RUN_COLUMNS = ("name", "network", "route", "policy", "policy_name", "model", "lengthscale", "truth_lengthscale",
-               "omega", "xi", "beta_scale", "seed", "horizon", "final_regret_wh", "seconds_per_round", "variant")
+               "omega", "xi", "beta_scale", "seed", "horizon", "final_regret_wh", "seconds_per_round", "variant",
+               "total_energy_wh", "fastest_total_energy_wh", "shortest_total_energy_wh")
 
 
 def read_run(run_dir: str | os.PathLike) -> dict:
@@ -53,7 +55,14 @@ def read_run(run_dir: str | os.PathLike) -> dict:
             "xi": float(policy.get("xi", 1.0)), "beta_scale": float(policy.get("beta_scale", 1.0)),
             "seed": int(cfg.get("seed", summary.get("seed", 0))), "horizon": int(cfg.get("horizon", summary["horizon"])),
             "final_regret_wh": float(summary["final_cumulative_regret_wh"]),
-            "seconds_per_round": float(summary.get("mean_seconds_per_round", float("nan")))}
+            "seconds_per_round": float(summary.get("mean_seconds_per_round", float("nan"))),
+            # the energy driven and the baselines' (runs of earlier versions have none: NaN)
+            **{k: _number(summary.get(k)) for k in ("total_energy_wh", "fastest_total_energy_wh",
+                                                    "shortest_total_energy_wh")}}
+
+
+def _number(value) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("nan")
 
 
 def collect_runs(out: str | os.PathLike, grid: Grid | None = None) -> pd.DataFrame:
@@ -107,6 +116,52 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+#: ``energy.csv``: per group the energy driven over the run against always driving the fastest
+#: and the shortest route (means over seeds; the percentage is of the baseline's mean energy).
+ENERGY_COLUMNS = ["n_seeds", "total_energy_mean_wh", "fastest_total_energy_mean_wh", "saved_vs_fastest_mean_wh",
+                  "saved_vs_fastest_pct", "shortest_total_energy_mean_wh", "saved_vs_shortest_mean_wh",
+                  "saved_vs_shortest_pct"]
+
+
+def summarize_energy(runs: pd.DataFrame) -> pd.DataFrame:
+    """Energy saved per route × policy (× lengthscale, × swept values): the mean energy the agent
+    drove over the run, the mean energy of always driving the fastest and the shortest route under
+    the same truth, what was saved (Wh) and its share of the baseline's energy (%, where that is
+    positive). Runs without the energy columns (earlier versions) are left out."""
+    group = GROUP_COLUMNS + (["variant"] if "variant" in runs and runs.variant.fillna("").astype(str).str.len()
+                             .gt(0).any() else [])
+    runs = runs.dropna(subset=["total_energy_wh", "fastest_total_energy_wh", "shortest_total_energy_wh"])
+    rows = []
+    for key, g in runs.groupby(group, sort=False, dropna=False):
+        row = {**dict(zip(group, key, strict=True)), "n_seeds": int(len(g)),
+               "total_energy_mean_wh": float(g.total_energy_wh.mean())}
+        for base in ("fastest", "shortest"):
+            mean_base = float(g[f"{base}_total_energy_wh"].mean())
+            saved = mean_base - row["total_energy_mean_wh"]
+            row |= {f"{base}_total_energy_mean_wh": mean_base, f"saved_vs_{base}_mean_wh": saved,
+                    f"saved_vs_{base}_pct": 100.0 * saved / mean_base if mean_base > 0 else float("nan")}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=group + ENERGY_COLUMNS)
+
+
+def energy_markdown(table: pd.DataFrame) -> str:
+    """The energy table as Markdown (appended to ``summary.md``)."""
+    if table.empty:
+        return ""
+    lines = ["Energy driven over the run (mean over seeds) against always driving the fastest and the "
+             "shortest route under the same truth:", "",
+             "| route | policy | energy (Wh) | saved vs fastest | saved vs shortest |", "| --- | --- | ---: | ---: | ---: |"]
+
+    def saved(r, base):
+        pct = getattr(r, f"saved_vs_{base}_pct")
+        return f"{getattr(r, f'saved_vs_{base}_mean_wh'):+.0f} Wh" + (f" ({pct:+.1f} %)" if math.isfinite(pct) else "")
+    for r in table.itertuples():
+        policy = f"{r.policy} {getattr(r, 'variant', '')}".strip()
+        lines.append(f"| {r.route} | {policy} | {r.total_energy_mean_wh:.0f} | {saved(r, 'fastest')} | "
+                     f"{saved(r, 'shortest')} |")
+    return "\n".join(lines + [""])
+
+
 def _pm(mean: float, se: float) -> str:
     return f"{mean:.1f} ± {se:.1f}" if math.isfinite(se) else f"{mean:.1f}"
 
@@ -150,10 +205,19 @@ def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str |
     return "\n".join(lines)
 
 
-def write_summaries(out: Path, table: pd.DataFrame, grid: Grid | None = None) -> list[Path]:
-    """``summary.csv`` and ``summary.md`` in ``out`` (atomic writes)."""
+def write_summaries(out: Path, table: pd.DataFrame, grid: Grid | None = None,
+                    energy: pd.DataFrame | None = None) -> list[Path]:
+    """``summary.csv`` and ``summary.md`` in ``out`` (atomic writes), and ``energy.csv`` (the energy
+    saved, :func:`summarize_energy`) when ``energy`` is given."""
     csv_path, md_path = out / "summary.csv", out / "summary.md"
     atomic_write_with(csv_path, lambda p: table.to_csv(p, index=False, float_format="%.10g"))
     title = f"evroute compare{' --preset ' + grid.preset if grid is not None and grid.preset else ''}"
-    atomic_write_text(md_path, summary_markdown(table, grid, title=title))
-    return [csv_path, md_path]
+    text = summary_markdown(table, grid, title=title)
+    files = [csv_path, md_path]
+    if energy is not None and not energy.empty:
+        energy_path = out / "energy.csv"
+        atomic_write_with(energy_path, lambda p: energy.to_csv(p, index=False, float_format="%.10g"))
+        text += "\n" + energy_markdown(energy)
+        files.append(energy_path)
+    atomic_write_text(md_path, text)
+    return files

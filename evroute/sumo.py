@@ -17,7 +17,8 @@ Pipeline (:func:`build_atlas`), each step a SUMO tool of the optional extra
    a chain follows the edge's OSM way from its tail node to its head node); the share mapped is
    reported and an edge without a chain is a warning, never a silent gap;
 3. ``randomTrips.py`` makes the background demand (``rate`` vehicles an hour over ``hours``) and
-   probe vehicles cover every edge on a route between the trip's ends ``probes`` times;
+   probe vehicles on short walks cover every edge on a route between the trip's ends ``probes``
+   times;
 4. ``sumo`` runs with the emission output as Parquet (the per-second electricity of every
    vehicle and its lane); per-second rows are summed per vehicle and SUMO edge, chains are
    joined into evroute edges, and a traversal counts only when complete (the first and last
@@ -43,36 +44,47 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pandas as pd
+from scipy.optimize import minimize
 
 from .cache import CacheEntry, make_key
 from .energy import Vehicle
 from .environments import Truth, register_truth
 from .errors import EvrouteError, EvrouteWarning
 from .io import atomic_write_text
+from .linalg import jittered_cholesky
 from .network import network_spec, resolve_osm_path
-from .osm import write_osm_xml
+from .oracle import Oracle
+from .osm import node_elevations, write_osm_xml
+from .prior import NetworkPrior
 from .progress import stage
 from .specs import Option
 from .synthetic import synthetic_graph
 from .validate import in_range, int_range, nonneg_float
 
-__all__ = ["SUMO_INSTALL", "Atlas", "AtlasTruth", "sumo_truth", "build_atlas", "sumo_home", "vtype_xml", "map_edges", "traversals",
+__all__ = ["SUMO_INSTALL", "Atlas", "AtlasTruth", "sumo_truth", "build_atlas", "edet_agreement", "fit_hyperparameters", "osm_with_elevations", "sumo_home", "vtype_xml", "map_edges", "traversals",
            "ATLAS_COLUMNS"]
 
 #: What to run when SUMO is missing.
 SUMO_INSTALL = 'pip install "evroute[sumo]"'
 #: The atlas's table: one row per complete traversal of an evroute edge.
 ATLAS_COLUMNS = ("edge", "vehicle", "enter_s", "seconds", "energy_wh")
-ATLAS_VERSION = 2  # 2: no auxiliary power (the constantPowerIntake parameter)
+ATLAS_VERSION = 3  # 2: no auxiliary power; 3: probes on short walks
 
 
 def sumo_home() -> Path:
     """SUMO's folder (``bin/``, ``tools/``) from the ``eclipse-sumo`` package; one error line
     naming the install command when it is missing."""
+    saved = {k: os.environ.get(k) for k in ("PROJ_DATA", "PROJ_LIB")}
     try:
         import sumo  # the eclipse-sumo wheel (binaries and tools)
     except ImportError:
         raise EvrouteError(f"SUMO is not installed: {SUMO_INSTALL}") from None
+    finally:  # importing it points PROJ at SUMO's own proj.db, which breaks rasterio's DEM reading
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return Path(sumo.SUMO_HOME)
 
 
@@ -90,7 +102,8 @@ def _run(args: list[str], what: str, cwd: Path) -> str:
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [x for x in (proc.stderr + proc.stdout).splitlines() if x.strip() and "proj.db" not in x]
-        raise EvrouteError(f"{what} failed: {lines[-1] if lines else f'exit code {proc.returncode}'}")
+        errors = [x for x in lines if x.startswith("Error")] or lines
+        raise EvrouteError(f"{what} failed: {errors[0] if errors else f'exit code {proc.returncode}'}")
     return proc.stderr
 
 
@@ -115,9 +128,15 @@ def vtype_xml(vehicle: Vehicle, type_id: str = "ev") -> str:
 # --------------------------------------------------------------------------------------
 
 
-def _way(sumo_edge_id: str) -> int | None:
-    m = re.fullmatch(r"-?(\d+)(?:#\d+)?", sumo_edge_id)
-    return int(m.group(1)) if m else None
+def _ways(sumo_edge_id: str) -> frozenset:
+    """The OSM way ids a SUMO edge id can stand for: ``W#k`` is a segment of way W, ``-W#k`` of W
+    driven against its node order, so ``-31118`` is way -31118 or way 31118 reversed (LuST's
+    ways have negative ids) and ``--31118`` way -31118 reversed."""
+    m = re.fullmatch(r"(-?)(-?\d+)(?:#\d+)?", sumo_edge_id)
+    if m is None:
+        return frozenset()
+    reversed_, way = m.group(1) == "-", int(m.group(2))
+    return frozenset({way} if not reversed_ or way < 0 else {way, -way})
 
 
 def map_edges(net, sumo_edges: pd.DataFrame) -> dict[int, list[str]]:
@@ -131,7 +150,7 @@ def map_edges(net, sumo_edges: pd.DataFrame) -> dict[int, list[str]]:
     """
     g = nx.MultiDiGraph()
     for r in sumo_edges.itertuples(index=False):
-        g.add_edge(str(r[1]), str(r[2]), key=str(r[0]), length=float(r[3]), way=_way(str(r[0])))
+        g.add_edge(str(r[1]), str(r[2]), key=str(r[0]), length=float(r[3]), ways=_ways(str(r[0])))
     e = net.edges
     out: dict[int, list[str]] = {}
     for i, (u, v, way, length) in enumerate(zip(e.u.to_numpy(), e.v.to_numpy(), e.osm_way.to_numpy(),
@@ -142,17 +161,17 @@ def map_edges(net, sumo_edges: pd.DataFrame) -> dict[int, list[str]]:
         tol = 0.05 * length + 5.0
 
         def weight(a, b, d, way=way):
-            return min(x["length"] * (1.0 if x["way"] == way else 1.5) for x in d.values())
+            return min(x["length"] * (1.0 if way in x["ways"] else 1.5) for x in d.values())
         try:
             nodes = nx.dijkstra_path(g, u, v, weight=weight)
         except nx.NetworkXNoPath:
             continue
         chain, total = [], 0.0
         for a, b in zip(nodes[:-1], nodes[1:], strict=True):
-            key, data = min(g[a][b].items(), key=lambda kv: (kv[1]["way"] != way, kv[1]["length"]))
+            key, data = min(g[a][b].items(), key=lambda kv: (way not in kv[1]["ways"], kv[1]["length"]))
             chain.append(key)
             total += data["length"]
-        same_way = all(g[a][b][k]["way"] == way for a, b, k in zip(nodes[:-1], nodes[1:], chain, strict=True))
+        same_way = all(way in g[a][b][k]["ways"] for a, b, k in zip(nodes[:-1], nodes[1:], chain, strict=True))
         if same_way or 0.5 * length - tol <= total <= 1.05 * length + tol:
             out[i] = chain
     return out
@@ -233,6 +252,21 @@ class Atlas:
         return mean, counts
 
 
+def edet_agreement(e_det: np.ndarray, mean: np.ndarray, min_wh: float = 5.0) -> dict:
+    """How well Eq. 8's E_det predicts an atlas's mean energy per edge: the number of edges with a
+    mean, their correlation r, R² with E_det as the prediction, and the median ratio SUMO / E_det
+    over edges with |E_det| > ``min_wh`` (near-zero energies make ratios meaningless)."""
+    ok = np.isfinite(mean)
+    x, y = np.asarray(e_det)[ok], np.asarray(mean)[ok]
+    big = np.abs(x) > min_wh
+    if x.size < 2:
+        return {"edges_with_mean": int(x.size), "r_edet_sumo": None, "r2_edet_sumo": None,
+                "median_ratio_sumo_edet": None}
+    return {"edges_with_mean": int(x.size), "r_edet_sumo": float(np.corrcoef(x, y)[0, 1]),
+            "r2_edet_sumo": 1.0 - float(np.sum((y - x) ** 2) / np.sum((y - y.mean()) ** 2)),
+            "median_ratio_sumo_edet": float(np.median(y[big] / x[big])) if big.any() else None}
+
+
 def _osm_input(net, network: str | None, osm: str | None, folder: Path) -> Path:
     """The OSM file evroute read the network from (a synthetic city is written out as OSM)."""
     if osm is not None:
@@ -252,27 +286,69 @@ def _osm_input(net, network: str | None, osm: str | None, folder: Path) -> Path:
     return resolve_osm_path(network, None) if spec is not None else Path(network)
 
 
+_NODE = re.compile(r"<node\b([^>]*?)(/?)>")
+_ATTR = re.compile(r"""\b(id|lat|lon)=(?:'([^']*)'|"([^"]*)")""")
+_ELE_TAG = re.compile(r"""<tag\s+k=['"]ele['"][^>]*/>""")
+
+
+def osm_with_elevations(src: Path, dst: Path, net, dem) -> Path:
+    """A copy of the OSM file ``src`` whose every node carries an ``ele`` tag: evroute's own node
+    elevation where the network kept the node (so SUMO's grades are evroute's), the DEM sampled
+    as evroute samples it elsewhere (netconvert of eclipse-sumo 1.28 reads no GeoTIFF). Other
+    ``ele`` tags are dropped."""
+    text = _ELE_TAG.sub("", src.read_text(encoding="utf-8"))
+    found = []
+    for m in _NODE.finditer(text):
+        attrs = {k: a or b for k, a, b in _ATTR.findall(m.group(1))}
+        if {"id", "lat", "lon"} <= set(attrs):
+            found.append((int(attrs["id"]), float(attrs["lat"]), float(attrs["lon"])))
+    kept = net.nodes.elevation_m.to_dict()
+    missing = [(i, lat, lon) for i, lat, lon in found if i not in kept]
+    ele = dict(kept)
+    if missing:
+        g = nx.Graph()
+        g.add_nodes_from((i, {"x": lon, "y": lat}) for i, lat, lon in missing)
+        ele.update(node_elevations(g, Path(dem))[0])
+
+    def tagged(m):
+        attrs = {k: a or b for k, a, b in _ATTR.findall(m.group(1))}
+        if "id" not in attrs or int(attrs["id"]) not in ele:
+            return m.group(0)
+        tag = f'<tag k="ele" v="{float(ele[int(attrs["id"])]):.3f}"/>'
+        return f"<node{m.group(1)}>{tag}</node>" if m.group(2) else f"<node{m.group(1)}>{tag}"
+    dst.write_text(_NODE.sub(tagged, text), encoding="utf-8")
+    return dst
+
+
+#: Edges a probe vehicle drives: it enters on the first (partial), drives the rest whole but the
+#: last (partial, where it arrives); short walks keep probes cheap and out of each other's way.
+PROBE_WALK = 12
+
+
 def _corridor_routes(net, oracle, start: int, end: int, probes: int) -> list[list[int]]:
-    """Routes from ``start`` to ``end`` (each driven by a probe vehicle) through every edge that
-    lies on some route between them, each edge on at least ``probes`` routes (greedy: the
-    fastest route through each edge not yet covered enough)."""
-    e = net.edges
-    w = e.length_m.to_numpy() / e.speed_mps.to_numpy()
+    """Probe routes: short walks on the line graph so that every edge that lies on some route
+    between the trip's ends is driven whole at least ``probes`` times. Greedy and deterministic:
+    from each edge not yet covered enough (in id order), a walk enters from its first
+    predecessor and goes on, at each junction, to the least-covered successor (the lowest id on
+    ties), for :data:`PROBE_WALK` edges."""
     on = oracle.reachable(start) & _reaches(net, end)
+    succ = [[] for _ in range(net.n_edges)]
+    pred = [[] for _ in range(net.n_edges)]
+    for a, b in sorted(zip(net.conn_src.tolist(), net.conn_dst.tolist(), strict=True)):
+        succ[a].append(b)
+        pred[b].append(a)
     covered = np.zeros(net.n_edges, np.int64)
     routes = []
     for edge in np.flatnonzero(on):
-        while covered[edge] < probes:
-            try:
-                a = oracle.shortest_path(w, start, int(edge)).edges
-                b = oracle.shortest_path(w, int(edge), end).edges
-            except EvrouteError:
-                break
-            route = list(a) + list(b[1:])
-            if len(set(route)) != len(route) and covered[edge] > 0:
-                break  # a loop through the edge: one probe is enough
-            routes.append(route)
-            np.add.at(covered, np.unique(route), 1)
+        while covered[edge] < probes and pred[edge]:
+            walk = [pred[edge][0], int(edge)]
+            while len(walk) < PROBE_WALK and succ[walk[-1]]:
+                walk.append(min(succ[walk[-1]], key=lambda x: (covered[x], x)))
+            whole = walk[1:-1] if len(walk) > 2 else []
+            if edge not in whole:
+                break  # a dead end right after the edge: it cannot be driven whole
+            np.add.at(covered, np.unique(whole), 1)
+            routes.append(walk)
     return routes
 
 
@@ -325,12 +401,12 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
     with tempfile.TemporaryDirectory(prefix="evroute-sumo-") as tmp:
         folder = Path(tmp)
         osm_path = _osm_input(net, network, osm, folder)
+        if dem is not None:  # SUMO's elevations from the same DEM evroute sampled
+            osm_path = osm_with_elevations(osm_path, folder / "elevated.osm", net, dem)
         with stage(f"SUMO atlas of {net.name}: netconvert"):
             args = [str(home / "bin" / "netconvert"), "--osm-files", str(osm_path), "--osm.elevation", "true",
                     "--keep-edges.by-vclass", "passenger", "--remove-edges.isolated", "--geometry.remove",
                     "--no-warnings", "-o", "net.net.xml"]
-            if dem is not None:
-                args += ["--heightmap.geotiffs", str(dem)]
             _run(args, "netconvert", folder)
         import sumolib  # the extra's reader of SUMO's files
 
@@ -428,8 +504,6 @@ class AtlasTruth(Truth):
 
 def sumo_truth(setup, rate: float, hours: float, probes: int, atlas_seed: int, hour, min_traversals: int):
     """``--truth sumo[...]``: the atlas of the run's network, vehicle (the truth's) and trip."""
-    from .oracle import Oracle
-
     route = setup.route
     atlas = build_atlas(setup.net, setup.network, setup.vehicle or Vehicle(), oracle=Oracle.from_network(setup.net),
                         start=None if route is None else route.start, end=None if route is None else route.end,
@@ -470,3 +544,61 @@ register_truth("sumo", sumo_truth, options=(
     Option("min_traversals", int_range(1, 10_000), 3, "fewer traversals: the edge keeps E_det (the fallback)"),
 ), description="per-edge energies from SUMO's EV model in simulated traffic (an atlas; needs "
                f"{SUMO_INSTALL}); an observation is one recorded traversal")
+
+
+# --------------------------------------------------------------------------------------
+# type-II maximum likelihood on an atlas: what a deployment would fit
+# --------------------------------------------------------------------------------------
+
+
+#: The lengthscales :func:`fit_hyperparameters` tries (the paper's sweep, 003 App. C.1, and beyond).
+FIT_LENGTHSCALES = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, kernel: str = "combined", kappa: float = 1.0,
+                        nu: float = 2.0, lengthscales=FIT_LENGTHSCALES, max_edges: int = 3000) -> dict:
+    """σ₀, ς and the context lengthscale ℓ of the agents' prior GP(E_det, σ₀² k_ℓ) with noise ς,
+    by type-II maximum likelihood on the first half of the atlas (traversals entered in the first
+    half of the simulated span; the rest is held out).
+
+    Per edge the traversals are sufficient statistics (n_e, ȳ_e, SS_e = Σ (y − ȳ_e)²); the
+    log marginal likelihood (Rasmussen & Williams 2006, Eq. 2.30, with repeated inputs grouped)
+    is log N(ȳ | E_det, σ₀² K_ℓ + ς² diag(1/n)) + Σ_e [−(n_e − 1)/2 log(2π ς²) − SS_e / (2 ς²)
+    − ½ log n_e]. ℓ is chosen on a grid (the kernel is rebuilt for each), σ₀ and ς by L-BFGS on
+    their logarithms. At most ``max_edges`` of the best-covered edges enter (the dense
+    |O|×|O| block; the rest of the network is not needed).
+    """
+    t = atlas.table
+    span = float(atlas.summary["hours"]) * 3600.0
+    fit = t[t.enter_s < span / 2]
+    n = np.bincount(fit.edge.to_numpy(), minlength=net.n_edges).astype(np.float64)
+    s1 = np.bincount(fit.edge.to_numpy(), weights=fit.energy_wh.to_numpy(), minlength=net.n_edges)
+    s2 = np.bincount(fit.edge.to_numpy(), weights=fit.energy_wh.to_numpy() ** 2, minlength=net.n_edges)
+    edges = np.flatnonzero(n >= 2)
+    edges = edges[np.argsort(-n[edges], kind="stable")[:max_edges]]
+    edges.sort()
+    if edges.size < 10:
+        raise EvrouteError("the atlas's first half has fewer than 10 edges with two traversals: nothing to fit")
+    ne, ybar = n[edges], s1[edges] / n[edges]
+    ss = np.maximum(s2[edges] - ne * ybar**2, 0.0)
+    resid = ybar - np.asarray(e_det)[edges]
+    sd0 = float(np.std(e_det))
+    best = None
+    for ls in lengthscales:
+        K = NetworkPrior(net, np.zeros(net.n_edges), kernel, ls, kappa, nu, 1.0).block(edges)
+
+        def nll(theta, K=K):
+            s0, sn = np.exp(2 * theta[0]), np.exp(2 * theta[1])
+            L = jittered_cholesky(s0 * K + np.diag(sn / ne), what="the atlas's marginal covariance")
+            a = np.linalg.solve(L, resid)
+            within = np.sum((ne - 1) * np.log(2 * np.pi * sn) + ss / sn + np.log(ne)) / 2
+            return 0.5 * a @ a + np.log(np.diag(L)).sum() + 0.5 * len(resid) * np.log(2 * np.pi) + within
+        res = minimize(nll, x0=np.log([0.25 * sd0, 0.1 * sd0]), method="L-BFGS-B",
+                       bounds=[(np.log(1e-3 * sd0), np.log(10 * sd0))] * 2)
+        if best is None or res.fun < best[0]:
+            best = (float(res.fun), ls, float(np.exp(res.x[0])), float(np.exp(res.x[1])))
+    nll_best, ls, s0, sn = best
+    return {"prior_std": s0, "noise_std": sn, "lengthscale": ls,
+            "lengthscale_at_grid_edge": ls in (min(lengthscales), max(lengthscales)), "edges": int(edges.size),
+            "traversals": int(ne.sum()), "neg_log_likelihood": nll_best, "sigma_det": sd0,
+            "paper_prior_std": 0.25 * sd0, "paper_noise_std": 0.1 * sd0}

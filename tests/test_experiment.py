@@ -592,3 +592,24 @@ def test_model_spec_of_a_grid_reaches_its_gp_runs():
     assert Grid.from_dict(json.loads(json.dumps(grid.to_dict()))).model.label == "exact[merge=always]"
     with pytest.raises(EvrouteError, match="unknown option"):
         make_grid(network="synthetic", routes="A", policies="gp-ucb", seeds=1, model="exact[rank=2]")
+
+
+def test_energy_saved_is_summarised_by_hand(tmp_path):
+    """energy.csv: mean energy driven and what was saved against the fastest and the shortest
+    route, from the runs' summary.json (checked by hand on made-up runs)."""
+    from evroute.summaries import summarize_energy
+
+    runs = tmp_path / "runs"
+    for seed, (total, fastest, shortest) in enumerate([(100.0, 150.0, 120.0), (140.0, 170.0, 100.0)]):
+        fake_run(runs, f"monaco-A-gp-ts-s{seed}", "gp-ts", "monaco:A", seed, 10.0, 0.1)
+        s = json.loads((runs / f"monaco-A-gp-ts-s{seed}" / "summary.json").read_text())
+        s |= {"total_energy_wh": total, "fastest_total_energy_wh": fastest, "shortest_total_energy_wh": shortest}
+        (runs / f"monaco-A-gp-ts-s{seed}" / "summary.json").write_text(json.dumps(s))
+    fake_run(runs, "monaco-A-bi-ts-s0", "bi-ts", "monaco:A", 0, 10.0, 0.1)  # an earlier version: no energies
+    table = summarize_energy(collect_runs(tmp_path))
+    assert list(table.policy) == ["gp-ts"]
+    row = table.iloc[0]
+    assert (row.n_seeds, row.total_energy_mean_wh, row.fastest_total_energy_mean_wh) == (2, 120.0, 160.0)
+    assert row.saved_vs_fastest_mean_wh == pytest.approx(40.0) and row.saved_vs_fastest_pct == pytest.approx(25.0)
+    assert row.saved_vs_shortest_mean_wh == pytest.approx(-10.0)
+    assert row.saved_vs_shortest_pct == pytest.approx(-100 * 10 / 110)

@@ -160,3 +160,75 @@ def test_one_car_at_constant_speed_matches_eq_8(tmp_path, grade):
     # the energy of the whole 1 s steps SUMO counted on the edge
     e_det = float(edge_energy_wh(steps * v, np.arctan(grade), v, Vehicle()))
     assert energy == pytest.approx(e_det, rel=0.01)
+
+
+def test_atlas_command_writes_its_files_and_refuses_a_users_file(atlas, tmp_path, capsys):
+    from evroute.cli import main
+
+    out = tmp_path / "atlas"
+    out.mkdir()
+    (out / "atlas.json").write_text("mine")
+    args = ["sumo", "atlas", "synthetic", "--rate", "300", "--hours", "0.25", "--probes", "1", "--out", str(out)]
+    assert main(args) == 2 and "atlas.json" in capsys.readouterr().err
+    assert (out / "atlas.json").read_text() == "mine" and not (out / "atlas.parquet").exists()
+    (out / "atlas.json").unlink()
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "r = " in text and atlas[1].key in text
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "atlas.parquet"), atlas[1].table)
+    import json
+
+    stats = json.loads((out / "atlas.json").read_text())
+    assert stats["r_edet_sumo"] > 0.85 and stats["key"] == atlas[1].key
+    assert (out / "atlas.png").is_file() and main(args) == 0  # its own files are replaced
+    assert main(["sumo", "atlas", "synthetic", "--rate", "-1"]) == 2
+    assert "rate" in capsys.readouterr().err
+
+
+def test_type_ii_maximum_likelihood_recovers_known_hyperparameters():
+    """A made-up atlas drawn from the model itself (f ~ GP(E_det, σ₀² k_ℓ), traversals f + N(0, ς²)):
+    the fit finds σ₀, ς and ℓ back (Monte-Carlo check of fit_hyperparameters), from the first half
+    only (the second half is drawn with another noise and must not matter)."""
+    from evroute.prior import NetworkPrior
+    from evroute.sumo import Atlas, fit_hyperparameters
+
+    net = load_network("synthetic", size=120)
+    e_det = edge_energies(net)
+    s0, sn, ls = 20.0, 8.0, 0.5
+    rng = np.random.default_rng(5)
+    f = NetworkPrior(net, e_det, "combined", ls, 1.0, 2.0, s0**2).sample(rng)
+    rows = []
+    for e in range(net.n_edges):
+        for k in range(6):
+            rows.append((e, f"v{k}", 10.0 * k, 5.0, f[e] + sn * rng.standard_normal()))  # first half
+            rows.append((e, f"w{k}", 1000.0 + k, 5.0, f[e] + 50 * sn * rng.standard_normal()))  # held out
+    table = pd.DataFrame(rows, columns=["edge", "vehicle", "enter_s", "seconds", "energy_wh"])
+    fit = fit_hyperparameters(Atlas(table, {"hours": 1800 / 3600}, "test"), net, e_det)
+    assert fit["edges"] == net.n_edges and fit["traversals"] == 6 * net.n_edges
+    assert fit["noise_std"] == pytest.approx(sn, rel=0.1)
+    assert fit["prior_std"] == pytest.approx(s0, rel=0.3)
+    assert fit["lengthscale"] in (0.25, 0.5, 1.0)
+
+
+@pytest.mark.real
+def test_luxembourg_osm_gets_evroutes_elevations(tmp_path):
+    """netconvert of eclipse-sumo 1.28 reads no GeoTIFF: SUMO gets Luxembourg's elevations as
+    `ele` tags, evroute's own where it kept the node (so SUMO's grades are E_det's), the DEM
+    elsewhere; every node is tagged."""
+    import os
+    import re
+    from pathlib import Path
+
+    from evroute.sumo import osm_with_elevations
+
+    data = Path(os.environ["EVROUTE_DATA_DIR"])
+    dem = data / "luxembourg-dem500.tif"
+    net = load_network("luxembourg", dem=dem)
+    out = osm_with_elevations(data / "luxembourg-lust.osm", tmp_path / "lux.osm", net, dem)
+    text = out.read_text()
+    nodes = re.findall(r"<node\b[^>]*\bid='(-?\d+)'[^>]*>\s*<tag k=\"ele\" v=\"([-\d.]+)\"/>", text)
+    assert len(nodes) == text.count("<node ") > 10_000
+    ele = {int(i): float(v) for i, v in nodes}
+    kept = net.nodes.elevation_m
+    np.testing.assert_allclose([ele[i] for i in kept.index], kept.to_numpy(), atol=5e-4)
+    assert 200 < min(ele.values()) and max(ele.values()) < 450  # Luxembourg City: 233-396 m
