@@ -21,6 +21,9 @@ from evroute.sumo import SUMO_INSTALL, build_atlas, sumo_home, traversals, vtype
 
 
 def test_without_sumo_one_line_names_the_install(monkeypatch):
+    import os
+
+    monkeypatch.setenv("PROJ_DATA", "/keep/me")
     real = builtins.__import__
 
     def fake(name, *args, **kwargs):
@@ -32,6 +35,7 @@ def test_without_sumo_one_line_names_the_install(monkeypatch):
     with pytest.raises(EvrouteError, match=r'SUMO is not installed: pip install "evroute\[sumo\]"') as err:
         sumo_home()
     assert "\n" not in str(err.value) and SUMO_INSTALL in str(err.value)
+    assert os.environ["PROJ_DATA"] == "/keep/me"
 
 
 def test_traversals_by_hand():
@@ -57,10 +61,19 @@ def test_vtype_carries_the_vehicle_of_eq_8():
     assert 'constantPowerIntake="0"' in text and "has.battery.device" in text
 
 
+def _needs_sumo():
+    """Skip without the extra; through evroute's sumo_home, which keeps PROJ's paths (importing
+    the sumo package directly points them at SUMO's proj.db and breaks rasterio)."""
+    try:
+        sumo_home()
+    except EvrouteError:
+        pytest.skip("needs the sumo extra")
+    pytest.importorskip("sumolib")
+
+
 @pytest.fixture(scope="module")
 def atlas():
-    pytest.importorskip("sumo")
-    pytest.importorskip("sumolib")
+    _needs_sumo()
     net = load_network("synthetic")
     route = resolve_route(net, "A")
     kw = dict(oracle=Oracle.from_network(net), start=route.start, end=route.end, rate=300.0, hours=0.25, probes=1)
@@ -154,7 +167,7 @@ def test_one_car_at_constant_speed_matches_eq_8(tmp_path, grade):
     0.29 %). What is left: SUMO's constants differ in the third digit (g = 9.81 against the
     paper's 9.82, the air density 1.2041 against 1.2); the auxiliary power is set to the
     paper's 0 (SUMO's default 100 W would put the flat road 2.5 % above)."""
-    pytest.importorskip("sumo")
+    _needs_sumo()
     energy, v, sd, steps = _drive_alone(tmp_path, grade, 13.89)
     assert v == pytest.approx(13.89, rel=1e-3) and sd < 1e-3  # the car kept the speed limit
     # the energy of the whole 1 s steps SUMO counted on the edge
@@ -232,3 +245,17 @@ def test_luxembourg_osm_gets_evroutes_elevations(tmp_path):
     kept = net.nodes.elevation_m
     np.testing.assert_allclose([ele[i] for i in kept.index], kept.to_numpy(), atol=5e-4)
     assert 200 < min(ele.values()) and max(ele.values()) < 450  # Luxembourg City: 233-396 m
+
+
+def test_sumo_home_keeps_projs_paths(monkeypatch):
+    """Importing the sumo package points PROJ_DATA/PROJ_LIB at SUMO's own proj.db, with which
+    rasterio cannot read Luxembourg's DEM (EPSG:2169); sumo_home puts them back."""
+    _needs_sumo()
+    monkeypatch.delenv("PROJ_DATA", raising=False)
+    monkeypatch.setenv("PROJ_LIB", "/mine")
+    import os
+    import sys
+
+    monkeypatch.delitem(sys.modules, "sumo", raising=False)
+    sumo_home()
+    assert "PROJ_DATA" not in os.environ and os.environ["PROJ_LIB"] == "/mine"
