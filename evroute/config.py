@@ -64,11 +64,6 @@ RUN_SETTINGS: dict[str, Option] = {o.name: o for o in (
     *NETWORK_SETTINGS, *ROUTE_SETTINGS, *VEHICLE_SETTINGS, *AGENT_SETTINGS, *LOOP_SETTINGS, *KERNEL_SETTINGS,
     *SCALE_SETTINGS, *ENVIRONMENT_SETTINGS, *PRIOR_SETTINGS, *OPTIMUM_SETTINGS)}
 
-#: The settings that describe the world, not the agent (:class:`Scenario`).
-SCENARIO_SETTINGS = ("network", "osm", "dem", "route", "from_point", "to_point", "vehicle", "truth",
-                     "truth_lengthscale", "truth_prior", "priors", "drift", "closures")
-
-
 def _setting(name: str):
     opt = RUN_SETTINGS[name]
     return field(default=opt.default, metadata={"option": opt})
@@ -94,6 +89,10 @@ class Scenario:
     priors: tuple[Candidate, ...] | None
     drift: float
     closures: Component | None
+
+
+#: The settings that describe the world, not the agent (:class:`Scenario`'s fields).
+SCENARIO_SETTINGS = tuple(f.name for f in fields(Scenario))
 
 
 @dataclass(frozen=True)
@@ -187,10 +186,6 @@ class SimulationConfig:
             if c.name == self.truth_prior:
                 return c.vehicle
         return self.truth_prior
-
-    def validate(self) -> None:
-        """Nothing to do: a configuration is checked when it is made (kept for callers of
-        earlier versions)."""
 
     def replace(self, **changes) -> SimulationConfig:
         """A copy with some settings changed, checked again."""

@@ -213,7 +213,6 @@ class Grid:
     def cell_name(self, cell: Cell) -> str:
         """``<network>-<route>-<policy>[-ls<l>][-tl<l>][-w<ω>-x<ξ>][-bs<scale>][-<truth>][-tp<vehicle>]
         [-drift<ε>][-<closures>][-m<model>][-<setting><value>...]-s<seed>``."""
-        cfg_truth = dict(cell.sweep).get("truth", self.base.truth)
         swept = dict(cell.sweep)
         get = lambda key: swept.get(key, getattr(self.base, key))  # noqa: E731
         name = f"{_safe(Path(cell.network).stem)}-{_safe(cell.route_letter)}-{cell.policy.name}"
@@ -222,8 +221,8 @@ class Grid:
         if self.truth_for(cell) != 1.0:
             name += f"-tl{fmt_number(self.truth_for(cell))}"
         name += policy_tag(cell.policy)
-        if cfg_truth.label != "gp":
-            name += f"-{_safe(cfg_truth.label)}"
+        if get("truth").label != "gp":
+            name += f"-{_safe(get('truth').label)}"
         if get("truth_prior") is not None:
             name += f"-tp{_safe(get('truth_prior'))}"
         if get("drift"):

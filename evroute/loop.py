@@ -215,7 +215,8 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
         for t in range(1, horizon + 1):
             tic = time.perf_counter()
             try:
-                decision = agent.select(t, env.available(t), rng_policy)
+                available = env.available(t)
+                decision = agent.select(t, available, rng_policy)
             except EvrouteError as exc:
                 raise EvrouteError(f"round {t}: {exc}") from None
             path = decision.path
@@ -232,7 +233,7 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
             total += expected
             driven = {}
             for name, route in baselines.items():  # after the timing: not the agent's cost
-                driven[f"{name}_energy_wh"] = e = float(f[route(env.available(t))].sum())
+                driven[f"{name}_energy_wh"] = e = float(f[route(available)].sum())
                 baseline_total[name] += e
             log.add({"t": t, "path": path.tolist(), "n_edges": len(path), "expected_energy_wh": expected,
                      "observed_energy_wh": float(observed.sum()), "optimal_energy_wh": optimal,

@@ -20,7 +20,7 @@ from typing import Any
 
 from .errors import EvrouteError
 
-__all__ = ["Option", "Component", "Entry", "Registry", "parse_spec", "parse_kind", "resolve_options", "split_list",
+__all__ = ["Option", "Component", "Entry", "Registry", "parse_spec", "resolve_options", "split_list",
            "format_value"]
 
 _SPEC = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\[\]]*)\])?\s*")
@@ -320,21 +320,6 @@ class Registry:
     def describe(self) -> str:
         """One line of the registered names, for help texts."""
         return ", ".join(self.names())
-
-
-def parse_kind(text, what: str, kinds: dict[str, tuple[Option, ...]], example: str) -> tuple[str, dict]:
-    """``KIND[key=value,...]`` for a fixed set of kinds, each with its declared options:
-    (kind, every option converted or at its default). An unknown kind or option, or a value
-    its option refuses, is a one-line :class:`EvrouteError`. An option declared with default
-    ``None`` is required."""
-    kind, given = parse_spec(str(text), what, example)
-    if kind not in kinds:
-        raise EvrouteError(f"unknown {what} {str(text)!r:.60}; choose one of: {', '.join(kinds)} (e.g. {example})")
-    out = resolve_options(kinds[kind], given, f"{what} {kind!r}")
-    missing = [o.name for o in kinds[kind] if o.required and out[o.name] is None]
-    if missing:
-        raise EvrouteError(f"{what} {kind!r} needs {', '.join(missing)} (e.g. {example})")
-    return kind, out
 
 
 def split_list(text: str) -> list[str]:

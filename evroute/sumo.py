@@ -239,12 +239,15 @@ class Atlas:
     summary: dict
     key: str
 
+    def window(self, hour: float | None = None) -> pd.DataFrame:
+        """The traversals entered in hour ``hour`` of the simulation (all when None)."""
+        t = self.table
+        return t if hour is None else t[(t.enter_s >= 3600.0 * hour) & (t.enter_s < 3600.0 * (hour + 1))]
+
     def mean_energy(self, n_edges: int, hour: float | None = None, min_traversals: int = 1):
         """Per evroute edge: the mean energy of its traversals (entered in hour ``hour`` of the
         simulation when given) and their number; NaN where fewer than ``min_traversals``."""
-        t = self.table
-        if hour is not None:
-            t = t[(t.enter_s >= 3600.0 * hour) & (t.enter_s < 3600.0 * (hour + 1))]
+        t = self.window(hour)
         counts = np.bincount(t.edge.to_numpy(), minlength=n_edges)
         sums = np.bincount(t.edge.to_numpy(), weights=t.energy_wh.to_numpy(), minlength=n_edges)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -504,19 +507,17 @@ class AtlasTruth(Truth):
 
 def sumo_truth(setup, rate: float, hours: float, probes: int, atlas_seed: int, hour, min_traversals: int):
     """``--truth sumo[...]``: the atlas of the run's network, vehicle (the truth's) and trip."""
+    if hour is not None and not 0 <= hour < hours:  # before the atlas is built
+        raise EvrouteError(f"sumo truth: hour={hour:g} is outside the atlas's {hours:g} simulated hours")
     route = setup.route
     atlas = build_atlas(setup.net, setup.network, setup.vehicle or Vehicle(), oracle=Oracle.from_network(setup.net),
                         start=None if route is None else route.start, end=None if route is None else route.end,
                         rate=rate, hours=hours, probes=probes, seed=atlas_seed, osm=setup.osm, dem=setup.dem)
     n = setup.net.n_edges
-    if hour is not None and not 0 <= hour < hours:
-        raise EvrouteError(f"sumo truth: hour={hour:g} is outside the atlas's {hours:g} simulated hours")
     mean, counts = atlas.mean_energy(n, hour=hour, min_traversals=min_traversals)
     covered = ~np.isnan(mean)
     values = np.where(covered, mean, setup.mean)
-    t = atlas.table
-    if hour is not None:
-        t = t[(t.enter_s >= 3600.0 * hour) & (t.enter_s < 3600.0 * (hour + 1))]
+    t = atlas.window(hour)
     t = t[covered[t.edge.to_numpy()]].sort_values(["edge", "vehicle", "enter_s"], kind="stable")
     used = np.bincount(t.edge.to_numpy(), minlength=n)
     offsets = np.concatenate([[0], np.cumsum(used)[:-1]]).astype(np.int64)
