@@ -209,6 +209,10 @@ def sumo_atlas_cmd(
     probes: Annotated[str, typer.Option(help="Traversals of every edge between the trip's ends by probe "
                                         "vehicles.")] = "3",
     seed: Annotated[str, typer.Option(help="Seed of the demand and of SUMO.")] = "0",
+    demand: Annotated[str | None, typer.Option("--demand", metavar="ROUTES.xml", help="A SUMO route file as the "
+                                               "background traffic instead of --rate random trips (its vehicles "
+                                               "become --vehicle; trips may name OSM node ids with fromJunction/"
+                                               "toJunction); --hours then only spreads the probes.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for atlas.parquet, atlas.json and the plot "
                                              "atlas.png/svg (E_det against SUMO).")] = None,
     fit: Annotated[bool, typer.Option("--fit", help="Also fit sigma_0, the noise and the lengthscale of the "
@@ -217,7 +221,8 @@ def sumo_atlas_cmd(
 ) -> None:
     """Build (or read from the cache) the energy atlas of a network: one row per traversal of an
     edge in SUMO with traffic; the same atlas --truth sumo[...] uses."""
-    options = TRUTHS.get("sumo").resolve({"rate": rate, "hours": hours, "probes": probes, "atlas_seed": seed})
+    options = TRUTHS.get("sumo").resolve({"rate": rate, "hours": hours, "probes": probes, "atlas_seed": seed,
+                                          "demand": demand})
     configure_progress(progress)
     if out is not None:
         for name in ("atlas.parquet", "atlas.json", "atlas.png", "atlas.svg"):
@@ -227,7 +232,8 @@ def sumo_atlas_cmd(
     spec = resolve_route(net, route, None, None)
     atlas = build_atlas(net, network, veh, oracle=Oracle.from_network(net), start=spec.start, end=spec.end,
                         rate=options["rate"], hours=options["hours"], probes=options["probes"],
-                        seed=options["atlas_seed"], osm=str(osm) if osm else None, dem=str(dem) if dem else None)
+                        seed=options["atlas_seed"], osm=str(osm) if osm else None, dem=str(dem) if dem else None,
+                        demand=options["demand"])
     mean, counts = atlas.mean_energy(net.n_edges)
     e_det = edge_energies(net, veh)
     stats = {**atlas.summary, "key": atlas.key, **edet_agreement(e_det, mean)}
@@ -250,7 +256,8 @@ def sumo_atlas_cmd(
     if stats["r_edet_sumo"] is not None:
         print(f"E_det (Eq. 8) against the mean SUMO energy per edge: r = {stats['r_edet_sumo']:.3f}, median "
               f"ratio SUMO / E_det {stats['median_ratio_sumo_edet']:.3f}")
-    print(f"atlas {atlas.key} (cached); --truth \"sumo[rate={options['rate']:g},hours={options['hours']:g},"
+    background = f"demand={options['demand']}" if options["demand"] else f"rate={options['rate']:g}"
+    print(f"atlas {atlas.key} (cached); --truth \"sumo[{background},hours={options['hours']:g},"
           f"probes={options['probes']},atlas_seed={options['atlas_seed']}]\" uses it")
     if fit:
         f = stats["fit"]

@@ -16,7 +16,9 @@ Pipeline (:func:`build_atlas`), each step a SUMO tool of the optional extra
 2. every evroute edge is mapped to its chain of SUMO edges (junction ids are the OSM node ids;
    a chain follows the edge's OSM way from its tail node to its head node); the share mapped is
    reported and an edge without a chain is a warning, never a silent gap;
-3. ``randomTrips.py`` makes the background demand (``rate`` vehicles an hour over ``hours``) and
+3. ``randomTrips.py`` makes the background demand (``rate`` vehicles an hour over ``hours``), or
+   the user's SUMO route file is the background (``demand``: every vehicle, trip and flow in it
+   becomes the run's car; trips may name OSM node ids with ``fromJunction``/``toJunction``), and
    probe vehicles on short walks cover every edge on a route between the trip's ends ``probes``
    times;
 4. ``sumo`` runs with the emission output as Parquet (the per-second electricity of every
@@ -31,6 +33,7 @@ the seed and SUMO's version): a second call is instant.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,14 +65,14 @@ from .specs import Option
 from .synthetic import synthetic_graph
 from .validate import in_range, int_range, nonneg_float
 
-__all__ = ["SUMO_INSTALL", "Atlas", "AtlasTruth", "sumo_truth", "build_atlas", "edet_agreement", "fit_hyperparameters", "osm_with_elevations", "sumo_home", "vtype_xml", "map_edges", "traversals",
+__all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "AtlasTruth", "sumo_truth", "build_atlas", "edet_agreement", "fit_hyperparameters", "osm_with_elevations", "sumo_home", "vtype_xml", "map_edges", "traversals",
            "ATLAS_COLUMNS"]
 
 #: What to run when SUMO is missing.
 SUMO_INSTALL = 'pip install "evroute[sumo]"'
 #: The atlas's table: one row per complete traversal of an evroute edge.
 ATLAS_COLUMNS = ("edge", "vehicle", "enter_s", "seconds", "energy_wh")
-ATLAS_VERSION = 3  # 2: no auxiliary power; 3: probes on short walks
+ATLAS_VERSION = 5  # 2: no auxiliary power; 3: probes on short walks; 5: teleports counted, their edges dropped
 
 
 def sumo_home() -> Path:
@@ -97,14 +101,15 @@ def sumo_version() -> str:
 
 
 def _run(args: list[str], what: str, cwd: Path) -> str:
-    """Run a SUMO tool; its stderr is returned (warnings); a failure is one error line."""
+    """Run a SUMO tool; what it printed is returned (its statistics, teleports and warnings); a
+    failure is one error line."""
     env = {**os.environ, "SUMO_HOME": str(sumo_home())}
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [x for x in (proc.stderr + proc.stdout).splitlines() if x.strip() and "proj.db" not in x]
         errors = [x for x in lines if x.startswith("Error")] or lines
         raise EvrouteError(f"{what} failed: {errors[0] if errors else f'exit code {proc.returncode}'}")
-    return proc.stderr
+    return proc.stdout + proc.stderr
 
 
 def vtype_xml(vehicle: Vehicle, type_id: str = "ev") -> str:
@@ -121,6 +126,39 @@ def vtype_xml(vehicle: Vehicle, type_id: str = "ev") -> str:
             # SUMO 1.28 reads the auxiliary power from the parameter (its default is 100 W, measured:
             # tests/test_sumo.py's flat road is 2.5 % above Eq. 8 without it)
             '<param key="constantPowerIntake" value="0"/></vType>')
+
+
+#: The elements of a SUMO route file that are vehicles (each gets the run's vType) and the ones
+#: that are vehicle types (dropped: every car of the atlas is the run's vehicle).
+DEMAND_VEHICLES = ("vehicle", "trip", "flow")
+DEMAND_TYPES = ("vType", "vTypeDistribution")
+
+
+def user_demand(path: str | Path, vehicle: Vehicle, dst: Path) -> int:
+    """Write the user's SUMO route file ``path`` to ``dst`` with every ``<vehicle>``, ``<trip>``
+    and ``<flow>`` made ``vehicle`` (its vType ``ev``, :func:`vtype_xml`, replaces the file's
+    vehicle types), so that the atlas and E_det describe the same car. Returns the number of
+    vehicle elements; an unreadable file or one without vehicles is a one-line error naming
+    ``path``."""
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError) as exc:
+        raise EvrouteError(f"cannot read the demand file {path}: {exc}") from None
+    root = tree.getroot()
+    if root.tag != "routes":
+        raise EvrouteError(f"demand file {path}: expected a SUMO route file (<routes>), found <{root.tag}>")
+    for child in [c for c in root if c.tag in DEMAND_TYPES]:
+        root.remove(child)
+    n = 0
+    for element in root.iter():
+        if element.tag in DEMAND_VEHICLES:
+            element.set("type", "ev")
+            n += 1
+    if n == 0:
+        raise EvrouteError(f"demand file {path}: no <vehicle>, <trip> or <flow> in it")
+    root.insert(0, ET.fromstring(vtype_xml(vehicle)))
+    tree.write(dst, encoding="utf-8", xml_declaration=True)
+    return n
 
 
 # --------------------------------------------------------------------------------------
@@ -197,6 +235,10 @@ def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]]) -> pd.Data
                                           enter=("time", "min"), leave=("time", "max"),
                                           energy=("electricity", "sum"))
     seg["leave"] += 1.0  # the last second of the edge ends a step later
+    # a vehicle that leaves an edge by a teleport (stuck for --time-to-teleport seconds) has no
+    # rows until it reappears downstream: its edge did not end where the next one starts
+    same = seg.vehicle.shift(-1) == seg.vehicle
+    seg["continues"] = same & (seg.enter.shift(-1) == seg.leave)
     first = seg.groupby("vehicle", sort=False).cumcount() == 0
     last = seg.groupby("vehicle", sort=False).cumcount(ascending=False) == 0
     seg = seg[~first & ~last].reset_index(drop=True)
@@ -209,6 +251,7 @@ def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]]) -> pd.Data
     rows = []
     veh, e_, pos, n = seg.vehicle.to_numpy(), seg.edge.to_numpy(), seg.pos.to_numpy(), seg.n.to_numpy()
     enter, leave, energy = seg.enter.to_numpy(), seg.leave.to_numpy(), seg.energy.to_numpy()
+    continues = seg.continues.to_numpy()
     i = 0
     while i < len(seg):
         if pos[i] == 0:
@@ -216,7 +259,7 @@ def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]]) -> pd.Data
             while j + 1 < len(seg) and veh[j + 1] == veh[i] and e_[j + 1] == e_[i] and pos[j + 1] == pos[j] + 1 \
                     and enter[j + 1] == leave[j]:
                 j += 1
-            if pos[j] == n[i] - 1:
+            if pos[j] == n[i] - 1 and continues[j]:
                 rows.append((int(e_[i]), str(veh[i]), float(enter[i]), float(leave[j] - enter[i]),
                              float(energy[i:j + 1].sum())))
             i = j + 1
@@ -367,7 +410,8 @@ def _reaches(net, end: int) -> np.ndarray:
 
 def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int | None = None,
                 end: int | None = None, rate: float = 1800.0, hours: float = 0.5, probes: int = 3,
-                seed: int = 0, osm: str | None = None, dem: str | None = None, use_cache: bool = True) -> Atlas:
+                seed: int = 0, osm: str | None = None, dem: str | None = None, demand: str | None = None,
+                use_cache: bool = True) -> Atlas:
     """The energy atlas of ``net`` (see the module docstring), built once and cached.
 
     Parameters
@@ -382,7 +426,13 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
         times.
     rate, hours : float
         Background demand: ``rate`` random trips an hour over ``hours`` hours (SUMO's
-        ``randomTrips.py``, fringe factor 5).
+        ``randomTrips.py``, fringe factor 5); with ``demand``, ``hours`` only spreads the
+        probes and ``rate`` is unused.
+    demand : str, optional
+        A SUMO route file (of the network netconvert makes from the same OSM input; trips may
+        name OSM node ids with ``fromJunction``/``toJunction``) as the background traffic
+        instead of random trips; its vehicles become ``vehicle`` (:func:`user_demand`). The atlas
+        is keyed by the file's content.
     seed : int
         Seeds the demand and SUMO.
     osm, dem : str, optional
@@ -395,6 +445,12 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
               "rate": float(rate), "hours": float(hours), "probes": int(probes), "seed": int(seed),
               "trip": None if start is None else [int(start), int(end)], "sumo": version,
               "dem": None if dem is None else str(dem)}
+    if demand is not None:  # keyed by content; random-demand keys stay as they were
+        try:
+            params["demand"] = hashlib.sha256(Path(demand).read_bytes()).hexdigest()
+        except OSError as exc:
+            raise EvrouteError(f"cannot read the demand file {demand}: {exc.strerror or exc}") from None
+        params["rate"] = None
     key = make_key(params)
     entry = CacheEntry("atlas", key)
     if use_cache and entry.is_valid(["atlas.parquet", "atlas.json"]):
@@ -403,6 +459,8 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
     home = sumo_home()
     with tempfile.TemporaryDirectory(prefix="evroute-sumo-") as tmp:
         folder = Path(tmp)
+        # the user's demand read first: a bad file is one line before any SUMO work
+        n_demand = None if demand is None else user_demand(demand, vehicle, folder / "background.rou.xml")
         osm_path = _osm_input(net, network, osm, folder)
         if dem is not None:  # SUMO's elevations from the same DEM evroute sampled
             osm_path = osm_with_elevations(osm_path, folder / "elevated.osm", net, dem)
@@ -424,16 +482,18 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
                           EvrouteWarning, stacklevel=2)
         (folder / "ev.add.xml").write_text(f"<additional>{vtype_xml(vehicle)}</additional>")
         with stage(f"SUMO atlas of {net.name}: demand"):
-            _run([sys.executable, str(home / "tools" / "randomTrips.py"), "-n", "net.net.xml", "-b", "0",
-                  "-e", repr(3600.0 * hours), "-p", repr(3600.0 / rate), "--fringe-factor", "5", "--validate",
-                  "--seed", str(seed), "--trip-attributes", 'type="ev"', "--additional-file", "ev.add.xml",
-                  "-o", "trips.xml", "-r", "background.rou.xml"], "randomTrips.py", folder)
+            if demand is None:
+                _run([sys.executable, str(home / "tools" / "randomTrips.py"), "-n", "net.net.xml", "-b", "0",
+                      "-e", repr(3600.0 * hours), "-p", repr(3600.0 / rate), "--fringe-factor", "5", "--validate",
+                      "--seed", str(seed), "--trip-attributes", 'type="ev"', "--additional-file", "ev.add.xml",
+                      "-o", "trips.xml", "-r", "background.rou.xml"], "randomTrips.py", folder)
             n_probe = _write_probes(net, chains, oracle, start, end, probes, hours, folder / "probes.rou.xml")
         with stage(f"SUMO atlas of {net.name}: simulation"):
             log = _run([str(home / "bin" / "sumo"), "-n", "net.net.xml", "-r", "background.rou.xml,probes.rou.xml",
                         "--device.battery.probability", "1", "--emission-output", "emissions.parquet",
                         "--emission-output.attributes", "electricity,lane", "--seed", str(seed), "--no-step-log",
-                        "--ignore-route-errors", "--time-to-teleport", "300", "--duration-log.statistics"],
+                        "--ignore-route-errors", "--time-to-teleport", "300", "--duration-log.statistics",
+                        *(["--junction-taz"] if demand is not None else [])],
                        "sumo", folder)
         raw = pd.read_parquet(folder / "emissions.parquet")
         em = pd.DataFrame({"time": pd.to_numeric(raw.iloc[:, 0]), "vehicle": raw.iloc[:, 1].astype(str),
@@ -442,7 +502,10 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
         table = traversals(em, chains)
     counts = np.bincount(table.edge.to_numpy(), minlength=net.n_edges)
     teleports = re.search(r"Teleports: (\d+)", log)
-    summary = {"network": net.name, "vehicle": vehicle.name, "rate_per_hour": rate, "hours": hours, "seed": seed,
+    inserted = re.search(r"Inserted: (\d+)", log)
+    summary = {"network": net.name, "vehicle": vehicle.name, "rate_per_hour": None if demand is not None else rate,
+               "hours": hours, "seed": seed, "demand": None if demand is None else str(demand),
+               "demand_vehicles": n_demand, "vehicles_inserted": int(inserted.group(1)) if inserted else None,
                "probes": probes, "probe_vehicles": n_probe, "sumo": version, "edges_mapped": len(chains),
                "edges_mapped_share": mapped, "traversals": len(table),
                "edges_traversed": int(np.count_nonzero(counts)),
@@ -505,14 +568,16 @@ class AtlasTruth(Truth):
         return np.where(n > 0, drawn, expected[path] + self.noise_std * noise)
 
 
-def sumo_truth(setup, rate: float, hours: float, probes: int, atlas_seed: int, hour, min_traversals: int):
+def sumo_truth(setup, rate: float, hours: float, probes: int, atlas_seed: int, hour, min_traversals: int,
+               demand: str | None = None):
     """``--truth sumo[...]``: the atlas of the run's network, vehicle (the truth's) and trip."""
     if hour is not None and not 0 <= hour < hours:  # before the atlas is built
         raise EvrouteError(f"sumo truth: hour={hour:g} is outside the atlas's {hours:g} simulated hours")
     route = setup.route
     atlas = build_atlas(setup.net, setup.network, setup.vehicle or Vehicle(), oracle=Oracle.from_network(setup.net),
                         start=None if route is None else route.start, end=None if route is None else route.end,
-                        rate=rate, hours=hours, probes=probes, seed=atlas_seed, osm=setup.osm, dem=setup.dem)
+                        rate=rate, hours=hours, probes=probes, seed=atlas_seed, osm=setup.osm, dem=setup.dem,
+                        demand=demand)
     n = setup.net.n_edges
     mean, counts = atlas.mean_energy(n, hour=hour, min_traversals=min_traversals)
     covered = ~np.isnan(mean)
@@ -532,6 +597,16 @@ def _hour(name, value):
     return None if value in (None, "none") else nonneg_float(name, value)
 
 
+def demand_file(name, value):
+    """A SUMO route file that exists (the text as given: config.json names it as the user did)."""
+    if value in (None, "none", "random"):
+        return None
+    path = Path(str(value)).expanduser()
+    if not path.is_file():
+        raise EvrouteError(f"{name}: no such file: {value}")
+    return str(value)
+
+
 register_truth("sumo", sumo_truth, options=(
     Option("rate", in_range(0, 1e6, lo_open=True, why="random trips an hour"), 1800.0,
            "background traffic: random trips an hour", "sumo-notes: 1,800 trips over 30 min on Monaco"),
@@ -543,6 +618,8 @@ register_truth("sumo", sumo_truth, options=(
     Option("hour", _hour, None, "only traversals entered in this hour of the simulation (rush hour and night "
            "differ); default all"),
     Option("min_traversals", int_range(1, 10_000), 3, "fewer traversals: the edge keeps E_det (the fallback)"),
+    Option("demand", demand_file, None, "a SUMO route file as the background traffic instead of random trips "
+           "(its vehicles become the run's car; the atlas is keyed by its content); default random"),
 ), description="per-edge energies from SUMO's EV model in simulated traffic (an atlas; needs "
                f"{SUMO_INSTALL}); an observation is one recorded traversal")
 

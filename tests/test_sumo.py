@@ -51,6 +51,13 @@ def test_traversals_by_hand():
     assert t.to_dict("records") == [
         {"edge": 7, "vehicle": "a", "enter_s": 1.0, "seconds": 4.0, "energy_wh": 9.5},
         {"edge": 3, "vehicle": "b", "enter_s": 2.0, "seconds": 2.0, "energy_wh": -3.0}]
+    # vehicle c is stuck on w and teleported (no rows from 3 to 300 s), reappearing on x: its w
+    # is no traversal; its x, left for z in the next second, is not mapped; b's w still counts
+    rows += [("c", 0, "z_0", 1.0), ("c", 1, "w_0", 2.0), ("c", 2, "w_0", 0.1), ("c", 300, "x_0", 1.0),
+             ("c", 301, "z_0", 1.0)]
+    em = pd.DataFrame(rows, columns=["vehicle", "time", "lane", "electricity"])
+    t = traversals(em, {7: ["y1", "y2"], 3: ["w"]})
+    assert t.vehicle.tolist() == ["a", "b"]
 
 
 def test_vtype_carries_the_vehicle_of_eq_8():
@@ -259,3 +266,77 @@ def test_sumo_home_keeps_projs_paths(monkeypatch):
     monkeypatch.delitem(sys.modules, "sumo", raising=False)
     sumo_home()
     assert "PROJ_DATA" not in os.environ and os.environ["PROJ_LIB"] == "/mine"
+
+
+def test_a_time_window_of_the_atlas_through_the_truth(monkeypatch):
+    """``hour=``: f of an edge is the mean of the traversals entered in that simulated hour; an
+    edge without enough of them there keeps E_det (the fallback); an observation is one of the
+    window's traversals. A hand-made atlas, so no SUMO is needed."""
+    import evroute.sumo as sumo
+    from evroute.environments import TruthSetup
+    from evroute.sumo import Atlas, sumo_truth
+
+    net = load_network("synthetic")
+    table = pd.DataFrame({"edge": [0, 0, 0, 1, 1, 1, 2],
+                          "vehicle": ["a", "b", "c", "a", "b", "c", "a"],
+                          "enter_s": [10.0, 20.0, 3700.0, 30.0, 3650.0, 3660.0, 4000.0],
+                          "seconds": 5.0, "energy_wh": [1.0, 3.0, 10.0, 4.0, 6.0, 8.0, 5.0]})
+    atlas = Atlas(table, {"teleports": 0, "edges_mapped_share": 1.0}, "k")
+    assert list(atlas.window(0).enter_s) == [10.0, 20.0, 30.0]
+    assert list(atlas.window(1).enter_s) == [3700.0, 3650.0, 3660.0, 4000.0]
+    mean, counts = atlas.mean_energy(net.n_edges, hour=1, min_traversals=2)
+    assert mean[1] == 7.0 and np.isnan(mean[0]) and np.isnan(mean[2]) and counts[:3].tolist() == [1, 2, 1]
+    monkeypatch.setattr(sumo, "build_atlas", lambda *a, **k: atlas)
+    e_det = edge_energies(net)
+    setup = TruthSetup(net=net, mean=e_det, prior_var=1.0, noise_std=0.5, seed=0)
+    for hour, covered in ((0, {0: 2.0}), (1, {1: 7.0})):
+        truth = sumo_truth(setup, rate=1.0, hours=2.0, probes=0, atlas_seed=0, hour=hour, min_traversals=2)
+        expected = e_det.copy()
+        for e, v in covered.items():
+            expected[e] = v
+        np.testing.assert_array_equal(truth.values, expected)
+        e = next(iter(covered))
+        seen = set(truth.observe(np.random.default_rng(0), np.full(200, e), truth.values).tolist())
+        assert seen == set(atlas.window(hour).query("edge == @e").energy_wh)
+    with pytest.raises(EvrouteError, match="hour=3"):
+        sumo_truth(setup, rate=1.0, hours=2.0, probes=0, atlas_seed=0, hour=3, min_traversals=2)
+
+
+def test_users_demand_becomes_the_runs_car(atlas, tmp_path, capsys):
+    """``--demand ROUTES.xml``: the user's trips and flows (here by OSM node id) are the
+    background; their own vehicle type (a 9-tonne lorry) is replaced by the run's car, so their
+    traversals cost what E_det says, not four times more; the atlas is keyed by the file."""
+    net, a, kw, _ = atlas
+    route = resolve_route(net, "A")
+    u, v = int(net.edges.u[route.start]), int(net.edges.v[route.end])
+    lorry = '<vType id="lorry" mass="9000" emissionClass="Energy/unknown"/>'
+    routes = tmp_path / "mine.rou.xml"
+    routes.write_text(f'<routes>{lorry}<trip id="t0" type="lorry" depart="0" fromJunction="{u}" toJunction="{v}"/>'
+                      f'<flow id="f" type="lorry" begin="0" end="600" number="20" fromJunction="{v}" '
+                      f'toJunction="{u}"/></routes>')
+    before = routes.read_text()
+    b = build_atlas(net, "synthetic", load_vehicle(None), demand=str(routes), **{**kw, "probes": 0})
+    assert routes.read_text() == before  # the user's file is read, never written
+    assert b.summary["demand_vehicles"] == 2 and b.summary["rate_per_hour"] is None and b.key != a.key
+    assert b.summary["vehicles_inserted"] >= 15
+    vehicles = set(b.table.vehicle)
+    assert "t0" in vehicles and sum(x.startswith("f.") for x in vehicles) >= 15 and len(vehicles) <= 21
+    mean, counts = b.mean_energy(net.n_edges)
+    e_det = edge_energies(net)
+    ok = ~np.isnan(mean) & (np.abs(e_det) > 5)
+    assert ok.sum() > 10 and 0.7 < np.median(mean[ok] / e_det[ok]) < 1.5
+    routes.write_text(before.replace('number="20"', 'number="10"'))
+    assert build_atlas(net, "synthetic", load_vehicle(None), demand=str(routes), **{**kw, "probes": 0}).key != b.key
+    (tmp_path / "bad.xml").write_text("<routes><trip")
+    with pytest.raises(EvrouteError, match="bad.xml"):
+        build_atlas(net, "synthetic", load_vehicle(None), demand=str(tmp_path / "bad.xml"), **{**kw, "probes": 0})
+    from evroute.cli import main
+
+    assert main(["sumo", "atlas", "synthetic", "--demand", str(tmp_path / "nope.rou.xml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope.rou.xml" in err and "Traceback" not in err
+    assert main(["simulate", "--truth", f"sumo[demand={tmp_path / 'nope.xml'}]", "--horizon", "2"]) == 2
+    assert "nope.xml" in capsys.readouterr().err
+    (tmp_path / "empty.xml").write_text("<routes/>")
+    with pytest.raises(EvrouteError, match="no <vehicle>"):
+        build_atlas(net, "synthetic", load_vehicle(None), demand=str(tmp_path / "empty.xml"), **{**kw, "probes": 0})
