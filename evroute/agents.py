@@ -152,6 +152,9 @@ class IndexAgent(Agent):
     def diagnostics(self):
         return self.model.diagnostics()
 
+    def summary(self) -> dict:
+        return self.model.summary()
+
     @property
     def n_distinct(self) -> int:
         return self.model.n_distinct

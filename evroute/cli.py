@@ -385,6 +385,11 @@ def simulate_cmd(
                       + (f" ({s[f'saved_vs_{k}_pct']:+.1f} %)" if s[f"saved_vs_{k}_pct"] is not None else "")
                       + f" against always driving the {k} route" for k in ("fastest", "shortest"))
     print(f"energy driven over {s['horizon']} rounds {s['total_energy_wh']:.1f} Wh; saved {saved}")
+    if s.get("max_mean_error_bound") is not None:
+        fallbacks = s["global_mean_solves"] + s["global_variance_solves"]
+        print(f"local posterior updates: mean error bound {s['max_mean_error_bound']:.1e} sigma_0 (rigorous), variance "
+              f"error bound {s['max_var_error_bound']:.1e} sigma_0^2 (first order), the largest over the rounds"
+              + (f"; {fallbacks} global solve(s)" if fallbacks else ""))
     print(f"{s['mean_seconds_per_round'] * 1000:.1f} ms per round; wrote {out}")
 
 

@@ -183,6 +183,12 @@ class Prior(ABC):
         """The sparse precision matrix k⁻¹ (E×E); only for GMRF priors (:attr:`is_markov`)."""
         raise EvrouteError(f"{type(self).__name__} has no sparse precision (not a Gaussian Markov random field)")
 
+    def precision_min_eigenvalue(self) -> float | None:
+        """A lower bound on the smallest eigenvalue of :meth:`precision` (so k's largest
+        eigenvalue is at most its inverse), where one is known in closed form; None otherwise.
+        The local GMRF updates' error bounds need it (``spec/local-posteriors.md``)."""
+        return None
+
 class DiagonalPrior(Prior):
     """Independent edges: f(e) ~ N(m_e, v_e) (the BI baseline's prior; Åkerblom et al. 2023).
 
@@ -222,6 +228,9 @@ class DiagonalPrior(Prior):
 
     def precision(self) -> sp.csc_matrix:
         return sp.diags(1.0 / self._var, format="csc")
+
+    def precision_min_eigenvalue(self) -> float:
+        return float(1.0 / self._var.max())
 
 
 def _check_symmetric(K: np.ndarray, scale: float, tile: int = 512) -> None:
@@ -332,6 +341,9 @@ class ShiftedPrior(Prior):
 
     def precision(self):
         return self._base.precision()
+
+    def precision_min_eigenvalue(self):
+        return self._base.precision_min_eigenvalue()
 
 
 class ScaledPrior(Prior):
@@ -520,6 +532,10 @@ class GraphMaternPrior(Prior):
 
     def precision(self) -> sp.csc_matrix:
         return (_matrix_power(self._P, self.nu) / self._scale).tocsc()
+
+    def precision_min_eigenvalue(self) -> float:
+        """(2ν/κ²)^ν / scale: P = 2ν/κ² I + Δ with Δ ⪰ 0 (a graph Laplacian), so P ⪰ 2ν/κ² I."""
+        return float((2.0 * self.nu / self.kappa ** 2) ** self.nu / self._scale)
 
 def graph_kernel(net, nu: float = 2.0, kappa: float = 1.0) -> np.ndarray:
     """The graph Matérn kernel k_G on the edges of ``net``, normalised to unit mean
@@ -738,6 +754,10 @@ class NetworkPrior(Prior):
             raise EvrouteError(f"the {self.kind!r} prior with nu={self.nu:g} has no sparse precision "
                                "(only the graph kernel with an integer nu is a Markov random field)")
         return self._gmrf().precision()
+
+    def precision_min_eigenvalue(self) -> float | None:
+        return self._gmrf().precision_min_eigenvalue() if self.is_markov else None
+
 
 def network_prior(net, mean, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
                   nu: float = 2.0, prior_var: float | None = None) -> NetworkPrior:

@@ -10,6 +10,7 @@ Usage (one size per process, so that the peak memory is that size's)::
     for n in 1k luxembourg 10k 30k 100k; do python scripts/bench_scale.py $n; done
     python scripts/bench_scale.py luxembourg --dense      # the dense exact backend, for the crossover
     python scripts/bench_scale.py 100k --kernel combined --model nystrom --policies gp-ts,gp-ucb
+    python scripts/bench_scale.py 100k --warm --model "exact[update=global]"   # the reference update
 
 Cold by default (a fresh cache: the network build and the selected inversion are timed from
 scratch; ``--warm`` uses the cache). A size is ``synthetic-<N>k`` (``<N>k`` for short) or a
@@ -108,6 +109,11 @@ def main(argv=None) -> int:
         sec = np.asarray(res.rounds.seconds, dtype=np.float64)
         cells.append(f"{np.median(sec):.3f} / {np.percentile(sec, 95):.3f}")
         extra = f", m = {agent.model.m}" if hasattr(getattr(agent, "model", None), "m") else ""
+        split = getattr(agent.model, "seconds_split", None)
+        if split is not None:  # the local GMRF updates: where the time went, and the bounds
+            extra += (", update split " + ", ".join(f"{k} {v / args.rounds:.3f}" for k, v in split.items())
+                      + f" s/round; max bounds {agent.model.max_mean_error_bound:.1e} sigma_0, "
+                      f"{agent.model.max_var_error_bound:.1e} sigma_0^2")
         print(f"  {policy}: regret {float(res.rounds.cumulative_regret_wh.iloc[-1]):.1f} Wh, "
               f"{agent.n_distinct} distinct edges{extra}", file=sys.stderr)
         del agent, env, res  # (one model alive at a time: the peak is the largest policy's)

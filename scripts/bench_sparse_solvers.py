@@ -12,11 +12,17 @@ SciPy are evroute's dependencies; the others are measured to justify the choice.
 * ``superlu``: SciPy's SuperLU, symmetric mode (:class:`evroute.linalg.SparseCholesky`'s factor).
 * ``cvxopt``: CHOLMOD again, from CVXOPT's wheel (linked to OpenBLAS; GPL-3, not a dependency).
 * ``pardiso``: Intel MKL PARDISO through pypardiso (about 1 GB of MKL; not a dependency).
+* ``qdldl``: the QDLDL LDLᵀ factorisation (OSQP's; a wheel; one right-hand side a call).
+
+``--domain R``: instead of the whole network, the local posterior updates' problem
+(``spec/local-posteriors.md``, :mod:`evroute.models.local`): the domain within R hops of Q's
+graph around the first 32 edges of route A, its block of Q + I, and 33 right-hand sides.
 
 Usage::
 
     EVROUTE_DATA_DIR=../shared/data python scripts/bench_sparse_solvers.py synthetic-100k
     python scripts/bench_sparse_solvers.py luxembourg --rhs 64 --repeats 5
+    python scripts/bench_sparse_solvers.py synthetic-100k --domain 7 --repeats 7   # a local update's domain
 """
 
 from __future__ import annotations
@@ -81,7 +87,42 @@ def _pardiso(Q):
     return time.perf_counter() - t, lambda B: solver.solve(A, B)
 
 
-LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "cvxopt": _cvxopt, "pardiso": _pardiso}
+def _qdldl(Q):
+    import qdldl
+
+    t = time.perf_counter()
+    F = qdldl.Solver(sp.csc_matrix(Q))
+    seconds = time.perf_counter() - t
+    return seconds, lambda B: np.column_stack([F.solve(np.ascontiguousarray(b)) for b in B.T])
+
+
+LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "qdldl": _qdldl, "cvxopt": _cvxopt, "pardiso": _pardiso}
+
+
+def domain(net, Q, radius: int, edges: int = 32) -> tuple[sp.csc_matrix, np.ndarray]:
+    """The block of Q on the ball of ``radius`` hops of Q's graph around the first ``edges``
+    edges of route A, and the unit right-hand sides of those edges plus one dense one."""
+    from evroute.oracle import Oracle
+    from evroute.routes import edge_energies, resolve_route
+
+    trip = resolve_route(net, "A")
+    route = np.asarray(Oracle.from_network(net).shortest_path(np.maximum(edge_energies(net), 0.01), trip.start, trip.end).edges)
+    seeds = np.unique(route[:edges])
+    Q = sp.csr_matrix(Q)
+    inside = np.zeros(Q.shape[0], bool)
+    inside[seeds] = True
+    frontier = seeds
+    for _ in range(radius):
+        nb = np.unique(Q[frontier].indices)
+        nb = nb[~inside[nb]]
+        inside[nb] = True
+        frontier = nb
+    omega = np.flatnonzero(inside)
+    A = sp.csc_matrix(Q[omega][:, omega])
+    B = np.zeros((omega.size, seeds.size + 1))
+    B[np.searchsorted(omega, seeds), np.arange(seeds.size)] = 1.0
+    B[:, -1] = 1.0
+    return A, B
 
 
 def main(argv=None) -> int:
@@ -90,15 +131,23 @@ def main(argv=None) -> int:
     p.add_argument("--rhs", type=int, default=256, help="right-hand sides per solve (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated (default: %(default)s)")
+    p.add_argument("--domain", type=int, default=None, metavar="R",
+                   help="a local update's domain of R hops of Q's graph instead of the whole network")
     args = p.parse_args(argv)
     net = load_network(args.network)
     P = graph_matern_operator(net, 2, 1.0)
     Q = sp.csc_matrix(P @ P + sp.identity(net.n_edges))
-    E = Q.shape[0]
-    B = np.zeros((E, args.rhs))
-    B[(np.arange(args.rhs) * 7919) % E, np.arange(args.rhs)] = 1.0
-    print(f"{args.network}: {E:,} edges, nnz(Q) = {Q.nnz:,}, {args.rhs} right-hand sides, "
-          f"median of {args.repeats}")
+    if args.domain is not None:
+        Q, B = domain(net, Q, args.domain)
+        E = Q.shape[0]
+        print(f"{args.network}, a domain of {args.domain} hops: {E:,} edges, nnz = {Q.nnz:,}, {B.shape[1]} "
+              f"right-hand sides, median of {args.repeats}")
+    else:
+        E = Q.shape[0]
+        B = np.zeros((E, args.rhs))
+        B[(np.arange(args.rhs) * 7919) % E, np.arange(args.rhs)] = 1.0
+        print(f"{args.network}: {E:,} edges, nnz(Q) = {Q.nnz:,}, {args.rhs} right-hand sides, "
+              f"median of {args.repeats}")
     print("| library | factorise s | solve s | solve ms per right-hand side | max difference |")
     print("| --- | ---: | ---: | ---: | ---: |")
     reference = None
@@ -117,7 +166,7 @@ def main(argv=None) -> int:
         if reference is None:
             reference = X
         diff = float(np.abs(X - reference).max() / np.abs(reference).max())
-        print(f"| {name} | {f:.2f} | {s:.2f} | {1000 * s / args.rhs:.1f} | {diff:.1e} |")
+        print(f"| {name} | {f:.4f} | {s:.4f} | {1000 * s / B.shape[1]:.2f} | {diff:.1e} |")
     return 0
 
 

@@ -10,6 +10,7 @@ import evroute.models.gmrf as gmrf_mod
 from evroute.errors import EvrouteError
 from evroute.models import ExactGPModel, make_model
 from evroute.models.gmrf import GMRFPosterior
+from evroute.models.local import LocalGMRFPosterior
 from evroute.prior import GraphMaternPrior, NetworkPrior
 
 
@@ -57,19 +58,21 @@ def textbook(s, counts, sums):
 def test_exact_chooses_the_sparse_posterior_by_the_prior(small, monkeypatch):
     import evroute.prior as prior_mod
 
-    assert isinstance(make_model("exact", small["gmrf"], noise_var=small["nv"]), GMRFPosterior)
+    # update=local is the default for a sparse precision (tests/test_models_local.py); global here
+    assert isinstance(make_model("exact", small["gmrf"], noise_var=small["nv"]), LocalGMRFPosterior)
+    assert isinstance(make_model("exact[update=global]", small["gmrf"], noise_var=small["nv"]), GMRFPosterior)
     assert isinstance(make_model("exact", small["dense"], noise_var=small["nv"]), ExactGPModel)
     monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 50)
     p = NetworkPrior(small["net"], small["pm"], "graph", 1.0, 1.0, 2.0, small["pv"])
     assert p.representation == "sparse" and p.factor_nnz > 0
-    assert isinstance(make_model("exact[merge=always]", p, noise_var=small["nv"]), GMRFPosterior)
+    assert isinstance(make_model("exact[update=global,merge=always]", p, noise_var=small["nv"]), GMRFPosterior)
     with pytest.raises(EvrouteError, match="no sparse precision"):
         GMRFPosterior(NetworkPrior(small["net"], small["pm"], "combined"), small["nv"])
 
 
 @pytest.mark.parametrize("merge", ["auto", "always", "never"])
 def test_equals_the_textbook_posterior_every_round(small, merge):
-    model = make_model(f"exact[merge={merge}]", small["gmrf"], noise_var=small["nv"])
+    model = make_model(f"exact[update=global,merge={merge}]", small["gmrf"], noise_var=small["nv"])
     dense = make_model("exact", small["dense"], noise_var=small["nv"])
 
     def check(t):
@@ -90,7 +93,7 @@ def test_equals_the_textbook_posterior_every_round(small, merge):
 
 
 def test_a_repeated_route_needs_no_new_solves_after_a_merge(small):
-    model = make_model("exact[merge=always]", small["gmrf"], noise_var=small["nv"])
+    model = make_model("exact[update=global,merge=always]", small["gmrf"], noise_var=small["nv"])
     route = np.arange(0, 40, 2)
     rng = np.random.default_rng(1)
     model.update(route, small["truth"][route] + rng.standard_normal(route.size))
@@ -104,7 +107,7 @@ def test_a_repeated_route_needs_no_new_solves_after_a_merge(small):
 
 
 def test_a_failed_check_recomputes_the_variances_exactly(small, monkeypatch):
-    model = make_model("exact[merge=always]", small["gmrf"], noise_var=small["nv"])
+    model = make_model("exact[update=global,merge=always]", small["gmrf"], noise_var=small["nv"])
     monkeypatch.setattr(GMRFPosterior, "_checks_pass", lambda self, mean: False)
     feed(small, [model], n_rounds=3)
     assert model.n_check_failures == 3
@@ -118,7 +121,7 @@ def test_the_merge_rule_follows_the_cost_model(small, monkeypatch):
     merges = []
     for flops in (1e30, 1e3 * gmrf_mod.FACTOR_FLOPS_PER_NNZ, gmrf_mod.FACTOR_FLOPS_PER_NNZ, 0.0):
         monkeypatch.setattr(gmrf_mod, "FACTOR_FLOPS_PER_NNZ", flops)
-        model = make_model("exact", small["gmrf"], noise_var=small["nv"])
+        model = make_model("exact[update=global]", small["gmrf"], noise_var=small["nv"])
         feed(small, [model], n_rounds=20)
         merges.append(model.n_merges)
     assert merges[0] == 0 and merges == sorted(merges) and merges[1] < merges[3] and merges[3] >= 5
@@ -127,7 +130,7 @@ def test_the_merge_rule_follows_the_cost_model(small, monkeypatch):
 def test_joint_draws_have_the_posterior_covariance(small):
     """Matheron's rule through both levels (base factor and active columns): Monte Carlo
     moments against the dense posterior covariance."""
-    model = make_model("exact[merge=never,max_active=30]", small["gmrf"], noise_var=small["nv"])
+    model = make_model("exact[update=global,merge=never,max_active=30]", small["gmrf"], noise_var=small["nv"])
     dense = make_model("exact", small["dense"], noise_var=small["nv"])
     feed(small, [model, dense], n_rounds=6)
     assert model.n_merges >= 1 and model.n_columns > 0  # both levels hold data

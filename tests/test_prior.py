@@ -189,19 +189,20 @@ def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture, 
     dense = NetworkPrior(monaco, pm, "graph", 1.0, 1.0, 2.0, pv)
     assert dense.representation == "dense"
     gmrf = GraphMaternPrior(monaco, pm, 1.0, 2.0, pv)
-    a = make_model("exact", dense, noise_var=nv)
-    b = make_model("exact", gmrf, noise_var=nv)
-    assert type(b).__name__ == "GMRFPosterior"
-    rng = np.random.default_rng(5)
     truth = dense.sample(np.random.default_rng(9))
-    for _ in range(6):
-        e = rng.choice(monaco.n_edges, size=40)
-        y = truth[e] + np.sqrt(nv) * rng.standard_normal(e.size)
-        a.update(e, y)
-        b.update(e, y)
-        (ma, sa), (mb, sb) = a.mean_std(), b.mean_std()
-        np.testing.assert_allclose(mb, ma, rtol=1e-8, atol=1e-8 * np.sqrt(pv))
-        np.testing.assert_allclose(sb, sa, rtol=1e-8)
+    for update, kind in (("global", "GMRFPosterior"), ("local", "LocalGMRFPosterior")):
+        a = make_model("exact", dense, noise_var=nv)
+        b = make_model(f"exact[update={update}]", gmrf, noise_var=nv)
+        assert type(b).__name__ == kind
+        rng = np.random.default_rng(5)
+        for _ in range(6):
+            e = rng.choice(monaco.n_edges, size=40)
+            y = truth[e] + np.sqrt(nv) * rng.standard_normal(e.size)
+            a.update(e, y)
+            b.update(e, y)
+            (ma, sa), (mb, sb) = a.mean_std(), b.mean_std()
+            np.testing.assert_allclose(mb, ma, rtol=1e-8, atol=1e-8 * np.sqrt(pv))
+            np.testing.assert_allclose(sb, sa, rtol=1e-8)
     oracle = Oracle.from_network(monaco)
     trip = resolve_route(monaco, "B")
     paths = []

@@ -16,7 +16,8 @@ RUNS = ["",  # the README's main job: gp-ts, 500 rounds on the embedded syntheti
         "--network monaco --route B --policy gp-ucb --horizon 15 --seed 1",
         "--network luxembourg --policy gp-ts --horizon 10",
         # the sparse (GMRF) exact posterior and a Nyström dictionary (seeded KORS draws)
-        "--network monaco --kernel graph --policy gp-ucb --horizon 8",
+        "--network monaco --kernel graph --policy gp-ucb --horizon 8",  # (local updates, the default)
+        "--network monaco --kernel graph --policy gp-ts --model exact[update=global] --horizon 5",
         "--network monaco --policy gp-ts --model nystrom --horizon 8",
         # paper 000's route-level bound on an RKHS truth (random anchors, Yen's candidates)
         "--network monaco --route B --policy gp-cmm --truth rkhs[B=10] --horizon 5"]

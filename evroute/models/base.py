@@ -171,6 +171,11 @@ class PosteriorModel(ABC):
         the same keys every round); none by default."""
         return {}
 
+    def summary(self) -> dict:
+        """Entries of the run's ``summary.json`` about the whole run (e.g. the largest error
+        bounds of the local GMRF updates); none by default."""
+        return {}
+
     #: Per-edge observation counts (int64, length E); every backend keeps it current.
     _counts: np.ndarray
 

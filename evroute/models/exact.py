@@ -11,9 +11,10 @@ from scipy.linalg.blas import dgemm
 from ..errors import EvrouteError
 from ..linalg import jittered_cholesky
 from ..specs import Option
-from ..validate import choice, nonneg_int, positive_float, positive_int
+from ..validate import choice, in_range, nonneg_int, positive_float, positive_int
 from .base import COVARIANCE, INFORMATION_GAIN, JOINT_SAMPLES, PosteriorModel, readonly
 from .gmrf import MERGE_RULES, GMRFPosterior
+from .local import TOL_MAX, LocalGMRFPosterior
 
 __all__ = ["ExactGPModel", "make_exact", "OPTIONS", "MERGE_RULES"]
 
@@ -554,6 +555,15 @@ def _merge_rule(name, value):
     return choice(name, value, MERGE_RULES)
 
 
+#: How a sparse-precision posterior is updated: ``local`` (certified, on domains around the
+#: route; spec/local-posteriors.md) or ``global`` (one factorisation of Q + D per merge).
+UPDATE_RULES = ("local", "global")
+
+
+def _update_rule(name, value):
+    return choice(name, value, UPDATE_RULES)
+
+
 #: The options of ``--model exact[...]`` (defaults: measured in scripts/bench_models.py).
 OPTIONS = (
     Option("merge", _merge_rule, "auto", "when to fold the active block into the base: auto, always or never"),
@@ -561,19 +571,28 @@ OPTIONS = (
     Option("refactor_every", nonneg_int, 0, "also refactorise from scratch every this many rounds (0: only when a "
            "drift check fails)"),
     Option("check_tol", positive_float, 1e-8, "drift-check tolerance, relative to the largest prior variance"),
+    Option("update", _update_rule, "local", "sparse-precision priors: local (each update on a domain around the "
+           "route, with certified error bounds) or global (one factorisation of Q + D; the reference); dense "
+           "priors ignore it", "spec/local-posteriors.md"),
+    Option("tol", in_range(0, TOL_MAX, lo_open=True, why="relative error bound"), 1e-8, "update=local: bound on the error of every mean (relative to sigma_0) and variance "
+           "(to sigma_0^2)"),
 )
 
 
 def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refactor_every=0,
-               check_tol=1e-8) -> ExactGPModel:
+               check_tol=1e-8, update="local", tol=1e-8) -> PosteriorModel:
     """Factory of the ``exact`` backend; ``seed`` is unused.
 
     The representation follows the prior's: :class:`ExactGPModel` (kernel rows and
-    diagonal) for a dense prior, :class:`evroute.models.gmrf.GMRFPosterior` (sparse
-    precision) when the prior's ``representation`` is ``"sparse"``. Both give the exact
-    posterior of paper 003 Eq. 2–3 and take the same options.
+    diagonal) for a dense prior; for a sparse precision (the prior's ``representation`` is
+    ``"sparse"``) :class:`evroute.models.local.LocalGMRFPosterior` (``update="local"``: local
+    updates with certified error bounds ≤ ``tol``) or :class:`evroute.models.gmrf.GMRFPosterior`
+    (``update="global"``). All give the exact posterior of paper 003 Eq. 2–3 (the local one
+    within its stated bounds).
     """
     if getattr(prior, "representation", "dense") == "sparse":
+        if update == "local" and prior.precision_min_eigenvalue() is not None:
+            return LocalGMRFPosterior(prior, noise_var, tol=tol)
         return GMRFPosterior(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,
                              check_tol=check_tol)
     return ExactGPModel(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,

@@ -1,0 +1,210 @@
+"""Local, certified GMRF updates (models/local.py; spec/local-posteriors.md): against the
+textbook posterior, against the global GMRF posterior on real maps in lockstep, the bounds
+shown to be bounds (and a wrong bound caught), and the joint draws' moments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evroute.agents import AgentSetup, make_agent
+from evroute.environments import StaticEnvironment
+from evroute.errors import EvrouteError
+from evroute.loop import run_loop
+from evroute.models import make_model, resolve_model
+from evroute.models.gmrf import GMRFPosterior
+from evroute.models.local import LocalGMRFPosterior
+from evroute.oracle import Oracle
+from evroute.prior import GraphMaternPrior
+from evroute.routes import edge_energies, resolve_route
+
+from .test_models_gmrf import feed, textbook
+
+
+@pytest.fixture(scope="module")
+def small():
+    from evroute.energy import load_vehicle
+    from evroute.network import load_network
+    from evroute.prior import NetworkPrior
+
+    net = load_network("synthetic", size=120)
+    pm = edge_energies(net, load_vehicle(None))
+    sd = float(np.std(pm))
+    pv, nv = (0.25 * sd) ** 2, (0.1 * sd) ** 2
+    dense = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, pv)
+    gmrf = GraphMaternPrior(net, pm, 1.0, 2.0, pv)
+    return {"net": net, "pm": pm, "pv": pv, "nv": nv, "dense": dense, "gmrf": gmrf,
+            "truth": dense.sample(np.random.default_rng(3)), "sigma0": float(np.sqrt(np.mean(gmrf.diag())))}
+
+
+def errors(s, model):
+    """The largest errors of μ and σ² against the textbook posterior, relative to σ₀ and σ₀²."""
+    mean, var = textbook(s, model.counts, model.sums)
+    mu, sd = model.mean_std()
+    return np.abs(mu - mean).max() / s["sigma0"], np.abs(sd ** 2 - var).max() / s["sigma0"] ** 2
+
+
+def test_the_precision_spectrum_bound_is_a_bound(small):
+    """λ_min(Q) ≥ (2ν/κ²)^ν / scale, checked against a dense eigendecomposition."""
+    Q = small["gmrf"].precision().toarray()
+    lam = np.linalg.eigvalsh(Q).min()
+    bound = small["gmrf"].precision_min_eigenvalue()
+    assert 0 < bound <= lam * (1 + 1e-9) and bound > 0.2 * lam  # a bound (tight: Δ has a null space)
+
+
+def test_local_equals_the_textbook_within_tol(small):
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-8, chunk=8)
+    worst = []
+
+    def check(t):
+        dm, dv = errors(small, m)
+        worst.append((dm, dv, m.mean_error_bound, m.var_error_bound))
+        assert m.mean_error_bound <= 1e-8 and m.var_error_bound <= 1e-8
+        assert dm <= 1e-8 + 1e-11 and dv <= 1e-8 + 1e-11  # (+ the dense reference's own rounding)
+
+    feed(small, [m], n_rounds=10, check=check)
+    assert m.summary()["max_mean_error_bound"] == max(w[2] for w in worst)
+
+
+def _bound_holds(s, model) -> bool:
+    dm, dv = errors(s, model)
+    return dm <= model.mean_error_bound * (1 + 1e-9) + 1e-12 and dv <= model.var_error_bound * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("radius", [1, 2])
+def test_the_bounds_bound_the_error_of_small_domains(small, radius, monkeypatch):
+    """With the domains forced small (1–2 hops of Q: 2–4 of the line graph) and the loosest
+    tolerance, so that neither the growth rule nor the sweep hides anything, the measured
+    errors are real (far above rounding) and below the stated bounds after every round. A
+    bound made 1,000 times smaller (the mutation) is caught by the same check."""
+    # the bounds as the chunks leave them: no sweep, no global clean-up
+    monkeypatch.setattr(LocalGMRFPosterior, "_sweep", LocalGMRFPosterior._bounds)
+    monkeypatch.setattr(LocalGMRFPosterior, "_check_variances", lambda self: None)
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=radius, max_radius=radius)
+    seen = []
+
+    def check(t):
+        dm, dv = errors(small, m)
+        seen.append(dm)
+        assert _bound_holds(small, m), (t, dm, m.mean_error_bound, dv, m.var_error_bound)
+        wrong = LocalGMRFPosterior.__new__(LocalGMRFPosterior)
+        wrong.__dict__.update(m.__dict__)
+        wrong.mean_error_bound = m.mean_error_bound * 1e-3
+        wrong.var_error_bound = m.var_error_bound * 1e-3
+        assert not _bound_holds(small, wrong) or dm < 1e-9
+
+    feed(small, [m], n_rounds=8, check=check)
+    assert max(seen) > 1e-6  # the truncation was real
+
+
+def test_a_computed_bound_made_smaller_fails_the_check(small, monkeypatch):
+    """The mutation on the bound's constant itself: C = √(k_max/λ_min) divided by 1,000."""
+    monkeypatch.setattr(LocalGMRFPosterior, "_sweep", LocalGMRFPosterior._bounds)
+    monkeypatch.setattr(LocalGMRFPosterior, "_check_variances", lambda self: None)
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=1, max_radius=1)
+    m._C *= 1e-3
+    failed = []
+
+    def check(t):
+        failed.append(not _bound_holds(small, m))
+
+    feed(small, [m], n_rounds=6, check=check)
+    assert any(failed)
+
+
+def test_the_adaptive_rule_brings_small_domains_back_within_tol(small):
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-8, chunk=8, radius=1)
+
+    def check(t):
+        dm, dv = errors(small, m)
+        assert m.mean_error_bound <= 1e-8 and dm <= 1e-8 + 1e-11 and dv <= 1e-8 + 1e-11
+
+    feed(small, [m], n_rounds=8, check=check)
+    assert m.n_global_mean == 0 and max(r for r, *_ in m.trace) > 1
+
+
+def test_joint_draws_match_the_posterior(small):
+    """Joint draws (global, Matheron's rule): mean and variance of 3,000 draws on a few edges
+    against the textbook posterior (z-scores), and their correlation with a neighbour."""
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"])
+    feed(small, [m], n_rounds=6)
+    mean, var = textbook(small, m.counts, m.sums)
+    rng = np.random.default_rng(7)
+    draws = np.array([m.sample(rng, joint=True) for _ in range(3000)])
+    edges = np.flatnonzero(m.counts)[:3].tolist() + [0, small["net"].n_edges - 1]
+    for e in edges:
+        z_mean = (draws[:, e].mean() - mean[e]) / np.sqrt(var[e] / len(draws))
+        z_var = (draws[:, e].var() - var[e]) / (var[e] * np.sqrt(2.0 / len(draws)))
+        assert abs(z_mean) < 4.5 and abs(z_var) < 4.5, (e, z_mean, z_var)
+    ind = np.array([m.sample(rng) for _ in range(3000)])
+    z = (ind[:, edges[0]].mean() - mean[edges[0]]) / np.sqrt(var[edges[0]] / len(ind))
+    assert abs(z) < 4.5
+
+
+def test_options_declared_once_and_checked(small):
+    assert isinstance(make_model("exact", small["gmrf"], noise_var=small["nv"]), LocalGMRFPosterior)
+    assert isinstance(make_model(resolve_model("exact[update=global]"), small["gmrf"], noise_var=small["nv"]),
+                      GMRFPosterior)
+    assert make_model(resolve_model("exact[tol=1e-6]"), small["gmrf"], noise_var=small["nv"]).tol == 1e-6
+    for bad in ("exact[tol=0]", "exact[tol=0.5]", "exact[tol=nan]", "exact[update=sometimes]"):
+        with pytest.raises(EvrouteError):
+            resolve_model(bad)
+
+
+def test_cli_prints_the_bounds_and_refuses_a_bad_tol(tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from evroute.cli import main
+
+    args = ["simulate", "--network", "synthetic-2k", "--kernel", "graph", "--policy", "gp-ucb", "--horizon", "6",
+            "--no-progress"]
+    assert main([*args, "--model", "exact[tol=0.5]", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tol" in err and not (tmp_path / "bad").exists()
+    assert main([*args, "--out", str(tmp_path / "r")]) == 0
+    assert "error bound" in capsys.readouterr().out
+    rounds = pd.read_parquet(tmp_path / "r" / "rounds.parquet")
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert (rounds.mean_error_bound <= 1e-8).all() and (rounds.var_error_bound <= 1e-8).all()
+    assert s["max_mean_error_bound"] == rounds.mean_error_bound.max()
+
+
+def _lockstep(net, policy, rounds, tol=1e-8):
+    """The same policy with local and global updates, each in its own environment of the
+    same seed: the routes, regrets and final posteriors."""
+    pm = edge_energies(net)
+    sd = float(np.std(pm))
+    pv, nv = (0.25 * sd) ** 2, (0.1 * sd) ** 2
+    prior = GraphMaternPrior(net, pm, 1.0, 2.0, pv)
+    truth = prior.sample(np.random.default_rng(1))
+    oracle = Oracle.from_network(net)
+    trip = resolve_route(net, "A")
+    out = {}
+    for update in ("local", "global"):
+        env = StaticEnvironment(truth, np.sqrt(nv), oracle, trip.start, trip.end, seed=0)
+        agent = make_agent(policy, AgentSetup(prior, nv, oracle, trip.start, trip.end,
+                                              model=resolve_model(f"exact[update={update},tol={tol:g}]")))
+        res = run_loop(env, agent, rounds, seed=0)
+        out[update] = (res.rounds, *agent.mean_std())
+    return out, float(np.sqrt(np.mean(prior.diag())))
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("network", ["monaco", "luxembourg", "synthetic-10k"])
+def test_local_equals_global_on_real_maps(network, request):
+    """100 rounds (30 on synthetic-10k for UCB/BUCB) of gp-ucb, gp-bucb and gp-ts: the same
+    route in every round, identical regret, and every mean and variance within tol."""
+    from evroute.network import load_network
+
+    net = request.getfixturevalue(network) if network != "synthetic-10k" else load_network(network)
+    for policy in ("gp-ucb", "gp-bucb", "gp-ts"):
+        rounds = 100 if network != "synthetic-10k" or policy == "gp-ts" else 30
+        out, s0 = _lockstep(net, policy, rounds)
+        (rl, ml, sl), (rg, mg, sg) = out["local"], out["global"]
+        assert [list(p) for p in rl.path] == [list(p) for p in rg.path], policy
+        np.testing.assert_array_equal(rl.regret_wh.to_numpy(), rg.regret_wh.to_numpy())
+        assert np.abs(ml - mg).max() <= 1e-8 * s0 + 1e-12 * s0, policy
+        assert np.abs(sl ** 2 - sg ** 2).max() <= 1e-8 * s0 ** 2 + 1e-12 * s0 ** 2, policy
+        assert (rl.mean_error_bound <= 1e-8).all() and (rl.var_error_bound <= 1e-8).all()
