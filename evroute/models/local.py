@@ -52,7 +52,7 @@ from scipy.sparse.linalg import splu
 from ..errors import EvrouteError, EvrouteWarning
 from ..linalg import SparseCholesky, SparseSolver, jittered_cholesky
 from ..validate import positive_float, positive_int
-from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, readonly
+from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
 
 __all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "MAX_SWEEPS"]
 
@@ -143,7 +143,6 @@ class LocalGMRFPosterior(PosteriorModel):
         if Q.shape != (E, E):
             raise EvrouteError(f"the prior's precision must be {E}×{E}, got {Q.shape}")
         self._Q = Q
-        self._qdiag = Q.diagonal()
         kdiag = np.array(prior.diag(), dtype=np.float64)
         if kdiag.shape != (E,) or not np.all(np.isfinite(kdiag)) or np.any(kdiag <= 0):
             raise EvrouteError("the prior's diagonal must be E positive finite variances")
@@ -175,18 +174,12 @@ class LocalGMRFPosterior(PosteriorModel):
     # -- public ---------------------------------------------------------------------------
 
     def update(self, edges, observed) -> None:
-        edges = np.asarray(edges, dtype=np.int64)
-        observed = np.asarray(observed, dtype=np.float64)
-        if edges.size == 0:
+        uniq, dc_all, ds_all = aggregate_observations(edges, observed, self.n_arms)  # (validated; sorted)
+        if uniq.size == 0:
             return
-        if edges.shape != observed.shape or edges.min() < 0 or edges.max() >= self.n_arms:
-            raise EvrouteError("edges and observed must be aligned and edges in range")
-        # distinct edges in driving order (first appearance), their counts and sums
-        uniq, first, inverse = np.unique(edges, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        dc_all = np.bincount(inverse, minlength=uniq.size)[order].astype(np.float64)
-        ds_all = np.bincount(inverse, weights=observed, minlength=uniq.size)[order]
-        route = uniq[order]
+        # the distinct edges in driving order (first appearance on the route)
+        order = np.argsort(np.unique(np.asarray(edges, dtype=np.int64), return_index=True)[1], kind="stable")
+        route, dc_all, ds_all = uniq[order], dc_all[order], ds_all[order]
         self._cache = None
         self._joint = None
         n_chunks = -(-route.size // self.chunk)
@@ -313,7 +306,8 @@ class LocalGMRFPosterior(PosteriorModel):
             res_omega = res[omega] - A @ dx
             res_omega[posK] -= (dc / nv) * dx[posK]  # D' = D + δD on the chunk's edges
             mean_share = C * math.sqrt(float(new_shell @ new_shell) + float(res_omega @ res_omega))
-            eta = C * np.sqrt(np.einsum("ij,ij->j", R := (B @ W), R)) if shell.size else np.zeros(k)
+            R = B @ W  # the columns' residuals on the shell
+            eta = C * np.sqrt(np.einsum("ij,ij->j", R, R))
             G = np.abs(sla.cho_solve((L, True), W.T, check_finite=False).T)
             inc = (G @ eta) * (2.0 + G.sum(axis=1))
             out = float(eta @ eta) * float(dc.max()) / nv
