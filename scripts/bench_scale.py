@@ -11,6 +11,7 @@ Usage (one size per process, so that the peak memory is that size's)::
     python scripts/bench_scale.py luxembourg --dense      # the dense exact backend, for the crossover
     python scripts/bench_scale.py 100k --kernel combined --model nystrom --policies gp-ts,gp-ucb
     python scripts/bench_scale.py 100k --warm --model "exact[update=global]"   # the reference update
+    python scripts/bench_scale.py 100k --warm --model "exact[threads=2]"   # local updates on two threads
 
 Cold by default (a fresh cache: the network build and the selected inversion are timed from
 scratch; ``--warm`` uses the cache). A size is ``synthetic-<N>k`` (``<N>k`` for short) or a
@@ -113,7 +114,9 @@ def main(argv=None) -> int:
         if split is not None:  # the local GMRF updates: where the time went, and the bounds
             extra += (", update split " + ", ".join(f"{k} {v / args.rounds:.3f}" for k, v in split.items())
                       + f" s/round; max bounds {agent.model.max_mean_error_bound:.1e} sigma_0, "
-                      f"{agent.model.max_var_error_bound:.1e} sigma_0^2")
+                      f"{agent.model.max_var_error_bound:.1e} sigma_0^2; radius median "
+                      f"{np.median([r for r, *_ in agent.model.trace] or [0]):.0f} (last round), "
+                      f"{agent.model.n_redone}/{agent.model.n_pairs} pairs redone")
         print(f"  {policy}: regret {float(res.rounds.cumulative_regret_wh.iloc[-1]):.1f} Wh, "
               f"{agent.n_distinct} distinct edges{extra}", file=sys.stderr)
         del agent, env, res  # (one model alive at a time: the peak is the largest policy's)

@@ -208,3 +208,75 @@ def test_local_equals_global_on_real_maps(network, request):
         assert np.abs(ml - mg).max() <= 1e-8 * s0 + 1e-12 * s0, policy
         assert np.abs(sl ** 2 - sg ** 2).max() <= 1e-8 * s0 ** 2 + 1e-12 * s0 ** 2, policy
         assert (rl.mean_error_bound <= 1e-8).all() and (rl.var_error_bound <= 1e-8).all()
+
+
+def test_two_threads_give_the_same_bits():
+    """Chunks conditioned in pairs, side by side on two threads or one after the other: the
+    same means, variances and bounds, bit for bit (both kinds of pair occur: kept and redone)."""
+    from evroute.network import load_network
+
+    net = load_network("synthetic-2k")
+    pm = edge_energies(net)
+    sd = float(np.std(pm))
+    prior = GraphMaternPrior(net, pm, 1.0, 2.0, (0.25 * sd) ** 2)
+    truth = prior.sample(np.random.default_rng(2))
+    trip = resolve_route(net, "A")
+    route = np.asarray(Oracle.from_network(net).shortest_path(np.maximum(pm, 0.01), trip.start, trip.end).edges)
+    # a loose tolerance keeps the domains small, so that some pairs miss each other
+    models = [LocalGMRFPosterior(prior, (0.1 * sd) ** 2, tol=1e-2, chunk=4, threads=t) for t in (1, 2)]
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        y = truth[route] + 0.1 * sd * rng.standard_normal(route.size)
+        for m in models:
+            m.update(route, y)
+    (m1, s1), (m2, s2) = (m.mean_std() for m in models)
+    np.testing.assert_array_equal(m1, m2)
+    np.testing.assert_array_equal(s1, s2)
+    assert models[0].max_mean_error_bound == models[1].max_mean_error_bound
+    assert models[0].n_redone == models[1].n_redone
+    assert 0 < models[0].n_redone < models[0].n_pairs  # pairs kept side by side, and pairs redone
+    for bad in ("exact[threads=0]", "exact[threads=3]", "exact[threads=1.5]"):
+        with pytest.raises(EvrouteError):
+            resolve_model(bad)
+
+
+def test_kill_and_resume_a_local_grid(tmp_path):
+    """A grid of local-update runs killed (SIGKILL) after its first finished run and resumed
+    gives the same tables as the grid run in one go, in another process and hash seed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pandas as pd
+
+    from evroute.runs import is_finished_run
+
+    out, runs = tmp_path / "grid", tmp_path / "grid" / "runs"
+    grid = ["compare", "--network", "synthetic-2k", "--kernel", "graph", "--routes", "A", "--policies",
+            "gp-ucb,gp-ts", "--seeds", "2", "--horizon", "8", "--no-progress"]
+    args = [sys.executable, "-m", "evroute", *grid, "--jobs", "1", "--out", str(out)]
+    env = {**os.environ, "PYTHONHASHSEED": "11"}
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if runs.is_dir() and any(is_finished_run(d) for d in runs.iterdir()):
+                break
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    finished = [d.name for d in runs.iterdir() if is_finished_run(d)]
+    assert 1 <= len(finished) < 4, "the kill came too late"
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    once = subprocess.run([sys.executable, "-m", "evroute", *grid, "--jobs", "2", "--out", str(tmp_path / "once")],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": "5"})
+    assert once.returncode == 0, once.stderr
+    for d in sorted(runs.iterdir()):
+        a = pd.read_parquet(d / "rounds.parquet").drop(columns=["seconds"])
+        b = pd.read_parquet(tmp_path / "once" / "runs" / d.name / "rounds.parquet").drop(columns=["seconds"])
+        assert "mean_error_bound" in a and (a.mean_error_bound <= 1e-8).all()
+        pd.testing.assert_frame_equal(a, b)

@@ -11,10 +11,10 @@ from scipy.linalg.blas import dgemm
 from ..errors import EvrouteError
 from ..linalg import jittered_cholesky
 from ..specs import Option
-from ..validate import choice, in_range, nonneg_int, positive_float, positive_int
+from ..validate import choice, in_range, int_range, nonneg_int, positive_float, positive_int
 from .base import COVARIANCE, INFORMATION_GAIN, JOINT_SAMPLES, PosteriorModel, readonly
 from .gmrf import MERGE_RULES, GMRFPosterior
-from .local import TOL_MAX, LocalGMRFPosterior
+from .local import MAX_THREADS, TOL_MAX, LocalGMRFPosterior
 
 __all__ = ["ExactGPModel", "make_exact", "OPTIONS", "MERGE_RULES"]
 
@@ -576,11 +576,13 @@ OPTIONS = (
            "priors ignore it", "spec/local-posteriors.md"),
     Option("tol", in_range(0, TOL_MAX, lo_open=True, why="relative error bound"), 1e-8, "update=local: bound on the error of every mean (relative to sigma_0) and variance "
            "(to sigma_0^2)"),
+    Option("threads", int_range(1, MAX_THREADS, why="threads of a local update"), 1, "update=local: 1 or 2 threads "
+           "(chunks are conditioned in pairs; the results are the same for either)"),
 )
 
 
 def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refactor_every=0,
-               check_tol=1e-8, update="local", tol=1e-8) -> PosteriorModel:
+               check_tol=1e-8, update="local", tol=1e-8, threads=1) -> PosteriorModel:
     """Factory of the ``exact`` backend; ``seed`` is unused.
 
     The representation follows the prior's: :class:`ExactGPModel` (kernel rows and
@@ -592,7 +594,7 @@ def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refac
     """
     if getattr(prior, "representation", "dense") == "sparse":
         if update == "local" and prior.precision_min_eigenvalue() is not None:
-            return LocalGMRFPosterior(prior, noise_var, tol=tol)
+            return LocalGMRFPosterior(prior, noise_var, tol=tol, threads=threads)
         return GMRFPosterior(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,
                              check_tol=check_tol)
     return ExactGPModel(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,

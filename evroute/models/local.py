@@ -30,8 +30,13 @@ Bounds (relative to σ₀ = √mean(diag k) and σ₀², as ``tol``):
   ≤ ‖η‖² max(δc)/ς²; the columns depend on the exact counts only, so the errors add over
   chunks and rounds (accumulated per edge, never compounded).
 
-A chunk's radius grows (by one hop of Q) until its share of both bounds fits the tolerance
-(tol/(2√chunks) of the round); after the round a **sweep** of local solves around the largest
+Chunks are taken in pairs far apart along the route (chunk i with chunk i + ⌈n/2⌉), both
+attempted on the same state (side by side with ``threads=2``): when the second's domain and
+shell miss the first's, the two updates touch disjoint state and commute, and both are kept;
+otherwise the second is conditioned again after the first. The order is fixed, so the result
+is the same for one thread or two. A chunk's radius grows (by one hop of Q) until its share of
+both bounds fits the tolerance (tol/(2√chunks) of the round), and the next pair starts one hop
+smaller when a chunk fitted with a wide margin (:data:`SHRINK_BELOW`); after the round a **sweep** of local solves around the largest
 residuals brings the mean bound under ``tol``; if it cannot (within ``MAX_SWEEPS``), the round
 is solved globally (one sparse factorisation of Q + D) and a one-line warning says so. A
 variance bound above ``tol`` is cleared the same way, by exact variances (selected
@@ -43,6 +48,8 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg as sla
@@ -54,7 +61,7 @@ from ..linalg import SparseCholesky, SparseSolver, jittered_cholesky
 from ..validate import positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
 
-__all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "MAX_SWEEPS"]
+__all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "MAX_SWEEPS", "MAX_THREADS"]
 
 #: The largest tolerance accepted (relative to σ₀ and σ₀²).
 TOL_MAX = 1e-2
@@ -62,6 +69,11 @@ TOL_MAX = 1e-2
 CHUNK = 32
 #: Local sweeps of the residual after a round before a global solve.
 MAX_SWEEPS = 20
+#: A chunk whose shares of both bounds came below this fraction of their targets lets the
+#: next chunk start one hop smaller (the bounds fall about tenfold a hop of Q's graph).
+SHRINK_BELOW = 0.05
+#: The most threads a local update uses (chunks are conditioned in pairs).
+MAX_THREADS = 2
 
 
 def _rows_of(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -70,6 +82,28 @@ def _rows_of(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     counts = indptr[rows + 1] - starts
     ends = np.cumsum(counts)
     return np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if ends.size else 0)
+
+
+@dataclass
+class _Chunk:
+    """One chunk's attempted conditioning: what :meth:`LocalGMRFPosterior._commit` writes."""
+
+    K: np.ndarray
+    dc: np.ndarray
+    ds: np.ndarray
+    r: int = 0
+    fits: bool = False
+    next_radius: int = 1
+    omega: np.ndarray | None = None
+    shell: np.ndarray | None = None
+    dx: np.ndarray | None = None
+    res_omega: np.ndarray | None = None
+    new_shell: np.ndarray | None = None
+    dvar: np.ndarray | None = None
+    inc: np.ndarray | None = None
+    out: float = 0.0
+    trace: list = field(default_factory=list)
+    seconds: dict = field(default_factory=lambda: {"domains": 0.0, "factor": 0.0, "solve_bounds": 0.0})
 
 
 class _SymmetricFactor:
@@ -108,11 +142,17 @@ class LocalGMRFPosterior(PosteriorModel):
     max_radius : int
         A chunk never grows its domain beyond this many hops (the sweep and the global
         fallback take over).
+    threads : int
+        1 or 2: the two chunks of a pair are attempted side by side on two threads (SciPy's
+        SuperLU releases the GIL). The results are the same, bit for bit, for either value.
 
     Attributes
     ----------
     n_global_mean, n_global_var : int
         Rounds whose mean (variances) had to be made exact globally.
+    n_pairs, n_redone : int
+        Pairs of chunks conditioned, and those whose domains met, so that the second was
+        conditioned again after the first.
     seconds_split : dict
         Seconds spent, over the run, on the domains (search and assembly), the factorisations,
         the solves and the bounds, and the sweeps.
@@ -121,7 +161,7 @@ class LocalGMRFPosterior(PosteriorModel):
     capabilities = frozenset({JOINT_SAMPLES, SPARSE_PRECISION})
 
     def __init__(self, prior, noise_var: float, *, tol: float = 1e-8, chunk: int = CHUNK, radius: int = 4,
-                 max_radius: int = 40):
+                 max_radius: int = 40, threads: int = 1):
         if not getattr(prior, "is_markov", False):
             raise EvrouteError(f"{type(prior).__name__} has no sparse precision; the dense exact backend serves it")
         lam = prior.precision_min_eigenvalue()
@@ -134,6 +174,9 @@ class LocalGMRFPosterior(PosteriorModel):
             raise EvrouteError(f"tol must be in (0, {TOL_MAX:g}], got {tol!r}")
         self.chunk = positive_int("chunk", chunk)
         self.max_radius = positive_int("max_radius", max_radius)
+        self.threads = positive_int("threads", threads)
+        if self.threads > MAX_THREADS:
+            raise EvrouteError(f"threads must be 1 or {MAX_THREADS} (chunks are conditioned in pairs), got {threads!r}")
         self._radius = min(positive_int("radius", radius), self.max_radius)
         self._prior = prior
         self._m = np.array(prior.mean, dtype=np.float64)
@@ -155,8 +198,15 @@ class LocalGMRFPosterior(PosteriorModel):
         self._res = np.zeros(E)
         self._var_acc = np.zeros(E)  # per-edge accumulated first-order variance bounds
         self._var_out = 0.0  # the same, added to every edge (the part outside the domains)
-        self._mark = np.zeros(E, bool)  # scratch (always all False between uses)
-        self._where = np.full(E, -1, np.int64)  # scratch: position in the current domain
+        # scratch, one set per side of a pair of chunks: marks (always all False between uses)
+        # and positions in the current domain (always -1 between uses)
+        self._mark = (np.zeros(E, bool), np.zeros(E, bool))
+        self._where = (np.full(E, -1, np.int64), np.full(E, -1, np.int64))
+        self._pool = None
+        #: pairs of chunks conditioned, and those whose second chunk had to be redone after
+        #: the first (their domains met)
+        self.n_pairs = 0
+        self.n_redone = 0
         self._cache = None
         self._joint = None
         self._radii: list[int] = []
@@ -186,9 +236,11 @@ class LocalGMRFPosterior(PosteriorModel):
         share = self.tol / (2.0 * math.sqrt(n_chunks))
         self._radii = []
         self.trace = []
-        for lo in range(0, route.size, self.chunk):
-            K = route[lo:lo + self.chunk]
-            self._condition_chunk(K, dc_all[lo:lo + self.chunk], ds_all[lo:lo + self.chunk], share)
+        chunks = [(route[lo:lo + self.chunk], dc_all[lo:lo + self.chunk], ds_all[lo:lo + self.chunk])
+                  for lo in range(0, route.size, self.chunk)]
+        half = -(-n_chunks // 2)  # chunk i is paired with chunk i + half, far along the route
+        for i in range(half):
+            self._condition_pair(chunks[i], chunks[i + half] if i + half < n_chunks else None, share)
         tic = time.perf_counter()
         self._sweep()
         self._check_variances()
@@ -238,9 +290,9 @@ class LocalGMRFPosterior(PosteriorModel):
     def _precision_now(self) -> sp.csc_matrix:
         return (self._Q + sp.diags(self._counts / self.noise_var, format="csr")).tocsc()
 
-    def _ball(self, seeds: np.ndarray, r: int) -> np.ndarray:
+    def _ball(self, seeds: np.ndarray, r: int, slot: int = 0) -> np.ndarray:
         """The edges within ``r`` hops of ``seeds`` in the graph of Q, sorted."""
-        mark, indptr, indices = self._mark, self._Q.indptr, self._Q.indices
+        mark, indptr, indices = self._mark[slot], self._Q.indptr, self._Q.indices
         mark[seeds] = True
         layers = [seeds]
         frontier = seeds
@@ -256,9 +308,9 @@ class LocalGMRFPosterior(PosteriorModel):
         mark[omega] = False
         return omega
 
-    def _domain(self, omega: np.ndarray):
+    def _domain(self, omega: np.ndarray, slot: int = 0):
         """(Q + D)_ΩΩ (CSC), Q_{shell,Ω} (CSR) and the shell, from the rows of Ω."""
-        Q, where = self._Q, self._where
+        Q, where = self._Q, self._where[slot]
         n = omega.size
         where[omega] = np.arange(n)
         pos = _rows_of(Q.indptr, omega)
@@ -275,19 +327,22 @@ class LocalGMRFPosterior(PosteriorModel):
         where[omega] = -1
         return A.tocsc(), B, shell
 
-    def _condition_chunk(self, K: np.ndarray, dc: np.ndarray, ds: np.ndarray, share: float) -> None:
+    def _attempt(self, K: np.ndarray, dc: np.ndarray, ds: np.ndarray, r: int, share: float, slot: int) -> _Chunk:
+        """Condition chunk K on the state as it is, growing the radius from ``r`` until the
+        chunk's shares of both bounds fit; nothing is written (:meth:`_commit` does that), so
+        two chunks whose domains and shells are disjoint can be attempted side by side."""
         nv, C = self.noise_var, self._C
         res = self._res
         x_K = self._mu[K] - self._m[K]
-        res[K] += (ds - dc * self._m[K]) / nv - (dc / nv) * x_K  # the system after the chunk
+        res_K = res[K] + (ds - dc * self._m[K]) / nv - (dc / nv) * x_K  # the system after the chunk
         mean_target = share * self._sigma0
         var_target = share * self._sigma0 ** 2
-        r = self._radius
         k = K.size
+        c = _Chunk(K=K, dc=dc, ds=ds)
         while True:
             tic = time.perf_counter()
-            omega = self._ball(K, r)
-            A, B, shell = self._domain(omega)
+            omega = self._ball(K, r, slot)
+            A, B, shell = self._domain(omega, slot)
             posK = np.searchsorted(omega, K)
             toc = time.perf_counter()
             F = _SymmetricFactor(A)
@@ -295,6 +350,7 @@ class LocalGMRFPosterior(PosteriorModel):
             rhs = np.zeros((omega.size, k + 1), order="F")
             rhs[posK, np.arange(k)] = 1.0
             rhs[:, k] = res[omega]
+            rhs[posK, k] = res_K
             sol = F.solve(rhs)
             W, y = sol[:, :k], sol[:, k]
             WKK = W[posK]
@@ -303,7 +359,7 @@ class LocalGMRFPosterior(PosteriorModel):
             L = jittered_cholesky(S, what="local posterior block + noise")
             dx = y - W @ sla.cho_solve((L, True), y[posK], check_finite=False)
             new_shell = res[shell] - B @ dx
-            res_omega = res[omega] - A @ dx
+            res_omega = rhs[:, k] - A @ dx
             res_omega[posK] -= (dc / nv) * dx[posK]  # D' = D + δD on the chunk's edges
             mean_share = C * math.sqrt(float(new_shell @ new_shell) + float(res_omega @ res_omega))
             R = B @ W  # the columns' residuals on the shell
@@ -312,28 +368,72 @@ class LocalGMRFPosterior(PosteriorModel):
             inc = (G @ eta) * (2.0 + G.sum(axis=1))
             out = float(eta @ eta) * float(dc.max()) / nv
             var_share = float(inc.max()) + out
-            self.seconds_split["domains"] += toc - tic
-            self.seconds_split["factor"] += tac - toc
-            self.seconds_split["solve_bounds"] += time.perf_counter() - tac
-            self.trace.append((r, omega.size, mean_share / mean_target, var_share / var_target))
-            fits = mean_share <= mean_target and var_share <= var_target
-            if fits or r >= self.max_radius or omega.size == self.n_arms:
+            c.seconds["domains"] += toc - tic
+            c.seconds["factor"] += tac - toc
+            c.seconds["solve_bounds"] += time.perf_counter() - tac
+            c.trace.append((r, omega.size, mean_share / mean_target, var_share / var_target))
+            c.fits = mean_share <= mean_target and var_share <= var_target
+            if c.fits or r >= self.max_radius or omega.size == self.n_arms:
                 break
             r += 1
-        # commit
-        self._mu[omega] += dx
-        res[omega] = res_omega
-        res[shell] = new_shell
         Z = sla.solve_triangular(L, W.T, lower=True, check_finite=False)
-        self._var[omega] -= np.einsum("ij,ij->j", Z, Z)
-        self._var_acc[omega] += inc
-        self._var_out += out
-        self._counts[K] += dc.astype(np.int64)
-        self._sums[K] += ds
-        self._radii.append(r)
-        # the next chunk starts one hop smaller when this one fitted with room to spare
-        self._radius = max(1, r - 1) if fits and mean_share <= 1e-2 * mean_target and \
-            var_share <= 1e-2 * var_target else r
+        c.r, c.omega, c.shell, c.dx, c.res_omega, c.new_shell = r, omega, shell, dx, res_omega, new_shell
+        c.dvar, c.inc, c.out = np.einsum("ij,ij->j", Z, Z), inc, out
+        # room to spare: the decay is about tenfold a hop, so one hop less should still fit
+        c.next_radius = max(1, r - 1) if c.fits and max(c.trace[-1][2:]) <= SHRINK_BELOW else r
+        return c
+
+    def _commit(self, c: _Chunk) -> None:
+        self._mu[c.omega] += c.dx
+        self._res[c.omega] = c.res_omega
+        self._res[c.shell] = c.new_shell
+        self._var[c.omega] -= c.dvar
+        self._var_acc[c.omega] += c.inc
+        self._var_out += c.out
+        self._counts[c.K] += c.dc.astype(np.int64)
+        self._sums[c.K] += c.ds
+        self._radii.append(c.r)
+        self.trace.extend(c.trace)
+        for key, value in c.seconds.items():
+            self.seconds_split[key] += value
+
+    def _disjoint(self, a: _Chunk, b: _Chunk) -> bool:
+        """Whether a's writes (its domain and shell) miss everything b read or writes."""
+        mark = self._mark[0]
+        mark[a.omega] = True
+        mark[a.shell] = True
+        hit = bool(mark[b.omega].any() or mark[b.shell].any())
+        mark[a.omega] = False
+        mark[a.shell] = False
+        return not hit
+
+    def _condition_pair(self, a: tuple, b: tuple | None, share: float) -> None:
+        """Condition chunk ``a`` then chunk ``b`` (far along the route). Both are attempted on
+        the same state, side by side when ``threads`` > 1; b's attempt is kept only when its
+        domain and shell miss a's (the two updates then touch disjoint state and commute),
+        else b is redone after a's commit. The outcome never depends on the thread count."""
+        r = self._radius
+        if b is None:
+            ca = self._attempt(*a, r, share, 0)
+            self._commit(ca)
+            self._radius = ca.next_radius
+            return
+        self.n_pairs += 1
+        if self.threads > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evroute-local")
+            fb = self._pool.submit(self._attempt, *b, r, share, 1)
+            ca = self._attempt(*a, r, share, 0)
+            cb = fb.result()
+        else:
+            ca = self._attempt(*a, r, share, 0)
+            cb = self._attempt(*b, r, share, 1)
+        self._commit(ca)
+        if not self._disjoint(ca, cb):
+            self.n_redone += 1
+            cb = self._attempt(*b, r, share, 0)
+        self._commit(cb)
+        self._radius = max(ca.next_radius, cb.next_radius)
 
     def _bounds(self) -> None:
         self.mean_error_bound = self._C * float(np.linalg.norm(self._res)) / self._sigma0
