@@ -1,7 +1,7 @@
 """evroute: online energy-efficient routing of electric vehicles with combinatorial GP bandits.
 
-The documented entry points, importable from the package (see the README, "Using evroute
-from Python"):
+The documented entry points, importable from the package (the API reference, docs/api.md;
+the README's "Using evroute from Python"):
 
 - networks and trips: :func:`load_network`, :func:`resolve_route`, :class:`Oracle`;
 - the physics prior mean: :func:`load_vehicle`, :func:`edge_energies`;

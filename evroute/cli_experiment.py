@@ -28,8 +28,8 @@ COMPARE_SETTINGS = tuple(n for n in RUN_SETTINGS if n not in AXES or n == "prior
 def compare_cmd(
     out: Annotated[Path, typer.Option("--out", help="Output directory: runs/, grid.json, summary.csv, summary.md.")],
     preset: Annotated[str | None, typer.Option(
-        help=f"{', '.join(PRESETS)} (003 Sec. 4.2, App. C; 000; 004); other options override it (the README "
-             "describes each).")] = None,
+        help=f"{', '.join(PRESETS)} (003 Sec. 4.2, App. C; 000; 004); other options override it (the "
+             "documentation's reproduction pages describe each).")] = None,
     network: Annotated[str | None, typer.Option(
         "--network", help="Network of unqualified routes (default synthetic).")] = None,
     routes: Annotated[str | None, typer.Option(

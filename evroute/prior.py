@@ -71,8 +71,8 @@ SCALE_SETTINGS = (
 DENSE_MAX_EDGES = 40_000
 #: A :class:`NetworkPrior` with the graph kernel and an integer ν works from its sparse
 #: precision (:class:`GraphMaternPrior`; the ``exact`` backend then conditions the GMRF)
-#: from this many edges on, densely below. Measured (``scripts/bench_scale.py``, README
-#: "Performance"): from 1k edges the sparse form builds faster (Luxembourg 0.4 s vs 5.0 s)
+#: from this many edges on, densely below. Measured (``scripts/bench_scale.py``, docs/performance.md,
+#: the scaling ladder): from 1k edges the sparse form builds faster (Luxembourg 0.4 s vs 5.0 s)
 #: and runs GP-UCB and GP-BayesUCB faster per round (Luxembourg gp-ucb 0.049 vs 0.074 s),
 #: GP-TS about as fast; the two agree to ~1e-10.
 GMRF_FROM_EDGES = 1_000

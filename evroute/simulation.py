@@ -164,7 +164,7 @@ def limit_blas(threads: int | None):
     Runs use one thread by default: the posterior's floating-point results then do not
     depend on the machine's core count (OpenBLAS splits its work by thread count, which
     changes the last bits), and at these sizes a second thread was slower, not faster, on
-    2-vCPU machines (see README, Performance).
+    2-vCPU machines (see docs/performance.md).
     """
     import contextlib
 

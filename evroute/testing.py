@@ -126,6 +126,18 @@ def check_backend(backend, problem: SmallProblem | None = None) -> list[str]:
     problem : SmallProblem, optional
         Default :func:`small_problem`.
 
+    Returns
+    -------
+    list of str
+        The checks that ran (every one passed).
+
+    Raises
+    ------
+    AssertionError
+        The first check that failed, naming the backend and what it broke.
+
+    Notes
+    -----
     Checks: shapes, dtypes and read-only outputs; the prior before any data; counts and sums
     that follow the observations; the same numbers for the same seed; a posterior never wider
     than the prior and narrower on every observed edge; a bad round is a one-line
