@@ -202,9 +202,11 @@ def test_run_cell_equals_simulate(tmp_path, synthetic):
 
 
 def _finished(runs: Path) -> dict:
+    """The finished runs in place (a worker's ``.NAME.partial-*`` directory holds its
+    summary.json a moment before it is renamed into place: not a finished run yet)."""
     out = {}
     for d in runs.iterdir():
-        if is_finished_run(d):
+        if not d.name.startswith(".") and is_finished_run(d):
             st = (d / "summary.json").stat()
             out[d.name] = (st.st_ino, st.st_mtime_ns)
     return out
@@ -218,7 +220,7 @@ def test_resume_after_sigkill(tmp_path):
     deadline = time.time() + 120
     try:
         while time.time() < deadline and proc.poll() is None:
-            if runs.is_dir() and any(is_finished_run(d) for d in runs.iterdir()):
+            if runs.is_dir() and _finished(runs):
                 break
             time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)  # the driver only: its pool workers must die with it
@@ -476,7 +478,7 @@ def test_ctrl_c_stops_compare_promptly_and_resumes(tmp_path, jobs):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 180
     while time.time() < deadline and proc.poll() is None:
-        if runs.is_dir() and any(is_finished_run(d) for d in runs.iterdir()):
+        if runs.is_dir() and _finished(runs):
             break
         time.sleep(0.02)
     assert proc.poll() is None, "the grid finished before the interrupt"
