@@ -1,4 +1,5 @@
-"""Dense linear algebra shared by priors and posterior backends: one jittered Cholesky.
+"""Linear algebra shared by priors and posterior backends: one jittered Cholesky, sparse
+factorisations, and local computations on the graph of a sparse matrix.
 
 float64 throughout. Every Cholesky factorisation of a covariance in evroute goes through
 :func:`cholesky_with_jitter`, so the jitter schedule (none first, then 1e-10, 1e-9, …
@@ -7,13 +8,17 @@ times the mean diagonal) is the same everywhere.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import lapack
 
 from .errors import EvrouteError
 from .validate import positive_float, positive_int
 
-__all__ = ["cholesky_with_jitter", "jittered_cholesky", "SparseSolver", "SparseCholesky"]
+__all__ = ["cholesky_with_jitter", "jittered_cholesky", "symmetric_splu", "SparseSolver", "SparseCholesky",
+           "csr_row_positions", "graph_ball", "graph_patches", "local_inverse_diagonal"]
 
 
 def cholesky_with_jitter(K, jitter: float = 1e-10, max_tries: int = 8,
@@ -91,6 +96,34 @@ def jittered_cholesky(K, jitter: float = 1e-10, max_tries: int = 8, what: str = 
         Lower-triangular ``L`` with ``L Lᵀ ≈ K``.
     """
     return cholesky_with_jitter(K, jitter=jitter, max_tries=max_tries, what=what)[0]
+
+
+def symmetric_splu(A, what: str = "matrix"):
+    """SciPy's SuperLU of a sparse symmetric positive definite A as a Cholesky factorisation:
+    a symmetric ordering (MMD on Aᵀ + A), symmetric mode, no pivoting. Single-threaded and
+    deterministic; it releases the GIL while it factorises and solves.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix (n, n)
+    what : str
+        What A is, for error messages.
+
+    Returns
+    -------
+    scipy.sparse.linalg.SuperLU
+
+    Raises
+    ------
+    EvrouteError
+        When SuperLU fails (A singular).
+    """
+    from scipy.sparse.linalg import splu
+
+    try:
+        return splu(sp.csc_matrix(A, dtype=np.float64), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    except RuntimeError as exc:
+        raise EvrouteError(f"{what} could not be factorised ({exc})") from None
 
 
 #: Right-hand sides per call of cholespy's solve: as fast per column as blocks of 64–256 here
@@ -280,3 +313,224 @@ class SparseCholesky:
         out = np.empty(n)
         out[self.order] = sigma[diag_pos]
         return out
+
+
+# --------------------------------------------------------------------------------------
+# Local computations on the graph of a sparse matrix
+# --------------------------------------------------------------------------------------
+
+
+def csr_row_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions in a CSR matrix's ``indices``/``data`` of the stored entries of ``rows``
+    (in the order of ``rows``, then of the stored columns)."""
+    starts = indptr[rows]
+    counts = indptr[rows + 1] - starts
+    ends = np.cumsum(counts)
+    return np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if ends.size else 0)
+
+
+def graph_ball(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, r: int, mark: np.ndarray) -> np.ndarray:
+    """The vertices within ``r`` hops of ``seeds`` in the graph of a CSR pattern, sorted.
+
+    ``mark`` is a boolean scratch array of length n, all False on entry and on return.
+    """
+    mark[seeds] = True
+    layers = [seeds]
+    frontier = seeds
+    for _ in range(r):
+        nb = indices[csr_row_positions(indptr, frontier)]
+        nb = np.unique(nb[~mark[nb]])
+        if nb.size == 0:
+            break
+        mark[nb] = True
+        layers.append(nb)
+        frontier = nb
+    ball = np.sort(np.concatenate(layers))
+    mark[ball] = False
+    return ball
+
+
+def graph_patches(indptr: np.ndarray, indices: np.ndarray, size: int) -> list[np.ndarray]:
+    """Cover the vertices of a CSR pattern's graph by disjoint compact patches of about
+    ``size`` vertices, sorted, each a sorted array.
+
+    From the lowest-numbered vertex not yet covered, a breadth-first search over uncovered
+    vertices (lowest numbers first in each layer) takes ``size`` vertices; the fragments this
+    leaves between patches (under ``size // 4``) are then handed to their nearest patch
+    (breadth first from all patches at once, the lowest patch on a tie). Deterministic: it
+    depends on the pattern only.
+    """
+    n = indptr.size - 1
+    owner = np.full(n, -1, np.int64)
+    sizes: list[int] = []
+    seed = 0
+    while True:
+        rest = np.flatnonzero(owner[seed:] < 0)
+        if rest.size == 0:
+            break
+        seed += int(rest[0])
+        pid = len(sizes)
+        frontier = np.array([seed], dtype=np.int64)
+        owner[seed] = pid
+        m = 1
+        while m < size:
+            nb = indices[csr_row_positions(indptr, frontier)]
+            nb = np.unique(nb[owner[nb] < 0])[: size - m].astype(np.int64)
+            if nb.size == 0:
+                break
+            owner[nb] = pid
+            m += nb.size
+            frontier = nb
+        sizes.append(m)
+    small = np.asarray(sizes) < size // 4
+    if small.any() and not small.all():
+        owner[small[owner]] = -1
+        frontier = np.flatnonzero(owner >= 0)
+        while frontier.size:
+            counts = np.diff(indptr)[frontier]
+            src = np.repeat(frontier, counts)
+            nb = indices[csr_row_positions(indptr, frontier)].astype(np.int64)
+            free = owner[nb] < 0
+            nb, own = nb[free], owner[src[free]]
+            order = np.lexsort((own, nb))
+            nb, own = nb[order], own[order]
+            first = np.ones(nb.size, bool)
+            first[1:] = nb[1:] != nb[:-1]
+            owner[nb[first]] = own[first]
+            frontier = nb[first]
+    order = np.argsort(owner, kind="stable")
+    cuts = np.flatnonzero(np.diff(owner[order])) + 1
+    return [part for part in np.split(order, cuts) if part.size]
+
+
+#: :func:`local_inverse_diagonal` tries one hop less for the next patch when every bound of a
+#: patch is below this share of the tolerance.
+SHRINK_BELOW = 1e-3
+
+
+def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: int = 128, radius: int = 3,
+                           max_radius: int = 64, threads: int = 1, what: str = "matrix",
+                           trace: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """diag(A⁻¹) of a sparse symmetric positive definite A from local solves, each entry with a
+    rigorous a-posteriori error bound; no global factorisation (selected inversion of a global
+    factor peaks at ~18 GB at 3·10⁵ edges of the graph Matérn precision).
+
+    The vertices are covered by compact patches K (:func:`graph_patches`). For each patch,
+    Ω = the vertices within r hops of K in the graph of A, W = (A_ΩΩ)⁻¹ E_K (extended by zero),
+    and d_j = W_jj. The exact column x_j = A⁻¹ e_j differs from w_j by A⁻¹ ρ_j, where
+    ρ_j = (A w_j − e_j) lives on the shell S (the vertices one hop outside Ω):
+    ρ_j = A_{S,Ω} w_j. Since x_j − w_j = −A⁻¹ρ_j and (A⁻¹e_j)ᵀρ_j = x_jᵀρ_j with
+    (x_j)_S = (x_j − w_j)_S,
+
+        |(A⁻¹)_jj − d_j| = |x_jᵀ ρ_j| ≤ ‖A⁻¹ρ_j‖ ‖ρ_j‖ ≤ ‖ρ_j‖₂² / λ_min(A),
+
+    a bound of second order in the shell residual (the Galerkin error of a local solve). The
+    radius grows by one hop until every entry of the patch has bound ≤ tol · d_j (or Ω is the
+    whole graph: exact). Patches go two at a time from the same radius (side by side when
+    ``threads`` = 2: SciPy's SuperLU releases the GIL), the next pair from the larger of their
+    radii, one hop less when both had room to spare: the result does not depend on ``threads``.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix (n, n)
+        Symmetric positive definite, both triangles stored.
+    min_eigenvalue : float
+        A lower bound on A's smallest eigenvalue (> 0).
+    tol : float
+        Relative bound wanted for every entry.
+    patch : int
+        Vertices per patch (right-hand sides of one local solve).
+    radius, max_radius : int
+        First radius tried and the cap (a patch that needs more raises an error).
+    threads : int
+        1 or more: two patches are solved side by side when above 1 (the same result).
+    what : str
+        What A is, for error messages.
+    trace : list, optional
+        Receives (|K|, r, |Ω|, max_j bound_j / d_j) for every domain tried.
+
+    Returns
+    -------
+    d : numpy.ndarray (n,)
+        The estimates of diag(A⁻¹).
+    bound : numpy.ndarray (n,)
+        |diag(A⁻¹) − d| ≤ bound, entrywise (rounding apart).
+
+    Raises
+    ------
+    EvrouteError
+        A bad parameter, a domain that cannot be factorised, or a patch whose bound does not
+        fit ``tol`` within ``max_radius`` hops.
+    """
+    lam = positive_float("min_eigenvalue", min_eigenvalue)
+    tol = positive_float("tol", tol)
+    patch = positive_int("patch", patch)
+    r = positive_int("radius", radius)
+    max_radius = positive_int("max_radius", max_radius)
+    threads = positive_int("threads", threads)
+    A = sp.csr_matrix(A, dtype=np.float64)
+    A.sort_indices()
+    n = A.shape[0]
+    indptr, indices, data = A.indptr, A.indices, A.data
+    scratch = [(np.zeros(n, bool), np.full(n, -1, np.int64)) for _ in range(2)]
+
+    def one(K: np.ndarray, r: int, slot: int):
+        """The patch's estimates and bounds, growing the radius from r; nothing shared written."""
+        mark, where = scratch[slot]
+        k = np.arange(K.size)
+        tried = []
+        while True:
+            omega = graph_ball(indptr, indices, K, r, mark)
+            m = omega.size
+            where[omega] = np.arange(m)
+            pos = csr_row_positions(indptr, omega)
+            cols, vals = indices[pos], data[pos]
+            rows = np.repeat(np.arange(m), np.diff(indptr)[omega])
+            local = where[cols]
+            inside = local >= 0
+            A_oo = sp.csc_matrix((vals[inside], (rows[inside], local[inside])), shape=(m, m))
+            _, shell_local = np.unique(cols[~inside], return_inverse=True)
+            B = sp.csr_matrix((vals[~inside], (shell_local, rows[~inside])),
+                              shape=(int(shell_local.max(initial=-1)) + 1, m))
+            posK = where[K]
+            where[omega] = -1
+            rhs = np.zeros((m, K.size), order="F")
+            rhs[posK, k] = 1.0
+            W = symmetric_splu(A_oo, f"a local block of the {what}").solve(rhs)
+            est = W[posK, k]
+            R = B @ W
+            bnd = np.einsum("ij,ij->j", R, R) / lam
+            tried.append((K.size, r, m, float(np.max(bnd / np.abs(est)))))
+            if np.all(bnd <= tol * est) or m == n:
+                break
+            if r >= max_radius:
+                raise EvrouteError(f"{what}: the local inverse diagonal needs more than {max_radius} hops "
+                                   f"(bound {tried[-1][3]:.2e} relative, tol {tol:g})")
+            r += 1
+        if np.any(est <= 0):
+            raise EvrouteError(f"{what} is not positive definite (a non-positive local inverse diagonal)")
+        # the bound falls about a hundredfold a hop: with room to spare, one hop less next time
+        shrink = r > 1 and bool(np.all(bnd <= SHRINK_BELOW * tol * est))
+        return est, bnd, r - shrink, tried
+
+    d = np.empty(n)
+    bound = np.empty(n)
+    patches = graph_patches(indptr, indices, patch)
+    pool = ThreadPoolExecutor(2) if threads > 1 else None
+    try:
+        for lo in range(0, len(patches), 2):  # two at a time, both from the same radius
+            pair = patches[lo:lo + 2]
+            if pool is not None and len(pair) == 2:
+                done = list(pool.map(one, pair, [r, r], [0, 1]))
+            else:
+                done = [one(K, r, slot) for slot, K in enumerate(pair)]
+            for K, (est, bnd, _, tried) in zip(pair, done, strict=True):
+                d[K] = est
+                bound[K] = bnd
+                if trace is not None:
+                    trace.extend(tried)
+            r = max(item[2] for item in done)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return d, bound

@@ -53,3 +53,75 @@ def test_solves_go_in_small_blocks_and_close_leaves_one_column():
     with pytest.raises(EvrouteError, match="closed"):
         solver.solve(np.ones(A.shape[0]))
     solver.close()  # twice is harmless
+
+
+# ------------------------------------------------------------ local inverse diagonal
+def graph_matern_precision(k: int = 24, nu: int = 2) -> tuple[sp.csr_matrix, float]:
+    """(4I + L)^ν on a k×k grid with random positive edge weights, and λ_min ≥ 4^ν (L ⪰ 0)."""
+    rng = np.random.default_rng(3)
+    n = k * k
+    idx = np.arange(n).reshape(k, k)
+    u = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    v = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    w = rng.uniform(0.2, 3.0, u.size)
+    W = sp.coo_matrix((np.r_[w, w], (np.r_[u, v], np.r_[v, u])), shape=(n, n)).tocsr()
+    L = sp.diags(np.asarray(W.sum(axis=1)).ravel()) - W
+    P = sp.csr_matrix(4.0 * sp.identity(n) + L)
+    A = P
+    for _ in range(nu - 1):
+        A = A @ P
+    return sp.csr_matrix(A), 4.0 ** nu
+
+
+def test_graph_patches_cover_every_vertex_once_compactly():
+    from evroute.linalg import graph_patches
+
+    A, _ = graph_matern_precision(30, 1)
+    patches = graph_patches(A.indptr, A.indices, 40)
+    allv = np.concatenate(patches)
+    assert np.array_equal(np.sort(allv), np.arange(A.shape[0]))  # a partition
+    sizes = np.array([p.size for p in patches])
+    assert sizes.min() >= 40 // 4 and np.median(sizes) >= 30  # fragments were absorbed
+    assert all(np.array_equal(p, np.sort(p)) for p in patches)
+    again = graph_patches(A.indptr, A.indices, 40)
+    assert all(np.array_equal(a, b) for a, b in zip(patches, again, strict=True))
+
+
+@pytest.mark.parametrize("nu", [1, 2])
+def test_local_inverse_diagonal_is_within_its_bound_of_the_dense_inverse(nu):
+    from evroute.linalg import local_inverse_diagonal
+
+    A, lam = graph_matern_precision(24, nu)
+    ref = np.diag(np.linalg.inv(A.toarray()))
+    d, bound = local_inverse_diagonal(A, lam, tol=1e-12, patch=32)
+    assert np.all(np.abs(d - ref) <= bound + 1e-13 * ref)
+    assert np.max(bound / d) <= 1e-12
+    # a loose tolerance and a small radius: errors large enough to see, still within the bounds,
+    # and the bounds not vacuous (within a factor 1000 of the worst error)
+    tr = []
+    d, bound = local_inverse_diagonal(A, lam, tol=1e-3, patch=32, radius=1, trace=tr)
+    err = np.abs(d - ref)
+    assert err.max() > 1e-6 * ref.max()
+    assert np.all(err <= bound + 1e-13 * ref)
+    assert bound.max() <= 1000 * err.max()
+    assert np.max(bound / d) <= 1e-3 and min(t[1] for t in tr) == 1
+
+
+def test_local_inverse_diagonal_gives_the_same_bits_on_two_threads():
+    from evroute.linalg import local_inverse_diagonal
+
+    A, lam = graph_matern_precision(24, 2)
+    one = local_inverse_diagonal(A, lam, tol=1e-10, patch=24, threads=1)
+    two = local_inverse_diagonal(A, lam, tol=1e-10, patch=24, threads=2)
+    assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
+
+
+def test_local_inverse_diagonal_refuses_what_it_cannot_certify():
+    from evroute.linalg import local_inverse_diagonal
+
+    A, lam = graph_matern_precision(12, 2)
+    with pytest.raises(EvrouteError, match="more than 1 hops"):
+        local_inverse_diagonal(A, lam, tol=1e-14, radius=1, max_radius=1, patch=8)
+    for bad in ({"min_eigenvalue": 0.0}, {"tol": -1.0}, {"patch": 0}):
+        with pytest.raises(EvrouteError):
+            local_inverse_diagonal(A, **{"min_eigenvalue": lam, **bad})

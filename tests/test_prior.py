@@ -272,3 +272,26 @@ def test_large_network_priors_give_rows_without_a_dense_matrix(small, kind, monk
     np.testing.assert_allclose(p.rows(idx), K[idx], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(p.diag(), np.diag(K), rtol=1e-9)
     assert p.prior_var == pytest.approx(2.5)
+
+
+def test_large_networks_prior_variances_come_from_certified_local_solves(synthetic, monkeypatch):
+    """Above LOCAL_VARIANCES_ABOVE edges diag(P^−ν) comes from local solves: within its stated
+    bound of selected inversion; the prior reports the bound and the local posterior starts
+    from it."""
+    from evroute.models.local import LocalGMRFPosterior
+    from evroute.prior import GraphMaternPrior, graph_matern_inverse_diagonal
+
+    exact, zero = graph_matern_inverse_diagonal(synthetic, 2, 1.0, local=False)
+    local, bound = graph_matern_inverse_diagonal(synthetic, 2, 1.0, local=True)
+    assert not zero.any() and bound.max() > 0
+    assert np.all(np.abs(local - exact) <= bound + 1e-14 * exact)
+    assert np.max(bound / local) <= prior_mod.LOCAL_VARIANCES_TOL
+    mean = np.linspace(1.0, 2.0, synthetic.n_edges)
+    assert GraphMaternPrior(synthetic, mean).diag_error_bound() == 0.0  # small: exact
+    monkeypatch.setattr(prior_mod, "LOCAL_VARIANCES_ABOVE", 0)
+    gp = GraphMaternPrior(synthetic, mean, prior_var=0.5)
+    scale = 0.5 / np.mean(local)
+    np.testing.assert_allclose(gp.diag(), scale * local, rtol=1e-15)
+    assert gp.diag_error_bound() == pytest.approx(scale * bound.max(), rel=1e-12)
+    m = LocalGMRFPosterior(gp, 0.01, tol=1e-8)
+    assert m.var_error_bound == pytest.approx(gp.diag_error_bound() / np.mean(gp.diag()), rel=1e-12)

@@ -197,7 +197,9 @@ class LocalGMRFPosterior(PosteriorModel):
         self._var = kdiag
         self._res = np.zeros(E)
         self._var_acc = np.zeros(E)  # per-edge accumulated first-order variance bounds
-        self._var_out = 0.0  # the same, added to every edge (the part outside the domains)
+        # the same, added to every edge (the part outside the domains); it starts at the prior
+        # diagonal's own bound (local solves on large networks): v starts from that diagonal
+        self._var_out = float(prior.diag_error_bound())
         # scratch, one set per side of a pair of chunks: marks (always all False between uses)
         # and positions in the current domain (always -1 between uses)
         self._mark = (np.zeros(E, bool), np.zeros(E, bool))
@@ -214,9 +216,9 @@ class LocalGMRFPosterior(PosteriorModel):
         #: tried in the last round (the benchmark reads it)
         self.trace: list[tuple[int, int, float, float]] = []
         self.mean_error_bound = 0.0
-        self.var_error_bound = 0.0
+        self.var_error_bound = self._var_out / self._sigma0 ** 2
         self.max_mean_error_bound = 0.0
-        self.max_var_error_bound = 0.0
+        self.max_var_error_bound = self.var_error_bound
         self.n_global_mean = 0
         self.n_global_var = 0
         self.seconds_split = {"domains": 0.0, "factor": 0.0, "solve_bounds": 0.0, "sweeps": 0.0}
