@@ -26,7 +26,15 @@ from .errors import EvrouteError, EvrouteWarning, Interrupted
 from .grid import policy_tag
 from .io import atomic_write_parquet, atomic_write_text, generator, is_stdout
 from .models import MODELS
-from .network import check_build_memory, data_dir, load_network, network_spec, osm_cache_path
+from .network import (
+    ARRAY_BUILD_FROM_EDGES,
+    check_build_memory,
+    data_dir,
+    load_network,
+    network_spec,
+    osm_cache_path,
+    synthetic_edges_for,
+)
 from .oracle import Oracle
 from .osm import write_osm_xml
 from .plots import plot_atlas
@@ -180,6 +188,9 @@ def networks_osm(
     spec = network_spec(name)
     if spec["kind"] != "synthetic":
         raise EvrouteError(f"network {name!r} is read from OSM data already; only synthetic cities are written")
+    if synthetic_edges_for(spec["size"]) >= ARRAY_BUILD_FROM_EDGES:
+        raise EvrouteError(f"network {name} is built from arrays (from {ARRAY_BUILD_FROM_EDGES:,} edges), not as the "
+                           "raw OSM-like graph this command writes; choose a smaller size")
     check_output_file(out, overwrite)
     check_build_memory(name, spec["size"])
     graph = synthetic_graph(seed=spec["seed"], size=spec["size"])

@@ -224,11 +224,21 @@ BUILD_BYTES_PER_EDGE = 24_000
 BUILD_BYTES_BASE = 400_000_000
 
 
+#: From this many edges a synthetic city is built from arrays
+#: (:func:`evroute.synthetic.synthetic_arrays`, no networkx graph): a different city of the same
+#: recipe, in a tenth of the memory.
+ARRAY_BUILD_FROM_EDGES = 400_000
+#: Peak memory of the array build, per edge: 0.87 GB for 972k edges (synthetic-1000k), with
+#: room to spare.
+ARRAY_BUILD_BYTES_PER_EDGE = 1_000
+
+
 def check_build_memory(name: str, size: int) -> None:
     """Refuse, before building, a synthetic city whose build would not fit in the memory
     available now (one line with the estimate and the limit)."""
     edges = synthetic_edges_for(size)
-    need = BUILD_BYTES_BASE + BUILD_BYTES_PER_EDGE * edges
+    per_edge = ARRAY_BUILD_BYTES_PER_EDGE if edges >= ARRAY_BUILD_FROM_EDGES else BUILD_BYTES_PER_EDGE
+    need = BUILD_BYTES_BASE + per_edge * edges
     avail = available_memory()
     if avail is not None and need > avail:
         raise EvrouteError(f"network {name}: building about {edges:,.0f} edges needs about {need / 1e9:.1f} GB "
@@ -370,10 +380,17 @@ def load_network(
         size = spec["size"] if size is None else int(size)
         if size < 16:
             raise EvrouteError(f"synthetic network size must be >= 16, got {size}")
+        arrays = synthetic_edges_for(size) >= ARRAY_BUILD_FROM_EDGES
+        if arrays and dem is not None:
+            raise EvrouteError(f"network {name}: the array-built synthetic city (from "
+                               f"{ARRAY_BUILD_FROM_EDGES:,} edges) takes its elevation from its own field; "
+                               "--dem is for the networkx-built sizes and OSM networks")
         check_build_memory(name, size)
 
         params.update(kind="synthetic", seed=seed, size=size,
                       generator=hash_file(synthetic.__file__)[:16])
+        if arrays:
+            params["builder"] = "arrays"
         source = None
     else:
         source = resolve_osm_path(name, osm)
@@ -391,17 +408,7 @@ def load_network(
             _warn_if_flat(net)
             return net
     with stage(f"building network {name} (first use; it is cached for the next)"):
-        if params["kind"] == "synthetic":
-
-            graph = synthetic_graph(seed=seed, size=size)
-            points = synthetic_route_points(graph)
-            meta = {"source": f"synthetic(seed={seed}, size={size})",
-                    "route_points": {k: [list(a), list(b)] for k, (a, b) in points.items()}}
-        else:
-            graph = read_osm_graph(source)
-            meta = {"source": str(source), "osm_sha256": params["osm_sha256"]}
-        net = build_network(graph, name=name, dem=dem, max_grade=max_grade,
-                            restrictions=read_restrictions(source) if source else [])
+        net, meta = _build(params, name, source, dem, max_grade, seed, size)
     if params["kind"] == "synthetic" and dem is None:
         net.meta["elevation_source"] = "synthetic"
     net.meta.update(meta)
@@ -411,6 +418,39 @@ def load_network(
         _write_cached(entry, net)
     _warn_if_flat(net)
     return net
+
+
+def _build(params: dict, name: str, source, dem, max_grade: float, seed, size) -> tuple[Network, dict]:
+    """Build the network ``params`` describe (synthetic from arrays or networkx, or OSM), with
+    the metadata its source adds."""
+    if params.get("builder") == "arrays":
+        net = build_network_from_arrays(synthetic.synthetic_arrays(seed=seed, size=size), name, max_grade)
+        points = _array_city_route_points(net)
+        return net, {"source": f"synthetic(seed={seed}, size={size}, built from arrays)",
+                     "route_points": {k: [list(a), list(b)] for k, (a, b) in points.items()}}
+    if params["kind"] == "synthetic":
+        graph = synthetic_graph(seed=seed, size=size)
+        points = synthetic_route_points(graph)
+        meta = {"source": f"synthetic(seed={seed}, size={size})",
+                "route_points": {k: [list(a), list(b)] for k, (a, b) in points.items()}}
+    else:
+        graph = read_osm_graph(source)
+        meta = {"source": str(source), "osm_sha256": params["osm_sha256"]}
+    net = build_network(graph, name=name, dem=dem, max_grade=max_grade,
+                        restrictions=read_restrictions(source) if source else [])
+    return net, meta
+
+
+def _array_city_route_points(net: Network) -> dict:
+    """Routes A and B of an array-built synthetic city: among its intersections (nodes whose
+    undirected degree is not 2), as :func:`evroute.synthetic.synthetic_route_points` picks them."""
+    e = net.edges
+    a, b = e.u.to_numpy(), e.v.to_numpy()
+    pairs = np.unique(np.column_stack([np.minimum(a, b), np.maximum(a, b)]), axis=0)
+    ids, degree = np.unique(pairs.ravel(), return_counts=True)
+    nodes = net.nodes.loc[ids[degree != 2]] if np.sum(degree != 2) >= 10 else net.nodes.loc[ids]
+    return synthetic.route_points_of(nodes.lat.to_numpy(), nodes.lon.to_numpy(), nodes.elevation_raw_m.to_numpy(),
+                                     max_extremes=2000)
 
 
 def _warn_if_flat(net: Network) -> None:
@@ -555,6 +595,106 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     }
     return Network(name=name, edges=edges, nodes=nodes, geometry=geometry, edge_ways=ways,
                    conn_src=conn_src, conn_dst=conn_dst, meta=meta)
+
+
+def line_graph_arrays(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`line_graph` without turn restrictions, vectorised, for a graph with at most one
+    edge each way between two nodes (the array-built synthetic city): (e1, e2) where e1 ends
+    where e2 starts, except e2 = e1's reverse unless e1 ends at a dead end. Sorted by (e1, e2).
+    """
+    u = np.asarray(u, dtype=np.int64)
+    v = np.asarray(v, dtype=np.int64)
+    by_u = np.argsort(u, kind="stable")
+    n = int(max(u.max(initial=-1), v.max(initial=-1))) + 1
+    start = np.searchsorted(u[by_u], np.arange(n + 1))
+    outs = start[v + 1] - start[v]  # edges leaving the node each edge ends at
+    src = np.repeat(np.arange(u.size), outs)
+    first = np.repeat(start[v] - np.cumsum(outs) + outs, outs) + np.arange(outs.sum())
+    dst = by_u[first]
+    reverse = v[dst] == u[src]
+    only_reverse = outs[src] == 1  # a dead end: the U-turn is the only way on
+    keep = ~reverse | only_reverse
+    src, dst = src[keep], dst[keep]
+    order = np.lexsort((dst, src))
+    return src[order], dst[order]
+
+
+def build_network_from_arrays(city: dict, name: str, max_grade: float = DEFAULT_MAX_GRADE) -> Network:
+    """A :class:`Network` from :func:`evroute.synthetic.synthetic_arrays`: every street segment an
+    edge each way it can be driven (its way id its own), the largest strongly connected
+    component of the roads and then of the line graph kept, elevations made Lipschitz as
+    :func:`build_network` does. No networkx graph is held."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    seg_u, seg_v, oneway = city["u"], city["v"], city["oneway"]
+    two = ~oneway
+    sid = np.r_[np.arange(seg_u.size), np.flatnonzero(two)]
+    u = np.r_[seg_u, seg_v[two]]
+    v = np.r_[seg_v, seg_u[two]]
+    rev = np.r_[np.zeros(seg_u.size, bool), np.ones(int(two.sum()), bool)]
+    n_nodes = city["lat"].size
+    n_drivable = u.size
+    km = float(synthetic.great_circle_m(city["lat"][u], city["lon"][u], city["lat"][v], city["lon"][v]).sum() / 1000)
+    g = coo_matrix((np.ones(u.size), (u, v)), shape=(n_nodes, n_nodes)).tocsr()
+    _, lab = connected_components(g, directed=True, connection="strong")
+    big = int(np.argmax(np.bincount(lab[np.r_[u, v]], minlength=lab.max() + 1)))
+    keep = (lab[u] == big) & (lab[v] == big)
+    u, v, sid, rev = u[keep], v[keep], sid[keep], rev[keep]
+    order = np.lexsort((v, u))
+    u, v, sid, rev = u[order], v[order], sid[order], rev[order]
+    used = np.union1d(u, v)
+    lat, lon, h_raw = city["lat"][used], city["lon"][used], city["ele"][used]
+    ui, vi = np.searchsorted(used, u), np.searchsorted(used, v)
+    length = np.maximum(synthetic.great_circle_m(lat[ui], lon[ui], lat[vi], lon[vi]), 0.1)
+    h = lipschitz_envelope(used.size, ui, vi, length, h_raw, max_grade)
+    grade = (h[vi] - h[ui]) / length
+    highway = city["highway"][sid]
+    maxspeed = city["maxspeed_kmh"][sid] / 3.6
+    imputed = np.array([DEFAULT_SPEEDS_KMH.get(hw, 40.0) for hw in highway.tolist()]) / 3.6
+    way_id = synthetic.WAY_ID0 + sid
+    node_id = synthetic.NODE_ID0 + used
+    edges = pd.DataFrame({
+        "u": node_id[ui], "v": node_id[vi], "key": np.zeros(u.size, dtype=np.int64), "osm_way": way_id,
+        "highway": highway.astype(object), "length_m": length,
+        "speed_mps": np.where(np.isfinite(maxspeed), maxspeed, imputed), "maxspeed_known": np.isfinite(maxspeed),
+        "grade": grade, "incline_rad": np.arctan(grade), "reversed": rev, "lanes": city["lanes"][sid],
+    })
+    conn_src, conn_dst = line_graph_arrays(ui, vi)
+    keep = _line_graph_component(len(u), conn_src, conn_dst)
+    n_dropped = int((~keep).sum())
+    if n_dropped:
+        new_id = np.cumsum(keep) - 1
+        both = keep[conn_src] & keep[conn_dst]
+        conn_src, conn_dst = new_id[conn_src[both]], new_id[conn_dst[both]]
+        edges = edges[keep].reset_index(drop=True)
+        ui, vi = ui[keep], vi[keep]
+    edges.index.name = "edge"
+    # the geometry of every edge: views into one (E, 2, 2) array, not E separate arrays
+    coords = np.stack([np.column_stack([lon[ui], lat[ui]]), np.column_stack([lon[vi], lat[vi]])], axis=1)
+    keep_nodes = np.union1d(ui, vi)
+    nodes = pd.DataFrame({"lon": lon[keep_nodes], "lat": lat[keep_nodes], "elevation_m": h[keep_nodes],
+                          "elevation_raw_m": h_raw[keep_nodes]}, index=pd.Index(node_id[keep_nodes], name="node"))
+    meta = {
+        "name": name,
+        "elevation_source": "synthetic",
+        "max_grade": float(max_grade),
+        "grade_bounded_edges": int(np.sum(np.abs((h_raw[vi] - h_raw[ui]) / edges.length_m.to_numpy()) > max_grade + 1e-12)),
+        "input_nodes": int(n_nodes),
+        "drivable_nodes": int(n_nodes),
+        "drivable_edges": int(n_drivable),
+        "drivable_km": km,
+        "component_node_share": float(len(nodes) / max(n_nodes, 1)),
+        "component_edge_share": float(len(edges) / max(n_drivable, 1)),
+        "component_km_share": float(edges.length_m.sum() / 1000 / max(km, 1e-9)),
+        "turn_restrictions": 0,
+        "turn_restrictions_applied": 0,
+        "line_graph_dropped_edges": n_dropped,
+        "builder": "arrays",
+    }
+    return Network(name=name, edges=edges, nodes=nodes, geometry=list(coords),
+                   edge_ways=[(int(w),) for w in edges.osm_way.to_numpy()], conn_src=conn_src, conn_dst=conn_dst,
+                   meta=meta)
 
 
 def _line_graph_component(n_edges: int, conn_src: np.ndarray, conn_dst: np.ndarray) -> np.ndarray:

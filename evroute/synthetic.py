@@ -45,7 +45,7 @@ from scipy.spatial import ConvexHull, Delaunay, cKDTree
 from evroute.errors import EvrouteError
 from evroute.geo import EARTH_RADIUS_M
 
-__all__ = ["SYNTHETIC_DEFAULT", "synthetic_graph", "synthetic_route_points"]
+__all__ = ["NODE_ID0", "SYNTHETIC_DEFAULT", "WAY_ID0", "great_circle_m", "route_points_of", "synthetic_arrays", "synthetic_graph", "synthetic_route_points"]
 
 #: Parameters of the built-in synthetic network.
 SYNTHETIC_DEFAULT = {"seed": 0, "size": 400}
@@ -55,6 +55,8 @@ _LON0 = 7.0
 _SPACING_M = 160.0  # mean distance between neighbouring intersections
 _NODE_ID0 = 1_000_001
 _WAY_ID0 = 5_000_001
+#: The id of node 0 and of way 0 in a synthetic city (OSM-like positive ids).
+NODE_ID0, WAY_ID0 = _NODE_ID0, _WAY_ID0
 _MIN_SIZE = 50
 _MAX_SIZE = 1_000_000  # ~3M edges; the memory check of evroute.network refuses what does not fit
 
@@ -67,7 +69,7 @@ _NAME_PREFIX = {
 }
 
 
-def _great_circle(lat1, lon1, lat2, lon2):
+def great_circle_m(lat1, lon1, lat2, lon2):
     """Haversine distance in metres, the same formula as ``osmnx.distance.great_circle``."""
     y1 = np.deg2rad(lat1)
     y2 = np.deg2rad(lat2)
@@ -191,31 +193,10 @@ def _turn_angle(a, b, c) -> float:
     return math.acos(max(-1.0, min(1.0, cosang)))
 
 
-def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
-    """Build the synthetic city as an unsimplified osmnx-style ``MultiDiGraph``.
-
-    Parameters
-    ----------
-    seed : int
-        Seed of the ``numpy.random.Generator(PCG64(seed))`` that draws everything.
-        The same ``(seed, size)`` gives the same graph, attribute for attribute.
-    size : int
-        Approximate number of nodes (intersections, bends and dead ends), 50..200000.
-        ``size=400`` gives roughly 1,000–1,600 directed edges over a city ~4 km across.
-
-    Returns
-    -------
-    networkx.MultiDiGraph
-        Graph shaped like ``osmnx.graph_from_xml(..., simplify=False)``; see the module
-        docstring for its attributes.
-    """
-    seed = _check_int("seed", seed, 0, 2**63 - 1)
-    size = _check_int("size", size, _MIN_SIZE, _MAX_SIZE)
-    rng = Generator(PCG64(seed))
-    n_int = max(40, round(size * 0.8))
-    city = _City(rng, n_int)
+def _streets(rng: Generator, city: _City, n_int: int, size: int):
+    """Steps 1–2 of the recipe and the cul-de-sacs: (intersection points, every node position
+    as a list, street segments (u, v), the bridges as a set of segments)."""
     s = city.s
-
     # 1. intersections
     pts = _dart_throwing(rng, city, n_int)
     if len(pts) < 10:
@@ -290,6 +271,72 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
         adj[i].append(new)
         edge_list.append((i, new))
         dead_nodes.add(new)
+
+    return pts, pos, edge_list, bridge_set
+
+
+def _elevation(rng: Generator, city: _City, P: np.ndarray) -> np.ndarray:
+    """Step 5: a smooth field (slope + hills + ridge − river valley) at the points ``P`` (local
+    metres), rescaled to roughly 0–250 m."""
+    s = city.s
+    X, Y = P[:, 0], P[:, 1]
+    R = max(city.ax, city.ay)
+    slope_dir = rng.uniform(0, 2 * math.pi)
+    field = rng.uniform(0.3, 0.8) * (X * math.cos(slope_dir) + Y * math.sin(slope_dir)) / R
+    for _ in range(int(rng.integers(3, 7))):
+        cx, cy = rng.uniform(-city.ax, city.ax), rng.uniform(-city.ay, city.ay)
+        rad = rng.uniform(0.15, 0.35) * R
+        amp = rng.uniform(0.4, 1.0) * (1 if rng.random() < 0.8 else -0.6)
+        field += amp * np.exp(-((X - cx) ** 2 + (Y - cy) ** 2) / (2 * rad**2))
+    rdir = rng.uniform(0, math.pi)
+    rcx, rcy = rng.uniform(-0.6, 0.6) * city.ax, rng.uniform(-0.6, 0.6) * city.ay
+    along = (X - rcx) * math.cos(rdir) + (Y - rcy) * math.sin(rdir)
+    across = -(X - rcx) * math.sin(rdir) + (Y - rcy) * math.cos(rdir)
+    field += rng.uniform(0.5, 0.9) * np.exp(
+        -(along**2) / (2 * (0.45 * R) ** 2) - across**2 / (2 * (0.08 * R) ** 2)
+    )
+    field -= rng.uniform(0.3, 0.6) * np.exp(-((city.river_dx(X, Y) / (2.5 * s)) ** 2))
+    lo, hi = rng.uniform(2.0, 20.0), rng.uniform(200.0, 250.0)
+    fmin, fmax = float(field.min()), float(field.max())
+    ele = np.round(lo + (field - fmin) / max(fmax - fmin, 1e-12) * (hi - lo), 1)
+
+    return ele
+
+
+def _wgs84(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Local metres → (lat, lon) around (_LAT0, _LON0), rounded to 7 decimals like OSM."""
+    deg = 180.0 / math.pi
+    lat = np.round(_LAT0 + P[:, 1] / EARTH_RADIUS_M * deg, 7)
+    lon = np.round(_LON0 + P[:, 0] / (EARTH_RADIUS_M * math.cos(math.radians(_LAT0))) * deg, 7)
+    return lat, lon
+
+
+def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
+    """Build the synthetic city as an unsimplified osmnx-style ``MultiDiGraph``.
+
+    Parameters
+    ----------
+    seed : int
+        Seed of the ``numpy.random.Generator(PCG64(seed))`` that draws everything.
+        The same ``(seed, size)`` gives the same graph, attribute for attribute.
+    size : int
+        Approximate number of nodes (intersections, bends and dead ends), 50..200000.
+        ``size=400`` gives roughly 1,000–1,600 directed edges over a city ~4 km across.
+
+    Returns
+    -------
+    networkx.MultiDiGraph
+        Graph shaped like ``osmnx.graph_from_xml(..., simplify=False)``; see the module
+        docstring for its attributes.
+    """
+    seed = _check_int("seed", seed, 0, 2**63 - 1)
+    size = _check_int("size", size, _MIN_SIZE, _MAX_SIZE)
+    rng = Generator(PCG64(seed))
+    n_int = max(40, round(size * 0.8))
+    city = _City(rng, n_int)
+    s = city.s
+
+    pts, pos, edge_list, bridge_set = _streets(rng, city, n_int, size)
 
     # 3. road classes from shortest paths on the undirected street graph (SciPy's Dijkstra:
     # one single-source search per path, in C; the city's size grows the number of paths)
@@ -472,32 +519,10 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
         else:
             dg.add_edges_from(back)
 
-    # 5. elevation: slope + hills + ridge - river valley, rescaled to ~0-250 m
-    X, Y = P[:, 0], P[:, 1]
-    R = max(city.ax, city.ay)
-    slope_dir = rng.uniform(0, 2 * math.pi)
-    field = rng.uniform(0.3, 0.8) * (X * math.cos(slope_dir) + Y * math.sin(slope_dir)) / R
-    for _ in range(int(rng.integers(3, 7))):
-        cx, cy = rng.uniform(-city.ax, city.ax), rng.uniform(-city.ay, city.ay)
-        rad = rng.uniform(0.15, 0.35) * R
-        amp = rng.uniform(0.4, 1.0) * (1 if rng.random() < 0.8 else -0.6)
-        field += amp * np.exp(-((X - cx) ** 2 + (Y - cy) ** 2) / (2 * rad**2))
-    rdir = rng.uniform(0, math.pi)
-    rcx, rcy = rng.uniform(-0.6, 0.6) * city.ax, rng.uniform(-0.6, 0.6) * city.ay
-    along = (X - rcx) * math.cos(rdir) + (Y - rcy) * math.sin(rdir)
-    across = -(X - rcx) * math.sin(rdir) + (Y - rcy) * math.cos(rdir)
-    field += rng.uniform(0.5, 0.9) * np.exp(
-        -(along**2) / (2 * (0.45 * R) ** 2) - across**2 / (2 * (0.08 * R) ** 2)
-    )
-    field -= rng.uniform(0.3, 0.6) * np.exp(-((city.river_dx(X, Y) / (2.5 * s)) ** 2))
-    lo, hi = rng.uniform(2.0, 20.0), rng.uniform(200.0, 250.0)
-    fmin, fmax = float(field.min()), float(field.max())
-    ele = np.round(lo + (field - fmin) / max(fmax - fmin, 1e-12) * (hi - lo), 1)
+    # 5. elevation
+    ele = _elevation(rng, city, P)
 
-    # coordinates: local metres -> WGS84 around (_LAT0, _LON0), 7 decimals like OSM
-    deg = 180.0 / math.pi
-    lat = np.round(_LAT0 + Y / EARTH_RADIUS_M * deg, 7)
-    lon = np.round(_LON0 + X / (EARTH_RADIUS_M * math.cos(math.radians(_LAT0))) * deg, 7)
+    lat, lon = _wgs84(P)
 
     # assemble like osmnx: nodes {y, x, tags}; edges {osmid, tags, oneway, reversed, length}
     G = nx.MultiDiGraph(crs="epsg:4326", name=f"evroute synthetic city (seed={seed}, size={size})")
@@ -508,7 +533,7 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
     for w, (seq, _cls, _b) in enumerate(ways):
         osmid = _WAY_ID0 + w
         for u, v in zip(seq[:-1], seq[1:], strict=True):
-            length = float(_great_circle(lat[u], lon[u], lat[v], lon[v]))
+            length = float(great_circle_m(lat[u], lon[u], lat[v], lon[v]))
             directions = [(u, v, False)] if oneway[w] else [(u, v, False), (v, u, True)]
             for a, b, rev in directions:
                 attrs = {"osmid": osmid, **tags[w], "oneway": bool(oneway[w])}
@@ -557,6 +582,24 @@ def synthetic_route_points(
         ele = np.array([float(graph.nodes[n]["ele"]) for n in nodes])
     except (KeyError, TypeError, ValueError) as exc:
         raise EvrouteError(f"synthetic route points: node without x/y/ele ({exc})") from None
+    return route_points_of(lat, lon, ele)
+
+
+def route_points_of(lat: np.ndarray, lon: np.ndarray, ele: np.ndarray,
+                    max_extremes: int | None = None) -> dict[str, tuple[tuple[float, float], tuple[float, float]]]:
+    """The two routes' end points (see :func:`synthetic_route_points`) among candidate
+    intersections given as arrays.
+
+    Parameters
+    ----------
+    lat, lon, ele : numpy.ndarray
+        The candidates (intersections of the largest strongly connected component).
+    max_extremes : int, optional
+        At most this many lowest and highest candidates are paired for route B (the pairing
+        is a q×q distance matrix; None: a quarter of the candidates, as for every networkx-built
+        city).
+    """
+    nodes = np.arange(lat.size)
     lat0 = float(np.mean(lat))
     m_per_deg = EARTH_RADIUS_M * math.pi / 180.0
     X = (lon - float(np.mean(lon))) * m_per_deg * math.cos(math.radians(lat0))
@@ -578,6 +621,8 @@ def synthetic_route_points(
     # B: the biggest climb between points at least half the diameter apart
     order = np.argsort(ele, kind="stable")
     q = max(10, len(nodes) // 4)
+    if max_extremes is not None:
+        q = min(q, max_extremes)
     low, high = order[:q], order[-q:]
     dist = np.linalg.norm(XY[low][:, None, :] - XY[high][None, :, :], axis=2)
     gain = ele[high][None, :] - ele[low][:, None]
@@ -593,3 +638,143 @@ def synthetic_route_points(
         return (float(lat[k]), float(lon[k]))
 
     return {"A": (pt(west), pt(east)), "B": (pt(start), pt(end))}
+
+
+#: Tertiary links of the array-built city join points this far apart (metres): an arterial
+#: grid at a city's scale, whatever the city's size.
+_TERTIARY_SPAN_M = (1500.0, 4000.0)
+
+
+def synthetic_arrays(seed: int = 0, size: int = 400) -> dict:
+    """The synthetic city built from arrays only, for sizes whose networkx graph would not fit
+    in memory (about 24 kB an edge; ``synthetic-1000k`` would need 24 GB).
+
+    The same recipe as :func:`synthetic_graph` for the points, streets, bridges, cul-de-sacs and
+    elevation (the same code, so the same (seed, size) gives the same streets as far as there),
+    then, with arrays and SciPy's graph routines:
+
+    3. road classes: primary arterials and the secondary ring and diagonals as in
+       :func:`synthetic_graph`; tertiary links between random points 1.5–4 km apart (a city's
+       arterial grid, not links across the whole map: each is a Dijkstra search limited to a
+       few kilometres);
+    4. every street segment is its own way (no bends, no chaining): the network needs no
+       simplification; speed limits, lanes and one-way streets are drawn per segment, and a
+       one-way street that breaks strong connectivity is made two-way again (components by
+       SciPy, repeated until nothing changes).
+
+    It is a different city from :func:`synthetic_graph`'s for the same (seed, size) from step 3
+    on. Used by :func:`evroute.network.load_network` from
+    :data:`evroute.network.ARRAY_BUILD_FROM_EDGES` edges.
+
+    Parameters
+    ----------
+    seed : int
+    size : int
+        Approximate number of intersections.
+
+    Returns
+    -------
+    dict of numpy.ndarray
+        ``lat``, ``lon``, ``ele`` per node; per street segment ``u``, ``v`` (node indices),
+        ``highway`` (str), ``maxspeed_kmh`` (NaN where the tag is missing), ``lanes`` (str,
+        ``""`` if none), ``oneway`` (bool; one-way segments run u → v) and ``bridge`` (bool).
+    """
+    seed = _check_int("seed", seed, 0, 2**63 - 1)
+    size = _check_int("size", size, _MIN_SIZE, _MAX_SIZE)
+    rng = Generator(PCG64(seed))
+    n_int = max(40, round(size * 0.8))
+    city = _City(rng, n_int)
+    pts, pos, edge_list, bridge_set = _streets(rng, city, n_int, size)
+    P = np.asarray(pos, dtype=np.float64)
+    seg = np.asarray(edge_list, dtype=np.int64).reshape(-1, 2)
+    n, m = len(P), len(seg)
+    w = np.linalg.norm(P[seg[:, 0]] - P[seg[:, 1]], axis=1)
+    street = sp.csr_matrix((np.r_[w, w], (np.r_[seg[:, 0], seg[:, 1]], np.r_[seg[:, 1], seg[:, 0]])), shape=(n, n))
+    key = np.minimum(seg[:, 0], seg[:, 1]) * n + np.maximum(seg[:, 0], seg[:, 1])
+    key_order = np.argsort(key, kind="stable")
+    rank = np.full(m, _CLASS_RANK["residential"], dtype=np.int64)
+
+    # 3. road classes
+    _, comp = csgraph.connected_components(street, directed=False)
+    sizes = np.bincount(comp)
+    main = np.flatnonzero(comp == int(np.argmax(sizes)))  # (argmax: the lowest label on a tie)
+    mpts = P[main]
+    mtree = cKDTree(mpts)
+
+    def nearest(x: float, y: float) -> int:
+        return int(main[int(mtree.query([x, y])[1])])
+
+    def mark(a: int, b: int, cls: str, limit: float = np.inf) -> None:
+        if a == b:
+            return
+        pred = csgraph.dijkstra(street, indices=a, return_predecessors=True, limit=limit)[1]
+        if pred[b] < 0:
+            return
+        path = [b]
+        while path[-1] != a:
+            path.append(int(pred[path[-1]]))
+        path = np.asarray(path, dtype=np.int64)
+        k = np.minimum(path[:-1], path[1:]) * n + np.maximum(path[:-1], path[1:])
+        ids = key_order[np.searchsorted(key, k, sorter=key_order)]
+        rank[ids] = np.minimum(rank[ids], _CLASS_RANK[cls])
+
+    xmin, ymin = mpts.min(axis=0)
+    xmax, ymax = mpts.max(axis=0)
+    ymid = float(np.median(mpts[:, 1]))
+    xmid = float(np.median(mpts[:, 0]))
+    mark(nearest(xmin, ymid), nearest(xmax, ymid), "primary")
+    mark(nearest(xmid, ymin), nearest(xmid, ymax), "primary")
+    phase = rng.uniform(0, 2 * math.pi)
+    ring = [nearest(0.55 * city.ax * math.cos(phase + t), 0.55 * city.ay * math.sin(phase + t))
+            for t in np.linspace(0, 2 * math.pi, 7)[:-1].tolist()]
+    for a, b in zip(ring, ring[1:] + ring[:1], strict=True):
+        mark(a, b, "secondary")
+    mark(nearest(xmin, ymin), nearest(xmax, ymax), "secondary")
+    mark(nearest(xmin, ymax), nearest(xmax, ymin), "secondary")
+    n_tert = max(3, size // 70)
+    lo_span, hi_span = _TERTIARY_SPAN_M
+    for _ in range(n_tert):
+        a = int(main[int(rng.integers(0, main.size))])
+        dist = rng.uniform(lo_span, hi_span)
+        ang = rng.uniform(0.0, 2 * math.pi)
+        b = nearest(P[a, 0] + dist * math.cos(ang), P[a, 1] + dist * math.sin(ang))
+        mark(a, b, "tertiary", limit=2.0 * hi_span)
+
+    # 4. tags per segment
+    names = np.array(sorted(_CLASS_RANK, key=_CLASS_RANK.get))
+    highway = names[rank]
+    bridge = np.zeros(m, dtype=bool)
+    for u, v in bridge_set:
+        bridge[key_order[np.searchsorted(key, min(u, v) * n + max(u, v), sorter=key_order)]] = True
+    speed_choices = {"primary": ([70, 50], [0.5, 0.5]), "secondary": ([50, 60], [0.8, 0.2]),
+                     "tertiary": ([50, 40], [0.6, 0.4]), "residential": ([30, 50, 20], [0.6, 0.3, 0.1])}
+    maxspeed = np.empty(m)
+    for cls, (choices, probs) in speed_choices.items():
+        sel = np.flatnonzero(highway == cls)
+        maxspeed[sel] = rng.choice(np.asarray(choices, dtype=np.float64), size=sel.size, p=probs)
+    maxspeed[rng.random(m) < 0.3] = np.nan
+    lanes = np.full(m, "", dtype=object)
+    lanes[highway == "primary"] = "4"
+    lanes[highway == "secondary"] = "2"
+    lanes[(highway == "tertiary") & (rng.random(m) < 0.5)] = "2"
+    p_oneway = np.where(highway == "residential", 0.3, np.where(highway == "tertiary", 0.12, 0.0))
+    oneway = (rng.random(m) < p_oneway) & ~bridge
+    flip = rng.random(m) < 0.5
+    seg[flip] = seg[flip][:, ::-1]
+    used = np.zeros(n, dtype=bool)
+    used[seg.ravel()] = True
+    while True:  # one-way streets only where the street network stays strongly connected
+        src = np.r_[seg[:, 0], seg[~oneway, 1]]
+        dst = np.r_[seg[:, 1], seg[~oneway, 0]]
+        g = sp.csr_matrix((np.ones(src.size), (src, dst)), shape=(n, n))
+        _, lab = csgraph.connected_components(g, directed=True, connection="strong")
+        cut = oneway & (lab[seg[:, 0]] != lab[seg[:, 1]])
+        if not cut.any():
+            break
+        oneway &= ~cut
+
+    # 5. elevation
+    ele = _elevation(rng, city, P)
+    lat, lon = _wgs84(P)
+    return {"lat": lat, "lon": lon, "ele": ele, "u": seg[:, 0].copy(), "v": seg[:, 1].copy(),
+            "highway": highway, "maxspeed_kmh": maxspeed, "lanes": lanes, "oneway": oneway, "bridge": bridge}

@@ -223,9 +223,103 @@ def test_osm_writer_round_trips_through_osmnx(tmp_path):
         np.testing.assert_allclose(direct.edges[col], via_osm.edges[col], rtol=1e-12, atol=1e-12)
 
 
-def test_too_large_a_city_is_refused_before_building(capsys):
+def test_too_large_a_city_is_refused_before_building(capsys, monkeypatch):
+    import evroute.network as network_mod
     from evroute.cli import main
 
-    assert main(["networks", "info", "synthetic-5000k"]) == 2
+    monkeypatch.setattr(network_mod, "available_memory", lambda: 1_000_000_000)
+    for name in ("synthetic-300k", "synthetic-1000k"):  # networkx-built, array-built
+        assert main(["networks", "info", name]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "needs about" in err[0] and "1.0 GB is available" in err[0]
+
+
+# ----------------------------------------------------------------- the array-built city
+@pytest.fixture(scope="module")
+def array_city():
+    """synthetic-6k built from arrays (the threshold lowered for the test)."""
+    import evroute.network as network_mod
+
+    old = network_mod.ARRAY_BUILD_FROM_EDGES
+    network_mod.ARRAY_BUILD_FROM_EDGES = 0
+    try:
+        return network_mod.load_network("synthetic-6k", use_cache=False)
+    finally:
+        network_mod.ARRAY_BUILD_FROM_EDGES = old
+
+
+def test_the_vectorised_line_graph_is_the_line_graph(array_city):
+    """line_graph_arrays against the reference line_graph (no turn restrictions) on a city
+    with at most one edge each way between two nodes: the same connections, U-turns only at
+    dead ends."""
+    from evroute.network import line_graph, line_graph_arrays
+
+    net = array_city
+    ids = net.nodes.index.to_numpy()
+    u = np.searchsorted(ids, net.edges.u.to_numpy())
+    v = np.searchsorted(ids, net.edges.v.to_numpy())
+    src, dst, _ = line_graph(u, v, net.edges.length_m.to_numpy(), net.edge_ways, [])
+    src2, dst2 = line_graph_arrays(u, v)
+    assert np.array_equal(src, src2) and np.array_equal(dst, dst2)
+
+
+def test_the_array_built_city_is_a_drivable_city(array_city):
+    """The array-built city: about the size asked, strongly connected line graph, lengths the
+    great-circle distances of the end nodes, grades bounded, the four road classes, one-way
+    streets, and both routes resolved with a path between their ends."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    from evroute.oracle import Oracle
+    from evroute.routes import resolve_route
+
+    net = array_city
+    assert net.meta["builder"] == "arrays" and "built from arrays" in net.meta["source"]
+    assert abs(net.n_edges - 6000) <= 0.15 * 6000
+    E = net.n_edges
+    L = sp.coo_matrix((np.ones(net.n_connections), (net.conn_src, net.conn_dst)), shape=(E, E))
+    assert connected_components(L, directed=True, connection="strong")[0] == 1
+    e, n = net.edges, net.nodes
+    a, b = n.loc[e.u], n.loc[e.v]
+    for k in np.linspace(0, E - 1, 25).astype(int):
+        d = _dist_m((a.lat.iloc[k], a.lon.iloc[k]), (b.lat.iloc[k], b.lon.iloc[k]))
+        assert e.length_m.iloc[k] == pytest.approx(max(d, 0.1), rel=2e-3)
+    assert {"primary", "secondary", "tertiary", "residential"} <= set(e.highway)
+    assert 0 < e.grade.abs().max() <= 0.25 + 1e-9
+    pairs = set(zip(e.u, e.v, strict=True))
+    oneway = sum((v, u) not in pairs for u, v in pairs)
+    assert 0.03 * E < oneway < 0.3 * E
+    assert len(net.geometry) == E and all(g.shape == (2, 2) for g in net.geometry[:50])
+    oracle = Oracle.from_network(net)
+    for r in ("A", "B"):
+        route = resolve_route(net, r)
+        path = oracle.shortest_path(net.edges.length_m.to_numpy(), route.start, route.end).edges
+        assert path[0] == route.start and path[-1] == route.end and len(path) > 5
+
+
+def test_the_array_built_city_is_the_same_in_every_process(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import evroute.network as m; m.ARRAY_BUILD_FROM_EDGES = 0; "
+            "print(m.network_fingerprint(m.load_network('synthetic-3k', use_cache=False)))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "77")}
+    assert len(outs) == 1 and len(next(iter(outs)).strip()) > 8
+
+
+def test_the_array_built_city_refuses_a_dem(monkeypatch):
+    import evroute.network as network_mod
+
+    monkeypatch.setattr(network_mod, "ARRAY_BUILD_FROM_EDGES", 0)
+    dem = __import__("pathlib").Path(__file__)  # any existing file: refused before it is read
+    with pytest.raises(EvrouteError, match="elevation from its own field"):
+        network_mod.load_network("synthetic-2k", dem=dem, use_cache=False)
+
+
+def test_networks_osm_refuses_an_array_built_size(tmp_path, capsys):
+    from evroute.cli import main
+
+    assert main(["networks", "osm", "synthetic-1000k", "--out", str(tmp_path / "city.osm")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "needs about" in err[0] and "GB is available" in err[0]
+    assert len(err) == 1 and "built from arrays" in err[0] and not (tmp_path / "city.osm").exists()
