@@ -365,10 +365,11 @@ def graph_patches(indptr: np.ndarray, indices: np.ndarray, size: int) -> list[np
     sizes: list[int] = []
     seed = 0
     while True:
-        rest = np.flatnonzero(owner[seed:] < 0)
-        if rest.size == 0:
+        while seed < n and owner[seed] >= 0:  # the next uncovered vertex (seed only grows: O(n) in all)
+            free = np.flatnonzero(owner[seed:seed + 4096] < 0)
+            seed = seed + int(free[0]) if free.size else seed + 4096
+        if seed >= n:
             break
-        seed += int(rest[0])
         pid = len(sizes)
         frontier = np.array([seed], dtype=np.int64)
         owner[seed] = pid
@@ -387,7 +388,7 @@ def graph_patches(indptr: np.ndarray, indices: np.ndarray, size: int) -> list[np
         owner[small[owner]] = -1
         frontier = np.flatnonzero(owner >= 0)
         while frontier.size:
-            counts = np.diff(indptr)[frontier]
+            counts = indptr[frontier + 1] - indptr[frontier]
             src = np.repeat(frontier, counts)
             nb = indices[csr_row_positions(indptr, frontier)].astype(np.int64)
             free = owner[nb] < 0
@@ -472,6 +473,7 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
     A.sort_indices()
     n = A.shape[0]
     indptr, indices, data = A.indptr, A.indices, A.data
+    degree = np.diff(indptr)
     scratch = [(np.zeros(n, bool), np.full(n, -1, np.int64)) for _ in range(2)]
 
     def one(K: np.ndarray, r: int, slot: int):
@@ -485,7 +487,7 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
             where[omega] = np.arange(m)
             pos = csr_row_positions(indptr, omega)
             cols, vals = indices[pos], data[pos]
-            rows = np.repeat(np.arange(m), np.diff(indptr)[omega])
+            rows = np.repeat(np.arange(m), degree[omega])
             local = where[cols]
             inside = local >= 0
             A_oo = sp.csc_matrix((vals[inside], (rows[inside], local[inside])), shape=(m, m))

@@ -247,6 +247,8 @@ def _streets(rng: Generator, city: _City, n_int: int, size: int):
     tree = cKDTree(pts)
     n_dead = max(3, size // 40)
     dead_nodes: set[int] = set()
+    gap = 0.4 * s  # cul-de-sac ends at least this far apart, found through a grid of cells this wide
+    dead_cells: dict[tuple[int, int], list[int]] = {}
     for i in rng.permutation(len(pts)).tolist():
         if len(dead_nodes) >= n_dead:
             break
@@ -263,7 +265,9 @@ def _streets(rng: Generator, city: _City, n_int: int, size: int):
         qx, qy = px + dist * math.cos(direction), py + dist * math.sin(direction)
         if not city.inside(qx, qy) or tree.query([qx, qy])[0] < 0.4 * s:
             continue
-        if any(math.dist((qx, qy), pos[j]) < 0.4 * s for j in dead_nodes):
+        cx, cy = math.floor(qx / gap), math.floor(qy / gap)
+        if any(math.dist((qx, qy), pos[j]) < gap for gx in (cx - 1, cx, cx + 1) for gy in (cy - 1, cy, cy + 1)
+               for j in dead_cells.get((gx, gy), ())):
             continue
         new = len(pos)
         pos.append((qx, qy))
@@ -271,6 +275,7 @@ def _streets(rng: Generator, city: _City, n_int: int, size: int):
         adj[i].append(new)
         edge_list.append((i, new))
         dead_nodes.add(new)
+        dead_cells.setdefault((cx, cy), []).append(new)
 
     return pts, pos, edge_list, bridge_set
 

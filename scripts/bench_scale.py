@@ -50,6 +50,11 @@ from evroute.routes import edge_energies, resolve_route  # noqa: E402
 POLICIES = ("bi-ts", "gp-ts", "gp-ucb", "gp-bucb")
 
 
+def _peak_gb() -> float:
+    """The process's peak resident memory so far, GB (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+
+
 def header(policies) -> str:
     cols = ["network", "edges", "build s", "prior s", "truth s", "factor nnz"]
     cols += [f"{p} med / p95 s" for p in policies] + ["peak RSS GB"]
@@ -81,6 +86,7 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     net = load_network(name)
     t_build = time.perf_counter() - t
+    print(f"  build {t_build:.1f} s, {net.n_edges:,} edges, peak {_peak_gb():.2f} GB", file=sys.stderr, flush=True)
     pm = edge_energies(net)
     pv, nv = (0.25 * np.std(pm)) ** 2, (0.1 * np.std(pm)) ** 2
     t = time.perf_counter()
@@ -97,9 +103,11 @@ def main(argv=None) -> int:
     if model.name != "exact":
         name += f" {args.model}"
     t_prior = time.perf_counter() - t
+    print(f"  prior {t_prior:.1f} s, peak {_peak_gb():.2f} GB", file=sys.stderr, flush=True)
     t = time.perf_counter()
     truth = prior.sample(np.random.default_rng(1))
     t_truth = time.perf_counter() - t
+    print(f"  truth {t_truth:.1f} s, peak {_peak_gb():.2f} GB", file=sys.stderr, flush=True)
     oracle = Oracle.from_network(net)
     trip = resolve_route(net, args.route)
     cells = []
@@ -117,11 +125,11 @@ def main(argv=None) -> int:
                       f"{agent.model.max_var_error_bound:.1e} sigma_0^2; radius median "
                       f"{np.median([r for r, *_ in agent.model.trace] or [0]):.0f} (last round), "
                       f"{agent.model.n_redone}/{agent.model.n_pairs} pairs redone")
-        print(f"  {policy}: regret {float(res.rounds.cumulative_regret_wh.iloc[-1]):.1f} Wh, "
+        print(f"  {policy} ({_peak_gb():.2f} GB peak so far): regret {float(res.rounds.cumulative_regret_wh.iloc[-1]):.1f} Wh, "
               f"{agent.n_distinct} distinct edges{extra}", file=sys.stderr)
         del agent, env, res  # (one model alive at a time: the peak is the largest policy's)
         gc.collect()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    rss = _peak_gb()
     nnz = getattr(prior, "factor_nnz", None)
     print(f"| {name} | {net.n_edges:,} | {t_build:.1f} | {t_prior:.1f} | {t_truth:.2f} | "
           f"{f'{nnz:,}' if nnz else '–'} | " + " | ".join(cells) + f" | {rss:.2f} |")

@@ -318,7 +318,7 @@ class LocalGMRFPosterior(PosteriorModel):
         pos = _rows_of(Q.indptr, omega)
         cols = Q.indices[pos]
         vals = Q.data[pos]
-        rows = np.repeat(np.arange(n), np.diff(Q.indptr)[omega])
+        rows = np.repeat(np.arange(n), Q.indptr[omega + 1] - Q.indptr[omega])
         local = where[cols]
         inside = local >= 0
         A = sp.csc_matrix((vals[inside], (rows[inside], local[inside])), shape=(n, n))
