@@ -40,7 +40,7 @@ from .validate import choice, flag, nonneg_float, positive_float, positive_int
 
 __all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
            "pe_beta", "pe_path_beta", "pe_xi", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
-           "agent_options", "policy_family", "resolve_policy", "POLICIES"]
+           "agent_options", "policy_family", "resolve_policy", "POLICIES", "LOWER_CONFIDENCE_BOUND"]
 
 
 @dataclass
@@ -696,16 +696,23 @@ _AGENTS = Registry("policy", sort=False, example="gp-bucb[xi=0.5]")
 #: The registry of agents by policy name (``--policy``).
 POLICIES = _AGENTS
 
+#: A policy's capability: the index it logs (``index_before`` of ``observations.parquet``) is a
+#: lower confidence bound on each edge's expected energy (the UCB and BayesUCB rules, paper
+#: 000's bounds), so whether it covers the truth can be checked (``evroute plot``'s
+#: ``coverage`` figure); a Thompson draw or a posterior mean is not.
+LOWER_CONFIDENCE_BOUND = "lower-confidence-bound"
+
 
 def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[Option, ...] = (),
-                   description: str = "", overwrite: bool = False) -> None:
+                   description: str = "", overwrite: bool = False, capabilities: tuple[str, ...] = ()) -> None:
     """Register an agent under a policy name (``--policy NAME``).
 
     ``factory(setup: AgentSetup, **options) -> Agent`` receives every declared option (the
     given value converted, else its default). A second registration of a name is an error
-    unless ``overwrite``.
+    unless ``overwrite``. ``capabilities`` declares what the policy offers
+    (:data:`LOWER_CONFIDENCE_BOUND`), shown by ``evroute policies``.
     """
-    _AGENTS.register(name, factory, options, description, overwrite)
+    _AGENTS.register(name, factory, options, description, overwrite, capabilities)
 
 
 def unregister_agent(name: str) -> None:
@@ -792,7 +799,8 @@ def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
 for _family in MODEL_FAMILIES:
     for _rule in RULES:
         register_agent(f"{_family}-{_rule}", _index_agent_factory(_family, _rule), options=RULE_OPTIONS[_rule],
-                       description=f"{_rule} index rule on the {'GP' if _family == 'gp' else 'BI'} posterior")
+                       description=f"{_rule} index rule on the {'GP' if _family == 'gp' else 'BI'} posterior",
+                       capabilities=(LOWER_CONFIDENCE_BOUND,) if _rule in ("ucb", "bucb") else ())
 
 
 def _choice(name, value, choices):
@@ -860,7 +868,8 @@ _CMM_OPTIONS = BOUND_OPTIONS + (
 
 for _rule, _what in _BOUND_RULES.items():
     register_agent(f"gp-{_rule}", _bound_agent_factory(_rule), options=_CMM_OPTIONS if _rule == "cmm" else BOUND_OPTIONS,
-                   description=f"lower confidence bounds of {_what}, frequentist: they assume ||f - m|| <= B")
+                   description=f"lower confidence bounds of {_what}, frequentist: they assume ||f - m|| <= B",
+                   capabilities=(LOWER_CONFIDENCE_BOUND,))
 
 register_agent("gp-pe", _pe_factory, options=_PE_OPTIONS,
                description="PE-GP-UCB (paper 004): optimistic over (route, prior), eliminates implausible priors")

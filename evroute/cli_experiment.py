@@ -87,7 +87,8 @@ def plot_cmd(
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress", help="Spinners while a network is built (default: on a terminal).")] = None,
 ) -> None:
-    """Figures: cumulative regret, β_t, regret vs lengthscale, exploration maps (PNG and SVG).
+    """Figures: cumulative regret, β_t, regret vs lengthscale, Nyström dictionary size, the
+    candidate priors' survival, the lower bounds' coverage, exploration maps (PNG and SVG).
 
     Figures evroute wrote before (an earlier plot) are replaced; any other file is refused
     unless --overwrite is given, and nothing is written until every target has been checked.

@@ -5,6 +5,11 @@
 - ``beta``: β_t over t of the UCB / BUCB policies, one panel per network (Fig. 3 right);
 - ``regret_lengthscale`` and ``final_regret_vs_lengthscale`` when the grid has several
   lengthscales (Fig. 4 and Fig. 5, error bars ± 1 s.e.);
+- ``coverage``: for the policies whose index is a lower confidence bound (capability
+  :data:`evroute.agents.LOWER_CONFIDENCE_BOUND`), the share of the (edge, round) pairs driven so
+  far whose bound lay at or below the true expected energy, and the mean gap between the truth
+  and the bound on the round's edges, one row per network (paper 000: tighter bounds, still
+  valid);
 - ``explore-<network>-<route>``: exploration maps, one panel per policy (Fig. 6–9): the
   network in light grey, the edges driven coloured by their visits summed over seeds (log
   scale), the clairvoyant optimal route of seed 0, start and end.
@@ -22,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .agents import LOWER_CONFIDENCE_BOUND, POLICIES
 from .errors import EvrouteError, EvrouteWarning
 from .grid import load_grid
 from .io import atomic_write_with, directory_entries, generator
@@ -368,6 +374,73 @@ def plot_priors(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     return _save(fig, out_dir, "priors")
 
 
+def _bound_curves(run_dir) -> tuple[np.ndarray, np.ndarray]:
+    """Per round t = 1..T of a run: the coverage so far (%, (edge, round) pairs with
+    index ≤ truth over all pairs up to t) and the mean gap truth − index on the round's edges (Wh)."""
+    obs = read_run_table(run_dir, "observations", ["t", "index_before", "expected_wh"])
+    t = obs.t.to_numpy(np.int64) - 1
+    T = int(t.max()) + 1 if t.size else 0
+    index, truth = obs.index_before.to_numpy(float), obs.expected_wh.to_numpy(float)
+    pairs = np.bincount(t, minlength=T).astype(float)
+    below = np.bincount(t, weights=(index <= truth).astype(float), minlength=T)
+    gap = np.bincount(t, weights=truth - index, minlength=T)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 100.0 * np.cumsum(below) / np.cumsum(pairs), gap / pairs
+
+
+def plot_coverage(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
+    """Do the lower confidence bounds hold, and how tight are they (paper 000)? For the runs of
+    policies declaring :data:`evroute.agents.LOWER_CONFIDENCE_BOUND`, one row per network: the
+    coverage so far (the share of driven (edge, round) pairs whose logged bound
+    ``index_before`` lay at or below the edge's true expected energy) and the mean gap
+    truth − bound on the round's edges (log scale where every gap is positive), each the mean
+    over seeds."""
+    bound_policies = set(POLICIES.with_capability(LOWER_CONFIDENCE_BOUND))
+    sel = runs[runs.policy_name.isin(bound_policies)]
+    if sel.empty:
+        return []
+    plt = _mpl()
+    networks = list(dict.fromkeys(sel.network))
+    policies = list(dict.fromkeys(sel.policy))
+    styles = _policy_styles(policies)
+    fig = plt.figure(figsize=(2 * PANEL_W, PANEL_H * len(networks) + LEGEND_H), dpi=DPI, layout="constrained")
+    axes = fig.subplots(len(networks), 2, squeeze=False, sharex=True)
+    handles = {}
+    for (ax_cov, ax_gap), net in zip(axes, networks, strict=True):
+        positive, lowest = True, 100.0
+        for pol in policies:
+            g = sel[(sel.network == net) & (sel.policy == pol)]
+            if g.empty:
+                continue
+            curves = [_bound_curves(d) for d in g.dir]
+            T = max(c.size for c, _ in curves)
+            cov, gap = (np.full((len(curves), T), np.nan) for _ in range(2))
+            for i, (c, w) in enumerate(curves):
+                cov[i, :c.size], gap[i, :w.size] = c, w
+            t = np.arange(1, T + 1)
+            with warnings.catch_warnings():  # a round no run reached is NaN, not a warning
+                warnings.simplefilter("ignore", RuntimeWarning)
+                cov_mean, gap_mean = np.nanmean(cov, axis=0), np.nanmean(gap, axis=0)
+            handles.setdefault(pol, ax_cov.plot(t, cov_mean, lw=1.6, **styles[pol])[0])
+            ax_gap.plot(t, gap_mean, lw=1.2, **styles[pol])
+            positive &= bool(np.all(gap_mean[np.isfinite(gap_mean)] > 0))
+            lowest = min(lowest, float(np.nanmin(cov_mean, initial=100.0)))
+        ax_cov.set_title(f"{net}: coverage so far", fontsize="medium")
+        ax_cov.set_ylabel("bound ≤ truth (% of pairs)")
+        ax_cov.set_ylim(min(90.0, 5.0 * math.floor(lowest / 5.0)), 101.0)  # never above 100 %
+        ax_gap.set_title(f"{net}: truth − bound, mean on the route", fontsize="medium")
+        ax_gap.set_ylabel("gap (Wh)")
+        if positive:
+            ax_gap.set_yscale("log")
+        for ax in (ax_cov, ax_gap):
+            ax.grid(alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("round t")
+    fig.suptitle("Lower confidence bounds on the edges driven: valid, and how tight (mean over seeds)")
+    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
+    return _save(fig, out_dir, "coverage")
+
+
 def _truth_note(runs: pd.DataFrame) -> str:
     """A second title line when each run's truth was sampled with its own lengthscale."""
     if "truth_lengthscale" not in runs:
@@ -560,6 +633,7 @@ def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None =
     plot_lengthscale(runs, figures)
     plot_dictionary(runs, figures)
     plot_priors(runs, figures)
+    plot_coverage(runs, figures)
     if maps:
         plot_exploration(runs, figures)
     try:

@@ -33,6 +33,9 @@ FIGURES = {
                    [("dictionary", "dictionary-size")]),
     "priors": (["compare", "--preset", "priors", "--routes", "monaco:B", "--seeds", "2", "--horizon", "200"],
                [("priors", "priors-survival")]),
+    "coverage": (["compare", "--preset", "bounds", "--routes", "monaco:B", "--truth", "rkhs[B=10]", "--seeds", "3",
+                  "--horizon", "200"],
+                 [("coverage", "bounds-coverage")]),
     "atlas": (["sumo", "atlas", "monaco", "--route", "A"], [("atlas", "sumo-atlas-monaco")]),
 }
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from evroute import plots
+from evroute.agents import LOWER_CONFIDENCE_BOUND, POLICIES
 from evroute.cli import main
 from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
@@ -47,7 +48,7 @@ def test_grid_figures(grid_dir, capsys, synthetic):
     code = main(["plot", str(grid_dir)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    names = {"regret", "beta", "regret_lengthscale", "final_regret_vs_lengthscale",
+    names = {"regret", "beta", "regret_lengthscale", "final_regret_vs_lengthscale", "coverage",
              "explore-synthetic-A", "explore-synthetic-B"}
     files = {p.strip() for p in out.splitlines() if p.strip()}
     assert files == {str(grid_dir / "plots" / f"{n}.{ext}") for n in names for ext in ("png", "svg")}
@@ -79,7 +80,8 @@ def test_single_run_and_options(tmp_path, synthetic, capsys):
     simulate(SimulationConfig(policy="gp-bucb", horizon=5, seed=0), run, net=synthetic)
     files = plots.plot_directory(run, tmp_path / "figs")
     assert sorted(f.name for f in files) == sorted(
-        ["regret.png", "regret.svg", "beta.png", "beta.svg", "explore-synthetic-A.png", "explore-synthetic-A.svg"])
+        ["regret.png", "regret.svg", "beta.png", "beta.svg", "coverage.png", "coverage.svg",
+         "explore-synthetic-A.png", "explore-synthetic-A.svg"])
     assert_not_blank(png_pixels(tmp_path / "figs" / "regret.png"))
     assert png_pixels(tmp_path / "figs" / "regret.png").shape[:2] == expected_px(plots.figure_size(1))
     code = main(["plot", str(run), "--out", str(tmp_path / "nomaps"), "--no-maps"])
@@ -125,3 +127,44 @@ def test_large_networks_draw_their_background_as_pixels_in_svg(tmp_path, synthet
     svg = {p.parent.name: p.read_text() for p in small + big if p.name.startswith("explore") and p.suffix == ".svg"}
     assert svg["raster"].count("<image") == svg["vector"].count("<image") + 1  # (+ the colour bar's)
     assert len(svg["raster"]) < len(svg["vector"])
+
+
+def test_lower_bound_capability_declared():
+    """The policies whose logged index is a lower confidence bound say so; draws and means do not."""
+    offered = set(POLICIES.with_capability(LOWER_CONFIDENCE_BOUND))
+    assert {"gp-ucb", "gp-bucb", "bi-ucb", "bi-bucb", "gp-amm", "gp-dmm", "gp-ay", "gp-igp", "gp-cmm"} <= offered
+    assert not offered & {"gp-ts", "bi-ts", "gp-greedy", "bi-greedy"}
+    assert "[offers: lower-confidence-bound]" in POLICIES.get("gp-ucb").help()
+
+
+def test_coverage_curves_against_pandas(grid_dir):
+    """The coverage figure's numbers, recomputed from the observations with pandas: the share
+    of (edge, round) pairs so far whose index was at or below the truth, and the mean gap."""
+    import pandas as pd
+
+    runs = plots.load_runs(plots.find_runs(grid_dir)[0])
+    for d in runs[runs.policy_name == "gp-ucb"].dir[:2]:
+        obs = pd.read_parquet(d / "observations.parquet")
+        per_round = obs.assign(below=obs.index_before <= obs.expected_wh,
+                               gap=obs.expected_wh - obs.index_before).groupby("t")
+        expected_cov = 100 * per_round.below.sum().cumsum() / per_round.size().cumsum()
+        cov, gap = plots._bound_curves(d)
+        np.testing.assert_allclose(cov, expected_cov.to_numpy(), rtol=1e-12)
+        np.testing.assert_allclose(gap, per_round.gap.mean().to_numpy(), rtol=1e-12)
+        # a UCB index is the posterior mean less sqrt(beta) posterior standard deviations
+        beta = pd.read_parquet(d / "rounds.parquet").set_index("t").beta
+        np.testing.assert_allclose(obs.index_before, obs.post_mean_before - np.sqrt(beta[obs.t].to_numpy())
+                                   * obs.post_std_before, rtol=1e-9, atol=1e-9)
+
+
+def test_coverage_only_for_bounds(tmp_path, synthetic):
+    run = tmp_path / "ts"
+    simulate(SimulationConfig(policy="gp-ts", horizon=3, seed=0), run, net=synthetic)
+    assert plots.plot_coverage(plots.load_runs([run]), tmp_path / "figs") == []
+    run = tmp_path / "ucb"
+    simulate(SimulationConfig(policy="gp-ucb", horizon=3, seed=0), run, net=synthetic)
+    files = plots.plot_coverage(plots.load_runs([run]), tmp_path / "figs")
+    assert sorted(f.name for f in files) == ["coverage.png", "coverage.svg"]
+    img = png_pixels(tmp_path / "figs" / "coverage.png")
+    assert_not_blank(img)
+    assert img.shape[:2] == expected_px((2 * plots.PANEL_W, plots.PANEL_H + plots.LEGEND_H))
