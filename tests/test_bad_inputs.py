@@ -183,7 +183,7 @@ CASES = [
     (["networks", "osm", "synthetic", "--out", "pipe", "--overwrite"], "named pipe"),
     (["networks", "osm", "synthetic", "--out", "notes.txt/x.osm"], "not a directory"),
     (["networks", "osm", "synthetic", "--out", "run/config.json", "--overwrite"], "run's own files"),
-    (["networks", "osm", "synthetic-99999k", "--out", "x.osm"], "memory"),
+    (["networks", "osm", "synthetic-99999k", "--out", "x.osm"], "built from arrays"),
     (["networks", "osm", "synthetic"], "Missing option"),
     # ---- route
     (["route", "--route", "Q"], "unknown route"),

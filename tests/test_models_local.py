@@ -4,12 +4,14 @@ shown to be bounds (and a wrong bound caught), and the joint draws' moments."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
 from evroute.agents import AgentSetup, make_agent
 from evroute.environments import StaticEnvironment
-from evroute.errors import EvrouteError
+from evroute.errors import EvrouteError, EvrouteWarning
 from evroute.loop import run_loop
 from evroute.models import make_model, resolve_model
 from evroute.models.gmrf import GMRFPosterior
@@ -121,6 +123,32 @@ def test_the_adaptive_rule_brings_small_domains_back_within_tol(small):
 
     feed(small, [m], n_rounds=8, check=check)
     assert m.n_global_mean == 0 and max(r for r, *_ in m.trace) > 1
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_variances_recomputed_when_their_bound_exceeds_tol(small, local, monkeypatch):
+    """A variance bound above tol is cleared by recomputing every variance: exactly (selected
+    inversion) on small networks, by certified local solves above LOCAL_VARIANCES_ABOVE edges
+    (forced here); either way the variances then match the textbook within the new bound,
+    which fits tol, and a warning says which way it went."""
+    import evroute.models.local as local_module
+
+    if local:  # (patches of 8 from one hop: domains smaller than this small graph, bounds > 0)
+        monkeypatch.setattr(local_module, "LOCAL_VARIANCES_ABOVE", 0)
+        monkeypatch.setattr(local_module, "local_inverse_diagonal",
+                            functools.partial(local_module.local_inverse_diagonal, patch=8, radius=1))
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-6, chunk=8)
+    feed(small, [m], n_rounds=3)
+    assert m.n_global_var == 0
+    m._var_out = 1e-3 * small["sigma0"] ** 2  # as if the outside-domain terms had piled up
+    m._var[:] += 1e-4 * small["sigma0"] ** 2  # (and the variances were off by part of it)
+    m._bounds()
+    with pytest.warns(EvrouteWarning, match="certified local solves" if local else "selected inversion"):
+        m._check_variances()
+    assert m.n_global_var == 1 and m.var_error_bound <= 1e-6 / 10
+    assert (m.var_error_bound > 0) == local
+    dm, dv = errors(small, m)
+    assert dv <= m.var_error_bound * (1 + 1e-9) + 1e-12
 
 
 def test_joint_draws_match_the_posterior(small):
