@@ -8,6 +8,7 @@ times the mean diagonal) is the same everywhere.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -404,14 +405,17 @@ def graph_patches(indptr: np.ndarray, indices: np.ndarray, size: int) -> list[np
     return [part for part in np.split(order, cuts) if part.size]
 
 
-#: :func:`local_inverse_diagonal` tries one hop less for the next patch when every bound of a
-#: patch is below this share of the tolerance.
+#: :func:`local_inverse_diagonal` tries one hop less for the next block when every bound of a
+#: block is below this share of the tolerance.
 SHRINK_BELOW = 1e-3
+#: :func:`local_inverse_diagonal`'s patches started from the same radius: what threads share
+#: out (a pair left one thread waiting for the slower patch: 1.2× on two threads at 10⁶ edges).
+PATCH_BLOCK = 8
 
 
 def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: int = 128, radius: int = 3,
                            max_radius: int = 64, threads: int = 1, what: str = "matrix",
-                           trace: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+                           trace: list | None = None, block: int = PATCH_BLOCK) -> tuple[np.ndarray, np.ndarray]:
     """diag(A⁻¹) of a sparse symmetric positive definite A from local solves, each entry with a
     rigorous a-posteriori error bound; no global factorisation (selected inversion of a global
     factor peaks at ~18 GB at 3·10⁵ edges of the graph Matérn precision).
@@ -427,9 +431,10 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
 
     a bound of second order in the shell residual (the Galerkin error of a local solve). The
     radius grows by one hop until every entry of the patch has bound ≤ tol · d_j (or Ω is the
-    whole graph: exact). Patches go two at a time from the same radius (side by side when
-    ``threads`` = 2: SciPy's SuperLU releases the GIL), the next pair from the larger of their
-    radii, one hop less when both had room to spare: the result does not depend on ``threads``.
+    whole graph: exact). Patches go in blocks of ``block``, every patch of a block from the same
+    radius (side by side on ``threads`` threads: SciPy's SuperLU releases the GIL), the next
+    block from the largest of their radii, one hop less when all had room to spare: the result
+    does not depend on ``threads``.
 
     Parameters
     ----------
@@ -444,11 +449,13 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
     radius, max_radius : int
         First radius tried and the cap (a patch that needs more raises an error).
     threads : int
-        1 or more: two patches are solved side by side when above 1 (the same result).
+        Patches of a block solved side by side (the same result for any number).
     what : str
         What A is, for error messages.
     trace : list, optional
         Receives (|K|, r, |Ω|, max_j bound_j / d_j) for every domain tried.
+    block : int
+        Patches started from the same radius (what the threads share out).
 
     Returns
     -------
@@ -469,16 +476,19 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
     r = positive_int("radius", radius)
     max_radius = positive_int("max_radius", max_radius)
     threads = positive_int("threads", threads)
+    block = positive_int("block", block)
     A = sp.csr_matrix(A, dtype=np.float64)
     A.sort_indices()
     n = A.shape[0]
     indptr, indices, data = A.indptr, A.indices, A.data
     degree = np.diff(indptr)
-    scratch = [(np.zeros(n, bool), np.full(n, -1, np.int64)) for _ in range(2)]
+    per_thread = threading.local()  # scratch of each thread: marks all False, positions all -1 between uses
 
-    def one(K: np.ndarray, r: int, slot: int):
+    def one(K: np.ndarray, r: int):
         """The patch's estimates and bounds, growing the radius from r; nothing shared written."""
-        mark, where = scratch[slot]
+        if not hasattr(per_thread, "mark"):
+            per_thread.mark, per_thread.where = np.zeros(n, bool), np.full(n, -1, np.int64)
+        mark, where = per_thread.mark, per_thread.where
         k = np.arange(K.size)
         tried = []
         while True:
@@ -518,15 +528,13 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
     d = np.empty(n)
     bound = np.empty(n)
     patches = graph_patches(indptr, indices, patch)
-    pool = ThreadPoolExecutor(2) if threads > 1 else None
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
     try:
-        for lo in range(0, len(patches), 2):  # two at a time, both from the same radius
-            pair = patches[lo:lo + 2]
-            if pool is not None and len(pair) == 2:
-                done = list(pool.map(one, pair, [r, r], [0, 1]))
-            else:
-                done = [one(K, r, slot) for slot, K in enumerate(pair)]
-            for K, (est, bnd, _, tried) in zip(pair, done, strict=True):
+        for lo in range(0, len(patches), block):  # a block at a time, all from the same radius
+            group = patches[lo:lo + block]
+            starts = [r] * len(group)
+            done = list(pool.map(one, group, starts)) if pool is not None else list(map(one, group, starts))
+            for K, (est, bnd, _, tried) in zip(group, done, strict=True):
                 d[K] = est
                 bound[K] = bnd
                 if trace is not None:

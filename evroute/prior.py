@@ -38,7 +38,7 @@ from .kernels import (
     matern52,
     standardize_context,
 )
-from .linalg import SparseCholesky, jittered_cholesky, local_inverse_diagonal
+from .linalg import PATCH_BLOCK, SparseCholesky, jittered_cholesky, local_inverse_diagonal
 from .progress import stage
 from .specs import Option
 from .validate import choice, in_range, positive_float
@@ -480,7 +480,7 @@ def graph_matern_inverse_diagonal(net, nu: int, kappa: float, local: bool | None
 
     params = {"network": net.cache_key, "nu": float(nu), "kappa": float(kappa), "what": "graph-matern-inverse-diag"}
     if local:
-        params.update(method="local", tol=LOCAL_VARIANCES_TOL)
+        params.update(method="local", tol=LOCAL_VARIANCES_TOL, block=PATCH_BLOCK)  # (the radii depend on the block)
     out = cached_arrays("kernels", params, build, names=("value", "bound"))
     return out["value"], out["bound"]
 
