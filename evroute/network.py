@@ -561,12 +561,9 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     # A few edges of G's component can only be entered through a U-turn or a forbidden
     # turn; keep the largest strongly connected component of L(G) so that every edge can
     # reach every other one along legal turns.
-    keep = _line_graph_component(len(u), conn_src, conn_dst)
+    keep, conn_src, conn_dst = _line_graph_component(len(u), conn_src, conn_dst)
     n_dropped = int((~keep).sum())
     if n_dropped:
-        new_id = np.cumsum(keep) - 1
-        both = keep[conn_src] & keep[conn_dst]
-        conn_src, conn_dst = new_id[conn_src[both]], new_id[conn_dst[both]]
         edges = edges[keep].reset_index(drop=True)
         edges.index.name = "edge"
         geometry = [g for g, k in zip(geometry, keep, strict=True) if k]
@@ -661,12 +658,9 @@ def build_network_from_arrays(city: dict, name: str, max_grade: float = DEFAULT_
         "grade": grade, "incline_rad": np.arctan(grade), "reversed": rev, "lanes": city["lanes"][sid],
     })
     conn_src, conn_dst = line_graph_arrays(ui, vi)
-    keep = _line_graph_component(len(u), conn_src, conn_dst)
+    keep, conn_src, conn_dst = _line_graph_component(len(u), conn_src, conn_dst)
     n_dropped = int((~keep).sum())
     if n_dropped:
-        new_id = np.cumsum(keep) - 1
-        both = keep[conn_src] & keep[conn_dst]
-        conn_src, conn_dst = new_id[conn_src[both]], new_id[conn_dst[both]]
         edges = edges[keep].reset_index(drop=True)
         ui, vi = ui[keep], vi[keep]
     edges.index.name = "edge"
@@ -697,14 +691,20 @@ def build_network_from_arrays(city: dict, name: str, max_grade: float = DEFAULT_
                    meta=meta)
 
 
-def _line_graph_component(n_edges: int, conn_src: np.ndarray, conn_dst: np.ndarray) -> np.ndarray:
-    """Mask of the edges in the largest strongly connected component of L(G)."""
+def _line_graph_component(n_edges: int, conn_src: np.ndarray, conn_dst: np.ndarray):
+    """The largest strongly connected component of L(G): the mask of its edges and its turns,
+    renumbered onto the kept edges (unchanged when every edge is kept)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
     mat = coo_matrix((np.ones(len(conn_src)), (conn_src, conn_dst)), shape=(n_edges, n_edges)).tocsr()
     _, labels = connected_components(mat, directed=True, connection="strong")
-    return labels == np.argmax(np.bincount(labels))
+    keep = labels == np.argmax(np.bincount(labels))
+    if keep.all():
+        return keep, conn_src, conn_dst
+    new_id = np.cumsum(keep) - 1
+    both = keep[conn_src] & keep[conn_dst]
+    return keep, new_id[conn_src[both]], new_id[conn_dst[both]]
 
 
 def _is_reverse(u, v, length, e1: int, e2: int) -> bool:

@@ -316,6 +316,23 @@ def _wgs84(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lat, lon
 
 
+def _arterials(rng: Generator, city: _City, mpts: np.ndarray, nearest) -> list[tuple[int, int, str]]:
+    """Step 3's skeleton, as (from, to, class) of the street paths to mark: two primary axes
+    across the main component ``mpts`` (points), a secondary ring of six points and the two
+    secondary diagonals; ``nearest(x, y)`` names the vertex nearest a point (one draw of ``rng``)."""
+    xmin, ymin = mpts.min(axis=0)
+    xmax, ymax = mpts.max(axis=0)
+    ymid = float(np.median(mpts[:, 1]))
+    xmid = float(np.median(mpts[:, 0]))
+    out = [(nearest(xmin, ymid), nearest(xmax, ymid), "primary"), (nearest(xmid, ymin), nearest(xmid, ymax), "primary")]
+    phase = rng.uniform(0, 2 * math.pi)
+    ring = [nearest(0.55 * city.ax * math.cos(phase + t), 0.55 * city.ay * math.sin(phase + t))
+            for t in np.linspace(0, 2 * math.pi, 7)[:-1].tolist()]
+    out += [(a, b, "secondary") for a, b in zip(ring, ring[1:] + ring[:1], strict=True)]
+    out += [(nearest(xmin, ymin), nearest(xmax, ymax), "secondary"), (nearest(xmin, ymax), nearest(xmax, ymin), "secondary")]
+    return out
+
+
 def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
     """Build the synthetic city as an unsimplified osmnx-style ``MultiDiGraph``.
 
@@ -376,21 +393,10 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
             if _CLASS_RANK[cls] < _CLASS_RANK[old]:
                 klass[key] = cls
 
+    for a, b, cls in _arterials(rng, city, mpts, nearest):
+        mark(a, b, cls)
     xmin, ymin = mpts.min(axis=0)
     xmax, ymax = mpts.max(axis=0)
-    ymid = float(np.median(mpts[:, 1]))
-    xmid = float(np.median(mpts[:, 0]))
-    mark(nearest(xmin, ymid), nearest(xmax, ymid), "primary")
-    mark(nearest(xmid, ymin), nearest(xmid, ymax), "primary")
-    phase = rng.uniform(0, 2 * math.pi)
-    ring = [
-        nearest(0.55 * city.ax * math.cos(phase + t), 0.55 * city.ay * math.sin(phase + t))
-        for t in np.linspace(0, 2 * math.pi, 7)[:-1].tolist()
-    ]
-    for a, b in zip(ring, ring[1:] + ring[:1], strict=True):
-        mark(a, b, "secondary")
-    mark(nearest(xmin, ymin), nearest(xmax, ymax), "secondary")
-    mark(nearest(xmin, ymax), nearest(xmax, ymin), "secondary")
     diam = float(np.hypot(xmax - xmin, ymax - ymin))
     n_tert = max(3, size // 70)
     done = 0
@@ -723,19 +729,8 @@ def synthetic_arrays(seed: int = 0, size: int = 400) -> dict:
         ids = key_order[np.searchsorted(key, k, sorter=key_order)]
         rank[ids] = np.minimum(rank[ids], _CLASS_RANK[cls])
 
-    xmin, ymin = mpts.min(axis=0)
-    xmax, ymax = mpts.max(axis=0)
-    ymid = float(np.median(mpts[:, 1]))
-    xmid = float(np.median(mpts[:, 0]))
-    mark(nearest(xmin, ymid), nearest(xmax, ymid), "primary")
-    mark(nearest(xmid, ymin), nearest(xmid, ymax), "primary")
-    phase = rng.uniform(0, 2 * math.pi)
-    ring = [nearest(0.55 * city.ax * math.cos(phase + t), 0.55 * city.ay * math.sin(phase + t))
-            for t in np.linspace(0, 2 * math.pi, 7)[:-1].tolist()]
-    for a, b in zip(ring, ring[1:] + ring[:1], strict=True):
-        mark(a, b, "secondary")
-    mark(nearest(xmin, ymin), nearest(xmax, ymax), "secondary")
-    mark(nearest(xmin, ymax), nearest(xmax, ymin), "secondary")
+    for a, b, cls in _arterials(rng, city, mpts, nearest):
+        mark(a, b, cls)
     n_tert = max(3, size // 70)
     lo_span, hi_span = _TERTIARY_SPAN_M
     for _ in range(n_tert):

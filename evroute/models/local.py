@@ -57,7 +57,14 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
 from ..errors import EvrouteError, EvrouteWarning
-from ..linalg import SparseCholesky, SparseSolver, jittered_cholesky, local_inverse_diagonal
+from ..linalg import (
+    SparseCholesky,
+    SparseSolver,
+    csr_row_positions,
+    graph_ball,
+    jittered_cholesky,
+    local_inverse_diagonal,
+)
 from ..prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..validate import positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
@@ -75,14 +82,6 @@ MAX_SWEEPS = 20
 SHRINK_BELOW = 0.05
 #: The most threads a local update uses (chunks are conditioned in pairs).
 MAX_THREADS = 2
-
-
-def _rows_of(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Positions in a CSR matrix's ``indices``/``data`` of the stored entries of ``rows``."""
-    starts = indptr[rows]
-    counts = indptr[rows + 1] - starts
-    ends = np.cumsum(counts)
-    return np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if ends.size else 0)
 
 
 @dataclass
@@ -297,28 +296,14 @@ class LocalGMRFPosterior(PosteriorModel):
 
     def _ball(self, seeds: np.ndarray, r: int, slot: int = 0) -> np.ndarray:
         """The edges within ``r`` hops of ``seeds`` in the graph of Q, sorted."""
-        mark, indptr, indices = self._mark[slot], self._Q.indptr, self._Q.indices
-        mark[seeds] = True
-        layers = [seeds]
-        frontier = seeds
-        for _ in range(r):
-            nb = indices[_rows_of(indptr, frontier)]
-            nb = np.unique(nb[~mark[nb]])
-            if nb.size == 0:
-                break
-            mark[nb] = True
-            layers.append(nb)
-            frontier = nb
-        omega = np.sort(np.concatenate(layers))
-        mark[omega] = False
-        return omega
+        return graph_ball(self._Q.indptr, self._Q.indices, seeds, r, self._mark[slot])
 
     def _domain(self, omega: np.ndarray, slot: int = 0):
         """(Q + D)_ΩΩ (CSC), Q_{shell,Ω} (CSR) and the shell, from the rows of Ω."""
         Q, where = self._Q, self._where[slot]
         n = omega.size
         where[omega] = np.arange(n)
-        pos = _rows_of(Q.indptr, omega)
+        pos = csr_row_positions(Q.indptr, omega)
         cols = Q.indices[pos]
         vals = Q.data[pos]
         rows = np.repeat(np.arange(n), Q.indptr[omega + 1] - Q.indptr[omega])
