@@ -21,11 +21,11 @@ import math
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from scipy.linalg import blas, lapack
 from scipy.spatial.distance import cdist
 
 from .errors import EvrouteError
+from .linalg import symmetric_splu
 from .specs import Option
 from .validate import choice, in_range, positive_float, positive_int
 
@@ -347,9 +347,7 @@ def _matern_sparse(lap: sp.csr_matrix, shift: float, nu: int) -> np.ndarray:
     # Exact in exact arithmetic but slow for large E (SuperLU solves one column at a time).
     n = lap.shape[0]
     P = (lap + sp.identity(n, dtype=np.float64, format="csr") * shift).tocsc()
-    lu = spla.splu(
-        P, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True}
-    )
+    lu = symmetric_splu(P, "graph Matérn operator")
     X = np.eye(n, dtype=np.float64, order="F")
     for _ in range(nu):
         X = lu.solve(X)

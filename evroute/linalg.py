@@ -219,15 +219,9 @@ class SparseCholesky:
     """
 
     def __init__(self, A, what: str = "precision matrix"):
-        import scipy.sparse as sp
-        from scipy.sparse.linalg import splu
-
         A = sp.csc_matrix(A, dtype=np.float64)
         self.n = A.shape[0]
-        try:
-            lu = splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
-        except RuntimeError as exc:
-            raise EvrouteError(f"{what} could not be factorised ({exc})") from None
+        lu = symmetric_splu(A, what)
         if not np.array_equal(lu.perm_r, lu.perm_c):
             raise EvrouteError(f"{what}: the factorisation pivoted; the matrix is not positive definite")
         self._lu = lu

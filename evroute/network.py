@@ -423,22 +423,19 @@ def load_network(
 def _build(params: dict, name: str, source, dem, max_grade: float, seed, size) -> tuple[Network, dict]:
     """Build the network ``params`` describe (synthetic from arrays or networkx, or OSM), with
     the metadata its source adds."""
+    if params["kind"] != "synthetic":
+        net = build_network(read_osm_graph(source), name=name, dem=dem, max_grade=max_grade,
+                            restrictions=read_restrictions(source))
+        return net, {"source": str(source), "osm_sha256": params["osm_sha256"]}
     if params.get("builder") == "arrays":
         net = build_network_from_arrays(synthetic.synthetic_arrays(seed=seed, size=size), name, max_grade)
-        points = _array_city_route_points(net)
-        return net, {"source": f"synthetic(seed={seed}, size={size}, built from arrays)",
-                     "route_points": {k: [list(a), list(b)] for k, (a, b) in points.items()}}
-    if params["kind"] == "synthetic":
-        graph = synthetic_graph(seed=seed, size=size)
-        points = synthetic_route_points(graph)
-        meta = {"source": f"synthetic(seed={seed}, size={size})",
-                "route_points": {k: [list(a), list(b)] for k, (a, b) in points.items()}}
+        points, built = _array_city_route_points(net), ", built from arrays"
     else:
-        graph = read_osm_graph(source)
-        meta = {"source": str(source), "osm_sha256": params["osm_sha256"]}
-    net = build_network(graph, name=name, dem=dem, max_grade=max_grade,
-                        restrictions=read_restrictions(source) if source else [])
-    return net, meta
+        graph = synthetic_graph(seed=seed, size=size)
+        points, built = synthetic_route_points(graph), ""
+        net = build_network(graph, name=name, dem=dem, max_grade=max_grade, restrictions=[])
+    return net, {"source": f"synthetic(seed={seed}, size={size}{built})",
+                 "route_points": {k: [list(a), list(b)] for k, (a, b) in points.items()}}
 
 
 def _array_city_route_points(net: Network) -> dict:

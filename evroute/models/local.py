@@ -54,7 +54,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-from scipy.sparse.linalg import splu
 
 from ..errors import EvrouteError, EvrouteWarning
 from ..linalg import (
@@ -64,6 +63,7 @@ from ..linalg import (
     graph_ball,
     jittered_cholesky,
     local_inverse_diagonal,
+    symmetric_splu,
 )
 from ..prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..validate import positive_float, positive_int
@@ -104,22 +104,6 @@ class _Chunk:
     out: float = 0.0
     trace: list = field(default_factory=list)
     seconds: dict = field(default_factory=lambda: {"domains": 0.0, "factor": 0.0, "solve_bounds": 0.0})
-
-
-class _SymmetricFactor:
-    """A sparse symmetric positive definite domain matrix factorised once, solved with many
-    right-hand sides: SciPy's SuperLU with a symmetric ordering (MMD on Aᵀ + A), symmetric mode
-    and no pivoting (``scripts/bench_sparse_solvers.py`` compares the candidates)."""
-
-    def __init__(self, A: sp.csc_matrix):
-        try:
-            self._lu = splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                            options={"SymmetricMode": True})
-        except RuntimeError as exc:
-            raise EvrouteError(f"a local posterior domain could not be factorised ({exc})") from None
-
-    def solve(self, b: np.ndarray) -> np.ndarray:
-        return self._lu.solve(b)
 
 
 class LocalGMRFPosterior(PosteriorModel):
@@ -335,7 +319,7 @@ class LocalGMRFPosterior(PosteriorModel):
             A, B, shell = self._domain(omega, slot)
             posK = np.searchsorted(omega, K)
             toc = time.perf_counter()
-            F = _SymmetricFactor(A)
+            F = symmetric_splu(A, "a local posterior domain")
             tac = time.perf_counter()
             rhs = np.zeros((omega.size, k + 1), order="F")
             rhs[posK, np.arange(k)] = 1.0
@@ -440,7 +424,7 @@ class LocalGMRFPosterior(PosteriorModel):
                 else np.arange(res.size)
             omega = self._ball(seeds, self._radius + 1)
             A, B, shell = self._domain(omega)
-            dx = _SymmetricFactor(A).solve(res[omega])
+            dx = symmetric_splu(A, "a local posterior domain").solve(res[omega])
             self._mu[omega] += dx
             res[shell] -= B @ dx
             res[omega] -= A @ dx
