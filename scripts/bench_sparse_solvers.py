@@ -13,6 +13,12 @@ SciPy are evroute's dependencies; the others are measured to justify the choice.
 * ``cvxopt``: CHOLMOD again, from CVXOPT's wheel (linked to OpenBLAS; GPL-3, not a dependency).
 * ``pardiso``: Intel MKL PARDISO through pypardiso (about 1 GB of MKL; not a dependency).
 * ``qdldl``: the QDLDL LDLᵀ factorisation (OSQP's; a wheel; one right-hand side a call).
+* ``sksparse_minimal``: a fork of cholespy with scikit-sparse's CHOLMOD settings (a wheel, with
+  reference BLAS).
+
+``--domain R`` also measures whether a library can use the second core: the same
+factorisations and solves run twice one after the other, then on two threads at once; the
+ratio is the speed-up (about 2 when the library releases the GIL, about 1 when it holds it).
 
 ``--domain R``: instead of the whole network, the local posterior updates' problem
 (``spec/local-posteriors.md``, :mod:`evroute.models.local`): the domain within R hops of Q's
@@ -22,13 +28,15 @@ Usage::
 
     EVROUTE_DATA_DIR=../shared/data python scripts/bench_sparse_solvers.py synthetic-100k
     python scripts/bench_sparse_solvers.py luxembourg --rhs 64 --repeats 5
-    python scripts/bench_sparse_solvers.py synthetic-100k --domain 7 --repeats 7   # a local update's domain
+    python scripts/bench_sparse_solvers.py synthetic-100k --domain 8 --repeats 7   # a local update's domain
+    python scripts/bench_sparse_solvers.py synthetic-1000k --libraries cholespy --rhs 8 --repeats 1   # the global fallback at 1M
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -96,7 +104,39 @@ def _qdldl(Q):
     return seconds, lambda B: np.column_stack([F.solve(np.ascontiguousarray(b)) for b in B.T])
 
 
-LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "qdldl": _qdldl, "cvxopt": _cvxopt, "pardiso": _pardiso}
+def _sksparse_minimal(Q):
+    from sksparse_minimal import SparseCholesky
+
+    A = sp.csc_matrix(Q)
+    A.sort_indices()
+    t = time.perf_counter()
+    F = SparseCholesky(A)
+    return time.perf_counter() - t, lambda B: F.solve_A(np.ascontiguousarray(B))
+
+
+LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "qdldl": _qdldl, "cvxopt": _cvxopt, "pardiso": _pardiso,
+             "sksparse_minimal": _sksparse_minimal}
+
+
+def two_thread_speedup(library, Q, B, n: int = 10) -> float:
+    """Time of 2n factorisations and solves one after the other over the time of n on each of
+    two threads at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work():
+        for _ in range(n):
+            library(Q)[1](B)
+
+    t = time.perf_counter()
+    work()
+    work()
+    serial = time.perf_counter() - t
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        t = time.perf_counter()
+        for f in [pool.submit(work) for _ in range(2)]:
+            f.result()
+        both = time.perf_counter() - t
+    return serial / both
 
 
 def domain(net, Q, radius: int, edges: int = 32) -> tuple[sp.csc_matrix, np.ndarray]:
@@ -148,8 +188,10 @@ def main(argv=None) -> int:
         B[(np.arange(args.rhs) * 7919) % E, np.arange(args.rhs)] = 1.0
         print(f"{args.network}: {E:,} edges, nnz(Q) = {Q.nnz:,}, {args.rhs} right-hand sides, "
               f"median of {args.repeats}")
-    print("| library | factorise s | solve s | solve ms per right-hand side | max difference |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    overlap = args.domain is not None
+    print("| library | factorise s | solve s | solve ms per right-hand side | max difference |"
+          + (" two threads × |" if overlap else ""))
+    print("| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if overlap else ""))
     reference = None
     for name in [s.strip() for s in args.libraries.split(",") if s.strip()]:
         try:
@@ -166,7 +208,11 @@ def main(argv=None) -> int:
         if reference is None:
             reference = X
         diff = float(np.abs(X - reference).max() / np.abs(reference).max())
-        print(f"| {name} | {f:.4f} | {s:.4f} | {1000 * s / B.shape[1]:.2f} | {diff:.1e} |")
+        row = f"| {name} | {f:.4f} | {s:.4f} | {1000 * s / B.shape[1]:.2f} | {diff:.1e} |"
+        if overlap:
+            row += f" {two_thread_speedup(LIBRARIES[name], Q, B):.2f} |"
+        print(row)
+    print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2:.2f} GB")
     return 0
 
 
