@@ -174,6 +174,10 @@ def main(argv=None) -> int:
     p.add_argument("--domain", type=int, default=None, metavar="R",
                    help="a local update's domain of R hops of Q's graph instead of the whole network")
     args = p.parse_args(argv)
+    names = [s.strip() for s in args.libraries.split(",") if s.strip()]
+    unknown = [n for n in names if n not in LIBRARIES]
+    if unknown:
+        p.error(f"unknown librar{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)} (known: {', '.join(LIBRARIES)})")
     net = load_network(args.network)
     P = graph_matern_operator(net, 2, 1.0)
     Q = sp.csc_matrix(P @ P + sp.identity(net.n_edges))
@@ -193,7 +197,7 @@ def main(argv=None) -> int:
           + (" two threads × |" if overlap else ""))
     print("| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if overlap else ""))
     reference = None
-    for name in [s.strip() for s in args.libraries.split(",") if s.strip()]:
+    for name in names:
         try:
             runs = []
             for _ in range(args.repeats):
