@@ -15,7 +15,7 @@ from evroute.errors import EvrouteError, EvrouteWarning
 from evroute.loop import run_loop
 from evroute.models import make_model, resolve_model
 from evroute.models.gmrf import GMRFPosterior
-from evroute.models.local import LocalGMRFPosterior
+from evroute.models.local import CHUNK, LocalGMRFPosterior
 from evroute.oracle import Oracle
 from evroute.prior import GraphMaternPrior
 from evroute.routes import edge_energies, resolve_route
@@ -174,6 +174,9 @@ def test_options_declared_once_and_checked(small):
     assert isinstance(make_model(resolve_model("exact[update=global]"), small["gmrf"], noise_var=small["nv"]),
                       GMRFPosterior)
     assert make_model(resolve_model("exact[tol=1e-6]"), small["gmrf"], noise_var=small["nv"]).tol == 1e-6
+    assert make_model("exact", small["gmrf"], noise_var=small["nv"]).chunk == CHUNK
+    m = make_model(resolve_model("exact[chunk=16,threads=2]"), small["gmrf"], noise_var=small["nv"])
+    assert (m.chunk, m.threads) == (16, 2)
     for bad in ("exact[tol=0]", "exact[tol=0.5]", "exact[tol=nan]", "exact[update=sometimes]"):
         with pytest.raises(EvrouteError):
             resolve_model(bad)
@@ -263,7 +266,8 @@ def test_two_threads_give_the_same_bits():
     assert models[0].max_mean_error_bound == models[1].max_mean_error_bound
     assert models[0].n_redone == models[1].n_redone
     assert 0 < models[0].n_redone < models[0].n_pairs  # pairs kept side by side, and pairs redone
-    for bad in ("exact[threads=0]", "exact[threads=3]", "exact[threads=1.5]"):
+    for bad in ("exact[threads=0]", "exact[threads=3]", "exact[threads=1.5]", "exact[chunk=0]", "exact[chunk=513]",
+                "exact[chunk=4.5]"):
         with pytest.raises(EvrouteError):
             resolve_model(bad)
 

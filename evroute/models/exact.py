@@ -14,7 +14,7 @@ from ..specs import Option
 from ..validate import choice, in_range, int_range, nonneg_int, positive_float, positive_int
 from .base import COVARIANCE, INFORMATION_GAIN, JOINT_SAMPLES, PosteriorModel, readonly
 from .gmrf import MERGE_RULES, GMRFPosterior
-from .local import MAX_THREADS, TOL_MAX, LocalGMRFPosterior
+from .local import CHUNK, CHUNK_MAX, MAX_THREADS, TOL_MAX, LocalGMRFPosterior
 
 __all__ = ["ExactGPModel", "make_exact", "OPTIONS", "MERGE_RULES"]
 
@@ -578,12 +578,15 @@ OPTIONS = (
            "(to sigma_0^2)"),
     Option("threads", int_range(1, MAX_THREADS, why="threads of a local update"), 1, "update=local: 1 or 2 threads "
            "(chunks are conditioned in pairs; the results are the same for either)"),
+    Option("chunk", int_range(1, CHUNK_MAX, why="route edges conditioned at once"), CHUNK, "update=local: route "
+           "edges conditioned at once, on one domain (measured in docs/performance.md)"),
 )
 
 
 def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refactor_every=0,
-               check_tol=1e-8, update="local", tol=1e-8, threads=1) -> PosteriorModel:
-    """Factory of the ``exact`` backend; ``seed`` is unused.
+               check_tol=1e-8, update="local", **local) -> PosteriorModel:
+    """Factory of the ``exact`` backend; ``seed`` is unused; ``local`` holds the options of the
+    local updates (``tol``, ``threads``, ``chunk``: :class:`~evroute.models.local.LocalGMRFPosterior`'s).
 
     The representation follows the prior's: :class:`ExactGPModel` (kernel rows and
     diagonal) for a dense prior; for a sparse precision (the prior's ``representation`` is
@@ -594,7 +597,7 @@ def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refac
     """
     if getattr(prior, "representation", "dense") == "sparse":
         if update == "local" and prior.precision_min_eigenvalue() is not None:
-            return LocalGMRFPosterior(prior, noise_var, tol=tol, threads=threads)
+            return LocalGMRFPosterior(prior, noise_var, **local)
         return GMRFPosterior(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,
                              check_tol=check_tol)
     return ExactGPModel(prior, noise_var, merge=merge, max_active=max_active, refactor_every=refactor_every,
