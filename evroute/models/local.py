@@ -73,10 +73,8 @@ __all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", 
 
 #: The largest tolerance accepted (relative to σ₀ and σ₀²).
 TOL_MAX = 1e-2
-#: Route edges conditioned at once. Measured on synthetic-100k, route A, 20 rounds, two threads
-#: (seconds a round, gp-ucb / gp-bucb / gp-ts): 32 edges 0.859 / 0.672 / 0.382, 40 edges 0.755 /
-#: 0.625 / 0.389, 48 edges 0.724 / 0.615 / 0.342, 56 edges 0.748 / 0.602 / 0.373 (the spec's
-#: prototype found 32 and 64 equally fast per edge on one thread).
+#: Route edges conditioned at once: 48 was the fastest of 32–64 at 100k and 1M (docs/performance.md,
+#: "The chunk"; the spec's prototype found 32 and 64 equally fast per edge on one thread).
 CHUNK = 48
 #: The largest chunk the option accepts (a chunk's dense work grows as its square).
 CHUNK_MAX = 512
@@ -125,7 +123,7 @@ class LocalGMRFPosterior(PosteriorModel):
     tol : float
         Target of both bounds, relative to σ₀ (means) and σ₀² (variances); in (0, 1e-2].
     chunk : int
-        Route edges conditioned at once.
+        Route edges conditioned at once, 1 to :data:`CHUNK_MAX`.
     radius : int
         First radius tried (hops of the precision's graph); it adapts from chunk to chunk.
     max_radius : int
