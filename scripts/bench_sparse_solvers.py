@@ -9,20 +9,20 @@ those of cholespy. A library that is not installed is skipped with a note: only 
 SciPy are evroute's dependencies; the others are measured to justify the choice.
 
 * ``cholespy``: CHOLMOD (supernodal) as evroute uses it (:class:`evroute.linalg.SparseSolver`).
-* ``superlu``: SciPy's SuperLU, symmetric mode (:class:`evroute.linalg.SparseCholesky`'s factor).
+* ``superlu``: SciPy's SuperLU, symmetric mode, as evroute uses it (:func:`evroute.linalg.symmetric_splu`:
+  the local domains' and :class:`evroute.linalg.SparseCholesky`'s factor).
 * ``cvxopt``: CHOLMOD again, from CVXOPT's wheel (linked to OpenBLAS; GPL-3, not a dependency).
 * ``pardiso``: Intel MKL PARDISO through pypardiso (about 1 GB of MKL; not a dependency).
 * ``qdldl``: the QDLDL LDLᵀ factorisation (OSQP's; a wheel; one right-hand side a call).
 * ``sksparse_minimal``: a fork of cholespy with scikit-sparse's CHOLMOD settings (a wheel, with
   reference BLAS).
 
-``--domain R`` also measures whether a library can use the second core: the same
-factorisations and solves run twice one after the other, then on two threads at once; the
-ratio is the speed-up (about 2 when the library releases the GIL, about 1 when it holds it).
-
 ``--domain R``: instead of the whole network, the local posterior updates' problem
 (``spec/local-posteriors.md``, :mod:`evroute.models.local`): the domain within R hops of Q's
-graph around the first 32 edges of route A, its block of Q + I, and 33 right-hand sides.
+graph around the first 32 edges of route A, its block of Q + I, and 33 right-hand sides. It
+also measures whether a library can use the second core: the same factorisations and solves
+run twice one after the other, then on two threads at once; the ratio is the speed-up (about 2
+when the library releases the GIL, about 1 when it holds it).
 
 Usage::
 
@@ -47,7 +47,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 
-from evroute.linalg import SparseSolver  # noqa: E402
+from evroute.linalg import SparseSolver, symmetric_splu  # noqa: E402
 from evroute.network import load_network  # noqa: E402
 from evroute.prior import graph_matern_operator  # noqa: E402
 
@@ -59,10 +59,8 @@ def _cholespy(Q):
 
 
 def _superlu(Q):
-    from scipy.sparse.linalg import splu
-
     t = time.perf_counter()
-    lu = splu(sp.csc_matrix(Q), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    lu = symmetric_splu(Q)
     return time.perf_counter() - t, lu.solve
 
 
