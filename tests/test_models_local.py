@@ -8,6 +8,7 @@ import functools
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from evroute.agents import AgentSetup, make_agent
 from evroute.environments import StaticEnvironment
@@ -112,6 +113,63 @@ def test_a_computed_bound_made_smaller_fails_the_check(small, monkeypatch):
 
     feed(small, [m], n_rounds=6, check=check)
     assert any(failed)
+
+
+def test_a_variance_bound_made_smaller_fails_the_check(small, monkeypatch):
+    """The mutation on the variance bound's own input: k_max (which caps every edge's variance
+    in it) divided by 10⁸, the mean's constant left alone: the variance check catches it."""
+    monkeypatch.setattr(LocalGMRFPosterior, "_sweep", LocalGMRFPosterior._bounds)
+    monkeypatch.setattr(LocalGMRFPosterior, "_check_variances", lambda self: None)
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=1, max_radius=1)
+    m._kmax *= 1e-8
+    failed = []
+
+    def check(t):
+        dm, dv = errors(small, m)
+        assert dm <= m.mean_error_bound * (1 + 1e-9) + 1e-12
+        failed.append(dv > m.var_error_bound * (1 + 1e-9) + 1e-12)
+
+    feed(small, [m], n_rounds=6, check=check)
+    assert any(failed)
+
+
+def test_a_round_is_cut_into_an_even_number_of_near_equal_chunks(small, monkeypatch):
+    """At most ``chunk`` edges a chunk, as equal as can be, an even number of them (the pairs
+    balance two threads), never an empty one."""
+    sizes = []
+    real = LocalGMRFPosterior._commit
+
+    def commit(self, c):
+        sizes.append(c.K.size)
+        return real(self, c)
+
+    monkeypatch.setattr(LocalGMRFPosterior, "_commit", commit)
+    E = small["net"].n_edges
+    for chunk, n, expect in ((8, 25, [7, 6, 6, 6]), (8, 17, [5, 4, 4, 4]), (8, 8, [8]), (1, 3, [1, 1, 1]),
+                             (10, 20, [10, 10])):
+        m = LocalGMRFPosterior(small["gmrf"], small["nv"], chunk=chunk)
+        edges = np.linspace(0, E - 1, n).astype(np.int64)
+        sizes.clear()
+        m.update(edges, small["truth"][edges])
+        assert sorted(sizes, reverse=True) == expect, (chunk, n, sizes)
+
+
+def test_a_domain_is_assembled_in_the_priors_fill_reducing_order(small):
+    """Ω comes back in the prior's nested-dissection order, and the blocks are exactly
+    (Q + D)_ΩΩ and Q_{shell,Ω} in it; the seeds' positions point at them."""
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], chunk=8)
+    feed(small, [m], n_rounds=2)
+    seeds = np.array([3, 40, 41])
+    ball = m._ball(seeds, 2)
+    omega, A, B, shell, at = m._domain(ball, 0, seeds)
+    rank = small["gmrf"].precision_ordering()
+    assert np.array_equal(np.sort(omega), ball) and np.all(np.diff(rank[omega]) > 0)
+    P = (m._Q + sp.diags(m.counts / small["nv"])).tocsr()
+    np.testing.assert_array_equal(A.toarray(), P[omega][:, omega].toarray())
+    np.testing.assert_array_equal(B.toarray(), m._Q[shell][:, omega].toarray())
+    assert np.array_equal(omega[at], seeds)
+    outside = np.setdiff1d(np.arange(small["net"].n_edges), ball)
+    assert np.array_equal(shell, outside[np.asarray(abs(m._Q[outside][:, omega]).sum(axis=1)).ravel() > 0])
 
 
 def test_the_adaptive_rule_brings_small_domains_back_within_tol(small):

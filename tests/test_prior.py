@@ -295,3 +295,26 @@ def test_large_networks_prior_variances_come_from_certified_local_solves(synthet
     assert gp.diag_error_bound() == pytest.approx(scale * bound.max(), rel=1e-12)
     m = LocalGMRFPosterior(gp, 0.01, tol=1e-8)
     assert m.var_error_bound == pytest.approx(gp.diag_error_bound() / np.mean(gp.diag()), rel=1e-12)
+
+
+def test_precision_ordering_is_a_nested_dissection_of_the_precision_kept_on_disk(small, tmp_path, monkeypatch):
+    """The graph Matérn prior's order is nested dissection of its precision's pattern (any κ),
+    the same from a fresh cache and from disk; a prior that shifts the mean keeps its base's;
+    other sparse-precision priors compute theirs once."""
+    from evroute.linalg import nested_dissection
+    from evroute.prior import GraphMaternPrior, ShiftedPrior
+
+    net, pm = small
+    monkeypatch.setenv("EVROUTE_CACHE_DIR", str(tmp_path / "cache"))
+    gp = GraphMaternPrior(net, pm, 1.0, 2.0, 1.0)
+    rank = gp.precision_ordering()
+    assert np.array_equal(rank, nested_dissection(gp.precision())) and not rank.flags.writeable
+    assert gp.precision_ordering() is rank  # kept
+    with monkeypatch.context() as mp:  # another κ: read from disk
+        mp.setattr(prior_mod, "nested_dissection", lambda A: pytest.fail("not read from disk"))
+        again = GraphMaternPrior(net, pm, 0.5, 2.0, 3.0).precision_ordering()
+    assert np.array_equal(again, rank)
+    assert ShiftedPrior(gp, pm + 1.0).precision_ordering() is rank
+    npr = NetworkPrior(net, pm, "graph", 1.0, 1.0, 1.0, 1.0)
+    assert np.array_equal(npr.precision_ordering(), nested_dissection(npr.precision()))
+    assert npr.precision_ordering() is npr.precision_ordering()
