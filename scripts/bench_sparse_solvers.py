@@ -9,8 +9,11 @@ those of cholespy. A library that is not installed is skipped with a note: only 
 SciPy are evroute's dependencies; the others are measured to justify the choice.
 
 * ``cholespy``: CHOLMOD (supernodal) as evroute uses it (:class:`evroute.linalg.SparseSolver`).
-* ``superlu``: SciPy's SuperLU, symmetric mode, as evroute uses it (:func:`evroute.linalg.symmetric_splu`:
-  the local domains' and :class:`evroute.linalg.SparseCholesky`'s factor).
+* ``superlu``: SciPy's SuperLU, symmetric mode, ordering the matrix itself (MMD on Aᵀ + A;
+  :func:`evroute.linalg.symmetric_splu`, :class:`evroute.linalg.SparseCholesky`'s factor).
+* ``superlu_ordered``: the same, keeping the order the matrix comes in (``ordered=True``): with
+  ``--domain R --network-order`` that is the network's nested-dissection order restricted to
+  the domain, as the local posterior updates factorise their domains.
 * ``cvxopt``: CHOLMOD again, from CVXOPT's wheel (linked to OpenBLAS; GPL-3, not a dependency).
 * ``pardiso``: Intel MKL PARDISO through pypardiso (about 1 GB of MKL; not a dependency).
 * ``qdldl``: the QDLDL LDLᵀ factorisation (OSQP's; a wheel; one right-hand side a call).
@@ -19,16 +22,19 @@ SciPy are evroute's dependencies; the others are measured to justify the choice.
 
 ``--domain R``: instead of the whole network, the local posterior updates' problem
 (``spec/local-posteriors.md``, :mod:`evroute.models.local`): the domain within R hops of Q's
-graph around the first 32 edges of route A, its block of Q + I, and 33 right-hand sides. It
-also measures whether a library can use the second core: the same factorisations and solves
-run twice one after the other, then on two threads at once; the ratio is the speed-up (about 2
-when the library releases the GIL, about 1 when it holds it).
+graph around the first ``--edges`` edges of route A (32 unless told), its block of Q + I, and
+one right-hand side more than edges. It also measures whether a library can use the second
+core: the same factorisations and solves run twice one after the other, then on two threads at
+once; the ratio is the speed-up (about 2 when the library releases the GIL, about 1 when it
+holds it). ``--network-order`` hands every library the domain's block in the network's
+nested-dissection order (:func:`evroute.linalg.nested_dissection` of the whole Q, restricted).
 
 Usage::
 
     EVROUTE_DATA_DIR=../shared/data python scripts/bench_sparse_solvers.py synthetic-100k
     python scripts/bench_sparse_solvers.py luxembourg --rhs 64 --repeats 5
     python scripts/bench_sparse_solvers.py synthetic-100k --domain 8 --repeats 7   # a local update's domain
+    python scripts/bench_sparse_solvers.py synthetic-100k --domain 8 --edges 48 --network-order --libraries superlu,superlu_ordered
     python scripts/bench_sparse_solvers.py synthetic-1000k --libraries cholespy --rhs 8 --repeats 1   # the global fallback at 1M
 """
 
@@ -47,7 +53,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 
-from evroute.linalg import SparseSolver, symmetric_splu  # noqa: E402
+from evroute.linalg import SparseSolver, nested_dissection, symmetric_splu  # noqa: E402
 from evroute.network import load_network  # noqa: E402
 from evroute.prior import graph_matern_operator  # noqa: E402
 
@@ -61,6 +67,12 @@ def _cholespy(Q):
 def _superlu(Q):
     t = time.perf_counter()
     lu = symmetric_splu(Q)
+    return time.perf_counter() - t, lu.solve
+
+
+def _superlu_ordered(Q):
+    t = time.perf_counter()
+    lu = symmetric_splu(Q, ordered=True)
     return time.perf_counter() - t, lu.solve
 
 
@@ -112,7 +124,7 @@ def _sksparse_minimal(Q):
     return time.perf_counter() - t, lambda B: F.solve_A(np.ascontiguousarray(B))
 
 
-LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "qdldl": _qdldl, "cvxopt": _cvxopt, "pardiso": _pardiso,
+LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "superlu_ordered": _superlu_ordered, "qdldl": _qdldl, "cvxopt": _cvxopt, "pardiso": _pardiso,
              "sksparse_minimal": _sksparse_minimal}
 
 
@@ -137,9 +149,10 @@ def two_thread_speedup(library, Q, B, n: int = 10) -> float:
     return serial / both
 
 
-def domain(net, Q, radius: int, edges: int = 32) -> tuple[sp.csc_matrix, np.ndarray]:
+def domain(net, Q, radius: int, edges: int = 32, rank: np.ndarray | None = None) -> tuple[sp.csc_matrix, np.ndarray]:
     """The block of Q on the ball of ``radius`` hops of Q's graph around the first ``edges``
-    edges of route A, and the unit right-hand sides of those edges plus one dense one."""
+    edges of route A, and the unit right-hand sides of those edges plus one dense one; in the
+    order of ``rank`` (an order of all of Q's rows, restricted) when given."""
     from evroute.oracle import Oracle
     from evroute.routes import edge_energies, resolve_route
 
@@ -156,9 +169,11 @@ def domain(net, Q, radius: int, edges: int = 32) -> tuple[sp.csc_matrix, np.ndar
         inside[nb] = True
         frontier = nb
     omega = np.flatnonzero(inside)
+    if rank is not None:
+        omega = omega[np.argsort(rank[omega], kind="stable")]
     A = sp.csc_matrix(Q[omega][:, omega])
     B = np.zeros((omega.size, seeds.size + 1))
-    B[np.searchsorted(omega, seeds), np.arange(seeds.size)] = 1.0
+    B[np.argsort(omega)[np.searchsorted(np.sort(omega), seeds)], np.arange(seeds.size)] = 1.0
     B[:, -1] = 1.0
     return A, B
 
@@ -171,18 +186,27 @@ def main(argv=None) -> int:
     p.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated (default: %(default)s)")
     p.add_argument("--domain", type=int, default=None, metavar="R",
                    help="a local update's domain of R hops of Q's graph instead of the whole network")
+    p.add_argument("--edges", type=int, default=32, help="with --domain: route edges at its centre (default: %(default)s)")
+    p.add_argument("--network-order", action="store_true",
+                   help="with --domain: its block in the network's nested-dissection order (as the local updates)")
     args = p.parse_args(argv)
     names = [s.strip() for s in args.libraries.split(",") if s.strip()]
     unknown = [n for n in names if n not in LIBRARIES]
     if unknown:
         p.error(f"unknown librar{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)} (known: {', '.join(LIBRARIES)})")
+    if args.edges < 1:
+        p.error("--edges must be at least 1")
+    if args.network_order and args.domain is None:
+        p.error("--network-order needs --domain")
     net = load_network(args.network)
     P = graph_matern_operator(net, 2, 1.0)
     Q = sp.csc_matrix(P @ P + sp.identity(net.n_edges))
     if args.domain is not None:
-        Q, B = domain(net, Q, args.domain)
+        rank = nested_dissection(Q) if args.network_order else None
+        Q, B = domain(net, Q, args.domain, args.edges, rank)
         E = Q.shape[0]
-        print(f"{args.network}, a domain of {args.domain} hops: {E:,} edges, nnz = {Q.nnz:,}, {B.shape[1]} "
+        how = " in the network's nested-dissection order" if rank is not None else ""
+        print(f"{args.network}, a domain of {args.domain} hops{how}: {E:,} edges, nnz = {Q.nnz:,}, {B.shape[1]} "
               f"right-hand sides, median of {args.repeats}")
     else:
         E = Q.shape[0]
@@ -194,19 +218,30 @@ def main(argv=None) -> int:
     print("| library | factorise s | solve s | solve ms per right-hand side | max difference |"
           + (" two threads × |" if overlap else ""))
     print("| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if overlap else ""))
+    # the repeats go round the libraries in turn, so that a slow spell of the machine falls on
+    # all of them alike (medians of interleaved runs)
+    runs: dict[str, list] = {}
+    solutions: dict[str, np.ndarray] = {}
+    missing: dict[str, str] = {}
+    for _ in range(args.repeats):
+        for name in names:
+            if name in missing:
+                continue
+            try:
+                seconds, solve = LIBRARIES[name](Q)
+            except ImportError as exc:
+                missing[name] = exc.name or name
+                continue
+            t = time.perf_counter()
+            solutions[name] = solve(B)
+            runs.setdefault(name, []).append((seconds, time.perf_counter() - t))
     reference = None
     for name in names:
-        try:
-            runs = []
-            for _ in range(args.repeats):
-                seconds, solve = LIBRARIES[name](Q)
-                t = time.perf_counter()
-                X = solve(B)
-                runs.append((seconds, time.perf_counter() - t))
-        except ImportError as exc:
-            print(f"| {name} | not installed ({exc.name}) | | | |")
+        if name in missing:
+            print(f"| {name} | not installed ({missing[name]}) | | | |")
             continue
-        f, s = np.median(np.array(runs), axis=0)
+        f, s = np.median(np.array(runs[name]), axis=0)
+        X = solutions[name]
         if reference is None:
             reference = X
         diff = float(np.abs(X - reference).max() / np.abs(reference).max())

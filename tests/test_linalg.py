@@ -178,3 +178,20 @@ def test_nested_dissection_is_the_same_in_another_process_and_takes_any_pattern(
     assert np.array_equal(nested_dissection(sp.identity(1)), [0])
     with pytest.raises(EvrouteError, match="square"):
         nested_dissection(sp.csr_matrix((3, 4)))
+
+
+def test_retain_freed_memory_is_set_once_and_leaves_the_users_malloc_settings_alone():
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    code = ("from evroute.linalg import retain_freed_memory as r; import sys; "
+            "sys.stdout.write(f'{r()} {r()}')")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert out == ("True True" if glibc else "False False")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "MALLOC_TRIM_THRESHOLD_": "131072"}).stdout
+    assert out == "False False"

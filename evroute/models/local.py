@@ -72,6 +72,7 @@ from ..linalg import (
     graph_ball,
     jittered_cholesky,
     local_inverse_diagonal,
+    retain_freed_memory,
     symmetric_splu,
 )
 from ..prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
@@ -187,6 +188,7 @@ class LocalGMRFPosterior(PosteriorModel):
         # the domains are factorised in this fill-reducing order of Q's graph (nested
         # dissection: it stays good on every block), instead of ordering each one
         self._rank = np.asarray(prior.precision_ordering(), dtype=np.int64)
+        retain_freed_memory()  # thousands of domain factorisations: reuse their memory
         if self._rank.shape != (E,):
             raise EvrouteError(f"the prior's precision ordering must rank the {E} edges, got shape {self._rank.shape}")
         kdiag = np.array(prior.diag(), dtype=np.float64)
