@@ -53,7 +53,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 
-from evroute.linalg import SparseSolver, nested_dissection, symmetric_splu  # noqa: E402
+from evroute.linalg import SparseSolver, nested_dissection, retain_freed_memory, symmetric_splu  # noqa: E402
 from evroute.network import load_network  # noqa: E402
 from evroute.prior import graph_matern_operator  # noqa: E402
 
@@ -198,6 +198,7 @@ def main(argv=None) -> int:
         p.error("--edges must be at least 1")
     if args.network_order and args.domain is None:
         p.error("--network-order needs --domain")
+    retain_freed_memory()  # as the local updates run (freed work arrays stay in the heap)
     net = load_network(args.network)
     P = graph_matern_operator(net, 2, 1.0)
     Q = sp.csc_matrix(P @ P + sp.identity(net.n_edges))

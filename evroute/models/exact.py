@@ -578,8 +578,9 @@ OPTIONS = (
            "(to sigma_0^2)"),
     Option("threads", int_range(1, MAX_THREADS, why="threads of a local update"), 1, "update=local: 1 or 2 threads "
            "(chunks are conditioned in pairs; the results are the same for either)"),
-    Option("chunk", int_range(1, CHUNK_MAX, why="route edges conditioned at once"), CHUNK, "update=local: route "
-           "edges conditioned at once, on one domain (measured in docs/performance.md)"),
+    Option("chunk", int_range(1, CHUNK_MAX, why="route edges conditioned at once"), CHUNK, "update=local: the most "
+           "route edges conditioned at once, on one domain (a round's are cut into an even number of equal chunks; "
+           "measured in docs/performance.md)"),
 )
 
 

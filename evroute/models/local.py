@@ -83,8 +83,9 @@ __all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", 
 
 #: The largest tolerance accepted (relative to σ₀ and σ₀²).
 TOL_MAX = 1e-2
-#: Route edges conditioned at once: 48 was the fastest of 32–64 at 100k and 1M (docs/performance.md,
-#: "The chunk"; the spec's prototype found 32 and 64 equally fast per edge on one thread).
+#: The most route edges conditioned at once: 48 was the fastest of 32–64 at 100k and 1M, and
+#: 40–56 are within the noise of each other since the order (docs/performance.md, "The chunk";
+#: the spec's prototype found 32 and 64 equally fast per edge on one thread).
 CHUNK = 48
 #: The largest chunk the option accepts (a chunk's dense work grows as its square).
 CHUNK_MAX = 512
@@ -133,7 +134,8 @@ class LocalGMRFPosterior(PosteriorModel):
     tol : float
         Target of both bounds, relative to σ₀ (means) and σ₀² (variances); in (0, 1e-2].
     chunk : int
-        Route edges conditioned at once, 1 to :data:`CHUNK_MAX`.
+        The most route edges conditioned at once, 1 to :data:`CHUNK_MAX` (a round's are cut
+        into an even number of chunks, as equal as can be).
     radius : int
         First radius tried (hops of the precision's graph); it adapts from chunk to chunk.
     max_radius : int
