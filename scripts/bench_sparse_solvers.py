@@ -173,7 +173,9 @@ def domain(net, Q, radius: int, edges: int = 32, rank: np.ndarray | None = None)
         omega = omega[np.argsort(rank[omega], kind="stable")]
     A = sp.csc_matrix(Q[omega][:, omega])
     B = np.zeros((omega.size, seeds.size + 1))
-    B[np.argsort(omega)[np.searchsorted(np.sort(omega), seeds)], np.arange(seeds.size)] = 1.0
+    where = np.full(Q.shape[0], -1)
+    where[omega] = np.arange(omega.size)
+    B[where[seeds], np.arange(seeds.size)] = 1.0
     B[:, -1] = 1.0
     return A, B
 

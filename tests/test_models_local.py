@@ -100,31 +100,21 @@ def test_the_bounds_bound_the_error_of_small_domains(small, radius, monkeypatch)
     assert max(seen) > 1e-6  # the truncation was real
 
 
-def test_a_computed_bound_made_smaller_fails_the_check(small, monkeypatch):
-    """The mutation on the bound's constant itself: C = √(k_max/λ_min) divided by 1,000."""
+@pytest.mark.parametrize(("attr", "factor", "which"), [("_C", 1e-3, "mean"), ("_kmax", 1e-8, "variance")])
+def test_a_computed_bound_made_smaller_fails_the_check(small, monkeypatch, attr, factor, which):
+    """The mutation on a bound's own input: the mean's constant C = √(k_max/λ_min) divided by
+    1,000; or k_max, which caps every edge's variance in the variance bound, divided by 10⁸
+    with C left alone (the mean bound then still holds). The check catches either."""
     monkeypatch.setattr(LocalGMRFPosterior, "_sweep", LocalGMRFPosterior._bounds)
     monkeypatch.setattr(LocalGMRFPosterior, "_check_variances", lambda self: None)
     m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=1, max_radius=1)
-    m._C *= 1e-3
+    setattr(m, attr, getattr(m, attr) * factor)
     failed = []
 
     def check(t):
-        failed.append(not _bound_holds(small, m))
-
-    feed(small, [m], n_rounds=6, check=check)
-    assert any(failed)
-
-
-def test_a_variance_bound_made_smaller_fails_the_check(small, monkeypatch):
-    """The mutation on the variance bound's own input: k_max (which caps every edge's variance
-    in it) divided by 10⁸, the mean's constant left alone: the variance check catches it."""
-    monkeypatch.setattr(LocalGMRFPosterior, "_sweep", LocalGMRFPosterior._bounds)
-    monkeypatch.setattr(LocalGMRFPosterior, "_check_variances", lambda self: None)
-    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=1, max_radius=1)
-    m._kmax *= 1e-8
-    failed = []
-
-    def check(t):
+        if which == "mean":
+            failed.append(not _bound_holds(small, m))
+            return
         dm, dv = errors(small, m)
         assert dm <= m.mean_error_bound * (1 + 1e-9) + 1e-12
         failed.append(dv > m.var_error_bound * (1 + 1e-9) + 1e-12)

@@ -33,14 +33,12 @@ Bounds (relative to σ₀ = √mean(diag k) and σ₀², as ``tol``):
   e's own accumulated bound) ≥ Σ_ee; the update's error at e ∈ Ω is then, to first order,
   ≤ (|G_e|·ρ)(2 s_e + |G_e|·s_K), G = W S⁻¹, and outside Ω ≤ k_max ‖ρ‖² max(δc)/ς². (With
   k_max in place of every s_e this is the spec's bound; √(k_max/k_e) is 1.6–2.8 on the middle
-  90 % of synthetic-100k's edges.) The columns depend
-  on the exact counts only, so the errors add over chunks and rounds (accumulated per edge,
-  never compounded).
+  90 % of synthetic-100k's edges.) The columns depend on the exact counts only, so the errors
+  add over chunks and rounds (accumulated per edge, never compounded).
 
 A round's distinct route edges are cut into an even number of chunks of at most ``chunk``
 edges, as equal as can be. Chunks are taken in pairs far apart along the route (chunk i with
-chunk i + n/2), both
-attempted on the same state (side by side with ``threads=2``): when the second's domain and
+chunk i + n/2), both attempted on the same state (side by side with ``threads=2``): when the second's domain and
 shell miss the first's, the two updates touch disjoint state and commute, and both are kept;
 otherwise the second is conditioned again after the first. The order is fixed, so the result
 is the same for one thread or two. A chunk's radius grows (by one hop of Q) until its share of
@@ -190,9 +188,9 @@ class LocalGMRFPosterior(PosteriorModel):
         # the domains are factorised in this fill-reducing order of Q's graph (nested
         # dissection: it stays good on every block), instead of ordering each one
         self._rank = np.asarray(prior.precision_ordering(), dtype=np.int64)
-        retain_freed_memory()  # thousands of domain factorisations: reuse their memory
         if self._rank.shape != (E,):
             raise EvrouteError(f"the prior's precision ordering must rank the {E} edges, got shape {self._rank.shape}")
+        retain_freed_memory()  # thousands of domain factorisations: reuse their memory
         kdiag = np.array(prior.diag(), dtype=np.float64)
         if kdiag.shape != (E,) or not np.all(np.isfinite(kdiag)) or np.any(kdiag <= 0):
             raise EvrouteError("the prior's diagonal must be E positive finite variances")
