@@ -21,8 +21,9 @@ from scipy.linalg import lapack
 from .errors import EvrouteError
 from .validate import positive_float, positive_int
 
-__all__ = ["cholesky_with_jitter", "jittered_cholesky", "symmetric_splu", "nested_dissection", "METIS_SEED", "retain_freed_memory", "SparseSolver",
-           "SparseCholesky", "csr_row_positions", "graph_ball", "graph_patches", "local_inverse_diagonal"]
+__all__ = ["cholesky_with_jitter", "jittered_cholesky", "symmetric_splu", "nested_dissection", "METIS_SEED",
+           "retain_freed_memory", "SparseSolver", "SparseCholesky", "csr_row_positions", "graph_ball",
+           "graph_patches", "local_inverse_diagonal"]
 
 
 def cholesky_with_jitter(K, jitter: float = 1e-10, max_tries: int = 8,
@@ -115,7 +116,7 @@ def symmetric_splu(A, what: str = "matrix", ordered: bool = False):
     ordered : bool
         A's rows and columns are already in a fill-reducing order (a block of a matrix in
         the order of :func:`nested_dissection`): SuperLU keeps it instead of computing MMD,
-        which was about a third of its factorisation's time on the local posterior's domains.
+        which was about a fifth of its factorisation's time on the local posterior's domains.
 
     Returns
     -------

@@ -207,8 +207,13 @@ class Prior(ABC):
         :func:`evroute.linalg.nested_dissection`) as every edge's rank in it; the local GMRF
         updates factorise their domains in it. Computed once and kept."""
         if getattr(self, "_ordering", None) is None:
-            self._ordering = _readonly(nested_dissection(self.precision()))
+            self._ordering = _readonly(np.asarray(self._compute_ordering(), dtype=np.int64))
         return self._ordering
+
+    def _compute_ordering(self) -> np.ndarray:
+        """What :meth:`precision_ordering` keeps (a subclass may read it from a cache)."""
+        return nested_dissection(self.precision())
+
 
 class DiagonalPrior(Prior):
     """Independent edges: f(e) ~ N(m_e, v_e) (the BI baseline's prior; Åkerblom et al. 2023).
@@ -630,11 +635,8 @@ class GraphMaternPrior(Prior):
         """(2ν/κ²)^ν / scale: P = 2ν/κ² I + Δ with Δ ⪰ 0 (a graph Laplacian), so P ⪰ 2ν/κ² I."""
         return float((2.0 * self.nu / self.kappa ** 2) ** self.nu / self._scale)
 
-    def precision_ordering(self) -> np.ndarray:
-        """:func:`graph_matern_ordering` (cached on disk with the network)."""
-        if getattr(self, "_ordering", None) is None:
-            self._ordering = graph_matern_ordering(self.net, self.nu)
-        return self._ordering
+    def _compute_ordering(self) -> np.ndarray:
+        return graph_matern_ordering(self.net, self.nu)  # cached on disk with the network
 
     def diag_error_bound(self) -> float:
         """The scale times the largest bound of :func:`graph_matern_inverse_diagonal` (0 up to

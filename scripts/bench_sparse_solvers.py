@@ -53,7 +53,13 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 
-from evroute.linalg import SparseSolver, nested_dissection, retain_freed_memory, symmetric_splu  # noqa: E402
+from evroute.linalg import (  # noqa: E402
+    SparseSolver,
+    graph_ball,
+    nested_dissection,
+    retain_freed_memory,
+    symmetric_splu,
+)
 from evroute.network import load_network  # noqa: E402
 from evroute.prior import graph_matern_operator  # noqa: E402
 
@@ -124,8 +130,8 @@ def _sksparse_minimal(Q):
     return time.perf_counter() - t, lambda B: F.solve_A(np.ascontiguousarray(B))
 
 
-LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "superlu_ordered": _superlu_ordered, "qdldl": _qdldl, "cvxopt": _cvxopt, "pardiso": _pardiso,
-             "sksparse_minimal": _sksparse_minimal}
+LIBRARIES = {"cholespy": _cholespy, "superlu": _superlu, "superlu_ordered": _superlu_ordered, "qdldl": _qdldl,
+             "cvxopt": _cvxopt, "pardiso": _pardiso, "sksparse_minimal": _sksparse_minimal}
 
 
 def two_thread_speedup(library, Q, B, n: int = 10) -> float:
@@ -160,15 +166,7 @@ def domain(net, Q, radius: int, edges: int = 32, rank: np.ndarray | None = None)
     route = np.asarray(Oracle.from_network(net).shortest_path(np.maximum(edge_energies(net), 0.01), trip.start, trip.end).edges)
     seeds = np.unique(route[:edges])
     Q = sp.csr_matrix(Q)
-    inside = np.zeros(Q.shape[0], bool)
-    inside[seeds] = True
-    frontier = seeds
-    for _ in range(radius):
-        nb = np.unique(Q[frontier].indices)
-        nb = nb[~inside[nb]]
-        inside[nb] = True
-        frontier = nb
-    omega = np.flatnonzero(inside)
+    omega = graph_ball(Q.indptr, Q.indices, seeds, radius, np.zeros(Q.shape[0], bool))  # as the local updates
     if rank is not None:
         omega = omega[np.argsort(rank[omega], kind="stable")]
     A = sp.csc_matrix(Q[omega][:, omega])
