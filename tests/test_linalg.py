@@ -87,6 +87,28 @@ def test_graph_patches_cover_every_vertex_once_compactly():
     assert all(np.array_equal(a, b) for a, b in zip(patches, again, strict=True))
 
 
+@pytest.mark.parametrize("with_stamp", [False, True])
+def test_graph_ball_is_networkx_s_multi_source_ball(with_stamp):
+    """The vertices within r hops of the seeds, against networkx's breadth-first distances;
+    with or without the integer scratch, which (like the marks) comes back untouched."""
+    import networkx as nx
+
+    from evroute.linalg import graph_ball
+
+    A, _ = graph_matern_precision(20, 2)
+    n = A.shape[0]
+    G = nx.from_scipy_sparse_array(A)
+    mark = np.zeros(n, bool)
+    stamp = np.full(n, -1, np.int64) if with_stamp else None
+    rng = np.random.default_rng(4)
+    for r in (0, 1, 3, 6, 40):
+        seeds = np.sort(rng.choice(n, size=5, replace=False))
+        dist = nx.multi_source_dijkstra_path_length(G, [int(s) for s in seeds], cutoff=r, weight=lambda u, v, d: 1)
+        ball = graph_ball(A.indptr, A.indices, seeds, r, mark, stamp)
+        assert np.array_equal(ball, np.array(sorted(dist))), r
+        assert not mark.any() and (stamp is None or np.all(stamp == -1))
+
+
 @pytest.mark.parametrize("nu", [1, 2])
 def test_local_inverse_diagonal_is_within_its_bound_of_the_dense_inverse(nu):
     from evroute.linalg import local_inverse_diagonal

@@ -156,10 +156,30 @@ def test_a_domain_is_assembled_in_the_priors_fill_reducing_order(small):
     assert np.array_equal(np.sort(omega), ball) and np.all(np.diff(rank[omega]) > 0)
     P = (m._Q + sp.diags(m.counts / small["nv"])).tocsr()
     np.testing.assert_array_equal(A.toarray(), P[omega][:, omega].toarray())
+    assert A.format == "csc" and A.has_canonical_format  # (SuperLU takes it as it is)
     np.testing.assert_array_equal(B.toarray(), m._Q[shell][:, omega].toarray())
     assert np.array_equal(omega[at], seeds)
     outside = np.setdiff1d(np.arange(small["net"].n_edges), ball)
     assert np.array_equal(shell, outside[np.asarray(abs(m._Q[outside][:, omega]).sum(axis=1)).ravel() > 0])
+
+
+def test_a_precision_without_its_diagonal_stored_is_refused(small):
+    """The domains add the counts to Q's stored diagonal: a precision that leaves one out is
+    refused at once (one line), not assembled wrongly."""
+    Q = sp.csr_matrix(small["gmrf"].precision())
+    Q.sort_indices()
+    Q.data[Q.indptr[7] + np.flatnonzero(Q.indices[Q.indptr[7]:Q.indptr[8]] == 7)[0]] = 0.0
+    Q.eliminate_zeros()
+
+    class NoDiagonal(type(small["gmrf"])):
+        def precision(self):
+            return Q
+
+    prior = small["gmrf"]
+    broken = NoDiagonal.__new__(NoDiagonal)
+    broken.__dict__.update(prior.__dict__)
+    with pytest.raises(EvrouteError, match="store its .*diagonal"):
+        LocalGMRFPosterior(broken, small["nv"])
 
 
 def test_the_adaptive_rule_brings_small_domains_back_within_tol(small):

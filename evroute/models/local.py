@@ -96,6 +96,13 @@ SHRINK_BELOW = 0.05
 MAX_THREADS = 2
 
 
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    """A compressed matrix's index pointer from its per-row (column) counts."""
+    out = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
 @dataclass
 class _Chunk:
     """One chunk's attempted conditioning: what :meth:`LocalGMRFPosterior._commit` writes."""
@@ -181,9 +188,13 @@ class LocalGMRFPosterior(PosteriorModel):
         self._m = np.array(prior.mean, dtype=np.float64)
         E = self.n_arms = int(self._m.size)
         Q = sp.csr_matrix(prior.precision(), dtype=np.float64)
-        Q.sort_indices()
+        Q.sum_duplicates()  # (sorted, one entry a position)
         if Q.shape != (E, E):
             raise EvrouteError(f"the prior's precision must be {E}×{E}, got {Q.shape}")
+        on_diagonal = np.flatnonzero(Q.indices == np.repeat(np.arange(E), np.diff(Q.indptr)))
+        if on_diagonal.size != E:
+            raise EvrouteError("the prior's precision must store its (positive) diagonal")
+        self._diag_offset = on_diagonal - Q.indptr[:-1]  # where in its row each diagonal entry is
         self._Q = Q
         # the domains are factorised in this fill-reducing order of Q's graph (nested
         # dissection: it stays good on every block), instead of ordering each one
@@ -304,29 +315,34 @@ class LocalGMRFPosterior(PosteriorModel):
 
     def _ball(self, seeds: np.ndarray, r: int, slot: int = 0) -> np.ndarray:
         """The edges within ``r`` hops of ``seeds`` in the graph of Q, sorted."""
-        return graph_ball(self._Q.indptr, self._Q.indices, seeds, r, self._mark[slot])
+        return graph_ball(self._Q.indptr, self._Q.indices, seeds, r, self._mark[slot], self._where[slot])
 
     def _domain(self, omega: np.ndarray, slot: int = 0, seeds: np.ndarray | None = None):
-        """Ω in the order of :meth:`~evroute.prior.Prior.precision_ordering`, (Q + D)_ΩΩ (CSC)
-        and Q_{shell,Ω} (CSR) in that order, the shell, and the positions of ``seeds`` in Ω."""
+        """Ω in the order of :meth:`~evroute.prior.Prior.precision_ordering`, (Q + D)_ΩΩ and
+        Q_{shell,Ω} (both CSC) in that order, the shell, and the positions of ``seeds`` in Ω."""
         Q, where = self._Q, self._where[slot]
         omega = omega[np.argsort(self._rank[omega], kind="stable")]
         n = omega.size
         where[omega] = np.arange(n)
         at = None if seeds is None else where[seeds]
+        lengths = Q.indptr[omega + 1] - Q.indptr[omega]
+        starts = _offsets(lengths)
         pos = csr_row_positions(Q.indptr, omega)
         cols = Q.indices[pos]
         vals = Q.data[pos]
-        rows = np.repeat(np.arange(n), Q.indptr[omega + 1] - Q.indptr[omega])
+        vals[starts[:-1] + self._diag_offset[omega]] += self._counts[omega] / self.noise_var  # Q + D
         local = where[cols]
-        inside = local >= 0
-        A = sp.csc_matrix((vals[inside], (rows[inside], local[inside])), shape=(n, n))
-        A = A + sp.diags(self._counts[omega] / self.noise_var, format="csc")
-        shell, shell_local = np.unique(cols[~inside], return_inverse=True)
-        # Q symmetric: Q_{shell,Ω} from the entries (Ω row, shell column)
-        B = sp.csr_matrix((vals[~inside], (shell_local, rows[~inside])), shape=(shell.size, n))
         where[omega] = -1
-        return omega, A.tocsc(), B, shell, at
+        inside = local >= 0
+        n_in = np.add.reduceat(inside, starts[:-1]) if n else np.zeros(0, np.int64)
+        # Ω's rows restricted to Ω are (Q + D)_ΩΩ by rows; converted to columns, each column's
+        # row indices come out sorted (and (Q + D)_ΩΩ is symmetric)
+        A = sp.csr_matrix((vals[inside], local[inside], _offsets(n_in)), shape=(n, n)).tocsc()
+        # Q_{shell,Ω} by columns (CSC), from the entries (Ω row, shell column)
+        outside = ~inside
+        shell, shell_local = np.unique(cols[outside], return_inverse=True)
+        B = sp.csc_matrix((vals[outside], shell_local, _offsets(lengths - n_in)), shape=(shell.size, n))
+        return omega, A, B, shell, at
 
     def _attempt(self, K: np.ndarray, dc: np.ndarray, ds: np.ndarray, r: int, share: float, slot: int) -> _Chunk:
         """Condition chunk K on the state as it is, growing the radius from ``r`` until the
@@ -365,7 +381,8 @@ class LocalGMRFPosterior(PosteriorModel):
             mean_share = C * math.sqrt(float(new_shell @ new_shell) + float(res_omega @ res_omega))
             R = B @ W  # the columns' residuals on the shell
             rho = np.sqrt(np.einsum("ij,ij->j", R, R) / self._lam)
-            G = np.abs(sla.cho_solve((L, True), W.T, check_finite=False).T)
+            Z = sla.solve_triangular(L, W.T, lower=True, check_finite=False)  # L⁻¹ Wᵀ (the variances' update)
+            G = np.abs(sla.solve_triangular(L, Z, lower=True, trans="T", check_finite=False).T)  # W S⁻¹
             inc = (G @ rho) * (2.0 * sd + G @ sd[posK])
             out = self._kmax * float(rho @ rho) * float(dc.max()) / nv
             var_share = float(inc.max()) + out
@@ -377,7 +394,6 @@ class LocalGMRFPosterior(PosteriorModel):
             if c.fits or r >= self.max_radius or omega.size == self.n_arms:
                 break
             r += 1
-        Z = sla.solve_triangular(L, W.T, lower=True, check_finite=False)
         c.r, c.omega, c.shell, c.dx, c.res_omega, c.new_shell = r, omega, shell, dx, res_omega, new_shell
         c.dvar, c.inc, c.out = np.einsum("ij,ij->j", Z, Z), inc, out
         # room to spare: the decay is about tenfold a hop, so one hop less should still fit
