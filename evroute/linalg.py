@@ -23,7 +23,7 @@ from .validate import positive_float, positive_int
 
 __all__ = ["cholesky_with_jitter", "jittered_cholesky", "symmetric_splu", "nested_dissection", "METIS_SEED",
            "retain_freed_memory", "SparseSolver", "SparseCholesky", "csr_row_positions", "graph_ball",
-           "graph_patches", "local_inverse_diagonal"]
+           "graph_patches", "domain_blocks", "local_inverse_diagonal"]
 
 
 def cholesky_with_jitter(K, jitter: float = 1e-10, max_tries: int = 8,
@@ -448,6 +448,60 @@ def graph_ball(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, r: in
     return ball
 
 
+def domain_blocks(A: sp.csr_matrix, omega: np.ndarray, where: np.ndarray, seeds: np.ndarray | None = None,
+                  diagonal_offset: np.ndarray | None = None, add: np.ndarray | None = None):
+    """The blocks of a symmetric sparse matrix on a domain Ω, straight from its rows.
+
+    Parameters
+    ----------
+    A : scipy.sparse.csr_matrix (n, n)
+        Symmetric, in canonical form (sorted indices, no duplicates).
+    omega : numpy.ndarray of int
+        Ω, in the order the blocks should have (a fill-reducing one, say).
+    where : numpy.ndarray of int64, length n
+        Scratch, all −1 on entry and on return.
+    seeds : numpy.ndarray of int, optional
+        Vertices of Ω whose positions in ``omega`` are wanted.
+    diagonal_offset, add : numpy.ndarray, optional
+        Where in its row each of A's (stored) diagonal entries lies, and values (one per
+        vertex of Ω) to add to A_ΩΩ's diagonal.
+
+    Returns
+    -------
+    A_ΩΩ (+ diag(add)) : scipy.sparse.csc_matrix, canonical
+        Ω's rows restricted to Ω are its columns (A is symmetric); one conversion sorts them.
+    A_{shell,Ω} : scipy.sparse.csc_matrix
+        The rows of the shell (the vertices outside Ω that A couples to Ω), by columns.
+    shell : numpy.ndarray
+        Sorted.
+    positions : numpy.ndarray or None
+        The positions of ``seeds`` in ``omega``.
+    """
+    n = omega.size
+    where[omega] = np.arange(n)
+    at = None if seeds is None else where[seeds]
+    lengths = A.indptr[omega + 1] - A.indptr[omega]
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    pos = csr_row_positions(A.indptr, omega)
+    cols = A.indices[pos]
+    vals = A.data[pos]
+    if add is not None:
+        vals[starts[:-1] + diagonal_offset[omega]] += add
+    local = where[cols]
+    where[omega] = -1
+    inside = local >= 0
+    n_in = np.add.reduceat(inside, starts[:-1]) if n else np.zeros(0, np.int64)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(n_in, out=indptr[1:])
+    block = sp.csr_matrix((vals[inside], local[inside], indptr), shape=(n, n)).tocsc()
+    outside = ~inside
+    shell, shell_local = np.unique(cols[outside], return_inverse=True)
+    np.cumsum(lengths - n_in, out=indptr[1:])
+    rim = sp.csc_matrix((vals[outside], shell_local, indptr), shape=(shell.size, n))
+    return block, rim, shell, at
+
+
 def graph_patches(indptr: np.ndarray, indices: np.ndarray, size: int) -> list[np.ndarray]:
     """Cover the vertices of a CSR pattern's graph by disjoint compact patches of about
     ``size`` vertices, sorted, each a sorted array.
@@ -575,10 +629,9 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
     threads = positive_int("threads", threads)
     block = positive_int("block", block)
     A = sp.csr_matrix(A, dtype=np.float64)
-    A.sort_indices()
+    A.sum_duplicates()  # (canonical: sorted, one entry a position)
     n = A.shape[0]
-    indptr, indices, data = A.indptr, A.indices, A.data
-    degree = np.diff(indptr)
+    indptr, indices = A.indptr, A.indices
     retain_freed_memory()
     per_thread = threading.local()  # scratch of each thread: marks all False, positions all -1 between uses
 
@@ -592,18 +645,7 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
         while True:
             omega = graph_ball(indptr, indices, K, r, mark, where)
             m = omega.size
-            where[omega] = np.arange(m)
-            pos = csr_row_positions(indptr, omega)
-            cols, vals = indices[pos], data[pos]
-            rows = np.repeat(np.arange(m), degree[omega])
-            local = where[cols]
-            inside = local >= 0
-            A_oo = sp.csc_matrix((vals[inside], (rows[inside], local[inside])), shape=(m, m))
-            _, shell_local = np.unique(cols[~inside], return_inverse=True)
-            B = sp.csr_matrix((vals[~inside], (shell_local, rows[~inside])),
-                              shape=(int(shell_local.max(initial=-1)) + 1, m))
-            posK = where[K]
-            where[omega] = -1
+            A_oo, B, _, posK = domain_blocks(A, omega, where, K)
             rhs = np.zeros((m, K.size), order="F")
             rhs[posK, k] = 1.0
             W = symmetric_splu(A_oo, f"a local block of the {what}").solve(rhs)

@@ -55,6 +55,7 @@ os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.pa
 
 from evroute.linalg import (  # noqa: E402
     SparseSolver,
+    domain_blocks,
     graph_ball,
     nested_dissection,
     retain_freed_memory,
@@ -166,14 +167,13 @@ def domain(net, Q, radius: int, edges: int = 32, rank: np.ndarray | None = None)
     route = np.asarray(Oracle.from_network(net).shortest_path(np.maximum(edge_energies(net), 0.01), trip.start, trip.end).edges)
     seeds = np.unique(route[:edges])
     Q = sp.csr_matrix(Q)
+    Q.sum_duplicates()
     omega = graph_ball(Q.indptr, Q.indices, seeds, radius, np.zeros(Q.shape[0], bool))  # as the local updates
     if rank is not None:
         omega = omega[np.argsort(rank[omega], kind="stable")]
-    A = sp.csc_matrix(Q[omega][:, omega])
+    A, _, _, at = domain_blocks(Q, omega, np.full(Q.shape[0], -1, np.int64), seeds)
     B = np.zeros((omega.size, seeds.size + 1))
-    where = np.full(Q.shape[0], -1)
-    where[omega] = np.arange(omega.size)
-    B[where[seeds], np.arange(seeds.size)] = 1.0
+    B[at, np.arange(seeds.size)] = 1.0
     B[:, -1] = 1.0
     return A, B
 

@@ -109,6 +109,33 @@ def test_graph_ball_is_networkx_s_multi_source_ball(with_stamp):
         assert not mark.any() and (stamp is None or np.all(stamp == -1))
 
 
+def test_domain_blocks_are_the_dense_blocks_in_the_order_given():
+    """A_ΩΩ (+ an added diagonal) and A_{shell,Ω} against dense slicing, Ω in a scrambled
+    order, the shell against its definition, the seeds' positions; the scratch comes back."""
+    from evroute.linalg import domain_blocks
+
+    A, _ = graph_matern_precision(12, 2)
+    n = A.shape[0]
+    rng = np.random.default_rng(5)
+    omega = rng.permutation(np.arange(20, 70))
+    seeds = omega[[3, 0, 17]]
+    where = np.full(n, -1, np.int64)
+    on_diagonal = np.flatnonzero(A.indices == np.repeat(np.arange(n), np.diff(A.indptr)))
+    add = rng.uniform(0.5, 2.0, omega.size)
+    block, rim, shell, at = domain_blocks(A, omega, where, seeds, on_diagonal - A.indptr[:-1], add)
+    dense = A.toarray()
+    np.testing.assert_array_equal(block.toarray(), dense[np.ix_(omega, omega)] + np.diag(add))
+    assert block.format == "csc" and block.has_canonical_format
+    outside = np.setdiff1d(np.arange(n), omega)
+    expect = outside[np.abs(dense[np.ix_(outside, omega)]).sum(axis=1) > 0]
+    assert np.array_equal(shell, expect)
+    np.testing.assert_array_equal(rim.toarray(), dense[np.ix_(shell, omega)])
+    assert np.array_equal(omega[at], seeds) and np.all(where == -1)
+    block, _, _, none = domain_blocks(A, omega, where)
+    np.testing.assert_array_equal(block.toarray(), dense[np.ix_(omega, omega)])
+    assert none is None
+
+
 @pytest.mark.parametrize("nu", [1, 2])
 def test_local_inverse_diagonal_is_within_its_bound_of_the_dense_inverse(nu):
     from evroute.linalg import local_inverse_diagonal

@@ -66,7 +66,7 @@ from ..errors import EvrouteError, EvrouteWarning
 from ..linalg import (
     SparseCholesky,
     SparseSolver,
-    csr_row_positions,
+    domain_blocks,
     graph_ball,
     jittered_cholesky,
     local_inverse_diagonal,
@@ -94,13 +94,6 @@ MAX_SWEEPS = 20
 SHRINK_BELOW = 0.05
 #: The most threads a local update uses (chunks are conditioned in pairs).
 MAX_THREADS = 2
-
-
-def _offsets(counts: np.ndarray) -> np.ndarray:
-    """A compressed matrix's index pointer from its per-row (column) counts."""
-    out = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=out[1:])
-    return out
 
 
 @dataclass
@@ -320,28 +313,9 @@ class LocalGMRFPosterior(PosteriorModel):
     def _domain(self, omega: np.ndarray, slot: int = 0, seeds: np.ndarray | None = None):
         """Ω in the order of :meth:`~evroute.prior.Prior.precision_ordering`, (Q + D)_ΩΩ and
         Q_{shell,Ω} (both CSC) in that order, the shell, and the positions of ``seeds`` in Ω."""
-        Q, where = self._Q, self._where[slot]
         omega = omega[np.argsort(self._rank[omega], kind="stable")]
-        n = omega.size
-        where[omega] = np.arange(n)
-        at = None if seeds is None else where[seeds]
-        lengths = Q.indptr[omega + 1] - Q.indptr[omega]
-        starts = _offsets(lengths)
-        pos = csr_row_positions(Q.indptr, omega)
-        cols = Q.indices[pos]
-        vals = Q.data[pos]
-        vals[starts[:-1] + self._diag_offset[omega]] += self._counts[omega] / self.noise_var  # Q + D
-        local = where[cols]
-        where[omega] = -1
-        inside = local >= 0
-        n_in = np.add.reduceat(inside, starts[:-1]) if n else np.zeros(0, np.int64)
-        # Ω's rows restricted to Ω are (Q + D)_ΩΩ by rows; converted to columns, each column's
-        # row indices come out sorted (and (Q + D)_ΩΩ is symmetric)
-        A = sp.csr_matrix((vals[inside], local[inside], _offsets(n_in)), shape=(n, n)).tocsc()
-        # Q_{shell,Ω} by columns (CSC), from the entries (Ω row, shell column)
-        outside = ~inside
-        shell, shell_local = np.unique(cols[outside], return_inverse=True)
-        B = sp.csc_matrix((vals[outside], shell_local, _offsets(lengths - n_in)), shape=(shell.size, n))
+        A, B, shell, at = domain_blocks(self._Q, omega, self._where[slot], seeds, self._diag_offset,
+                                        self._counts[omega] / self.noise_var)
         return omega, A, B, shell, at
 
     def _attempt(self, K: np.ndarray, dc: np.ndarray, ds: np.ndarray, r: int, share: float, slot: int) -> _Chunk:
