@@ -477,6 +477,8 @@ def domain_blocks(A: sp.csr_matrix, omega: np.ndarray, where: np.ndarray, seeds:
     positions : numpy.ndarray or None
         The positions of ``seeds`` in ``omega``.
     """
+    if add is not None and diagonal_offset is None:
+        raise ValueError("domain_blocks: adding to the diagonal needs diagonal_offset")
     n = omega.size
     where[omega] = np.arange(n)
     at = None if seeds is None else where[seeds]
@@ -491,7 +493,9 @@ def domain_blocks(A: sp.csr_matrix, omega: np.ndarray, where: np.ndarray, seeds:
     local = where[cols]
     where[omega] = -1
     inside = local >= 0
-    n_in = np.add.reduceat(inside, starts[:-1]) if n else np.zeros(0, np.int64)
+    seen = np.zeros(inside.size + 1, np.int64)
+    np.cumsum(inside, out=seen[1:])
+    n_in = seen[starts[1:]] - seen[starts[:-1]]  # each row's entries inside Ω (a row may store none)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(n_in, out=indptr[1:])
     block = sp.csr_matrix((vals[inside], local[inside], indptr), shape=(n, n)).tocsc()

@@ -136,6 +136,24 @@ def test_domain_blocks_are_the_dense_blocks_in_the_order_given():
     assert none is None
 
 
+def test_domain_blocks_take_a_row_that_stores_nothing():
+    """A vertex of Ω with no stored entries (its row and column empty) still gets its empty
+    column, and the others theirs."""
+    from evroute.linalg import domain_blocks
+
+    A, _ = graph_matern_precision(8, 1)
+    A = A.tolil()
+    A[10, :] = 0
+    A[:, 10] = 0
+    A = sp.csr_matrix(A)
+    A.eliminate_zeros()
+    omega = np.array([12, 10, 11, 3, 19])
+    block, rim, shell, _ = domain_blocks(A, omega, np.full(A.shape[0], -1, np.int64))
+    dense = A.toarray()
+    np.testing.assert_array_equal(block.toarray(), dense[np.ix_(omega, omega)])
+    np.testing.assert_array_equal(rim.toarray(), dense[np.ix_(shell, omega)])
+
+
 @pytest.mark.parametrize("nu", [1, 2])
 def test_local_inverse_diagonal_is_within_its_bound_of_the_dense_inverse(nu):
     from evroute.linalg import local_inverse_diagonal
