@@ -124,7 +124,9 @@ def main(argv=None) -> int:
                       + f" s/round; max bounds {agent.model.max_mean_error_bound:.1e} sigma_0, "
                       f"{agent.model.max_var_error_bound:.1e} sigma_0^2; radius median "
                       f"{np.median([r for r, *_ in agent.model.trace] or [0]):.0f} (last round), "
-                      f"{agent.model.n_redone}/{agent.model.n_pairs} pairs redone")
+                      f"{agent.model.n_redone}/{agent.model.n_pairs} pairs redone, "
+                      f"{agent.model.n_lane_rounds} rounds in lanes ({agent.model.n_lanes_serial} finished one "
+                      f"chunk after the other), {agent.model.n_lanes_met} tries of the lanes met")
         print(f"  {policy} ({_peak_gb():.2f} GB peak so far): regret {float(res.rounds.cumulative_regret_wh.iloc[-1]):.1f} Wh, "
               f"{agent.n_distinct} distinct edges{extra}", file=sys.stderr)
         del agent, env, res  # (one model alive at a time: the peak is the largest policy's)

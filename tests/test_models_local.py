@@ -14,9 +14,10 @@ from evroute.agents import AgentSetup, make_agent
 from evroute.environments import StaticEnvironment
 from evroute.errors import EvrouteError, EvrouteWarning
 from evroute.loop import run_loop
+from evroute.models import local as local_module
 from evroute.models import make_model, resolve_model
 from evroute.models.gmrf import GMRFPosterior
-from evroute.models.local import CHUNK, LocalGMRFPosterior
+from evroute.models.local import CHUNK, SEAM, LocalGMRFPosterior
 from evroute.oracle import Oracle
 from evroute.prior import GraphMaternPrior
 from evroute.routes import edge_energies, resolve_route
@@ -55,8 +56,11 @@ def test_the_precision_spectrum_bound_is_a_bound(small):
     assert 0 < bound <= lam * (1 + 1e-9) and bound > 0.2 * lam  # a bound (tight: Δ has a null space)
 
 
-def test_local_equals_the_textbook_within_tol(small):
-    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-8, chunk=8)
+@pytest.mark.parametrize(("chunk", "threads"), [(8, 1), (2, 1), (2, 2)])
+def test_local_equals_the_textbook_within_tol(small, chunk, threads):
+    """In pairs (8 edges a chunk: 4 chunks a round) and in lanes (2: 13–14 chunks), on one
+    thread and on two."""
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-8, chunk=chunk, threads=threads)
     worst = []
 
     def check(t):
@@ -67,6 +71,7 @@ def test_local_equals_the_textbook_within_tol(small):
 
     feed(small, [m], n_rounds=10, check=check)
     assert m.summary()["max_mean_error_bound"] == max(w[2] for w in worst)
+    assert (m.n_lane_rounds == 10) == (chunk == 2)
 
 
 def _bound_holds(s, model) -> bool:
@@ -74,16 +79,18 @@ def _bound_holds(s, model) -> bool:
     return dm <= model.mean_error_bound * (1 + 1e-9) + 1e-12 and dv <= model.var_error_bound * (1 + 1e-9) + 1e-12
 
 
-@pytest.mark.parametrize("radius", [1, 2])
-def test_the_bounds_bound_the_error_of_small_domains(small, radius, monkeypatch):
+@pytest.mark.parametrize(("radius", "chunk"), [(1, 8), (2, 8), (1, 2)])
+def test_the_bounds_bound_the_error_of_small_domains(small, radius, chunk, monkeypatch):
     """With the domains forced small (1–2 hops of Q: 2–4 of the line graph) and the loosest
     tolerance, so that neither the growth rule nor the sweep hides anything, the measured
-    errors are real (far above rounding) and below the stated bounds after every round. A
-    bound made 1,000 times smaller (the mutation) is caught by the same check."""
+    errors are real (far above rounding) and below the stated bounds after every round, in
+    pairs (8 edges a chunk) and in lanes (2), on two threads. A bound made 1,000 times
+    smaller (the mutation) is caught by the same check."""
     # the bounds as the chunks leave them: no sweep, no global clean-up
     monkeypatch.setattr(LocalGMRFPosterior, "_sweep", LocalGMRFPosterior._bounds)
     monkeypatch.setattr(LocalGMRFPosterior, "_check_variances", lambda self: None)
-    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=radius, max_radius=radius)
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=chunk, radius=radius, max_radius=radius,
+                           threads=2)
     seen = []
 
     def check(t):
@@ -98,6 +105,7 @@ def test_the_bounds_bound_the_error_of_small_domains(small, radius, monkeypatch)
 
     feed(small, [m], n_rounds=8, check=check)
     assert max(seen) > 1e-6  # the truncation was real
+    assert (m.n_lane_rounds == 8) == (chunk == 2)
 
 
 @pytest.mark.parametrize(("attr", "factor", "which"), [("_C", 1e-3, "mean"), ("_kmax", 1e-8, "variance")])
@@ -309,22 +317,27 @@ def test_local_equals_global_on_real_maps(network, request):
         assert (rl.mean_error_bound <= 1e-8).all() and (rl.var_error_bound <= 1e-8).all()
 
 
-def test_two_threads_give_the_same_bits():
-    """Chunks conditioned in pairs, side by side on two threads or one after the other: the
-    same means, variances and bounds, bit for bit (both kinds of pair occur: kept and redone)."""
+@functools.cache
+def _route_problem(network: str):
     from evroute.network import load_network
 
-    net = load_network("synthetic-2k")
+    net = load_network(network)
     pm = edge_energies(net)
     sd = float(np.std(pm))
     prior = GraphMaternPrior(net, pm, 1.0, 2.0, (0.25 * sd) ** 2)
     truth = prior.sample(np.random.default_rng(2))
     trip = resolve_route(net, "A")
     route = np.asarray(Oracle.from_network(net).shortest_path(np.maximum(pm, 0.01), trip.start, trip.end).edges)
-    # a loose tolerance keeps the domains small, so that some pairs miss each other
-    models = [LocalGMRFPosterior(prior, (0.1 * sd) ** 2, tol=1e-2, chunk=4, threads=t) for t in (1, 2)]
+    return prior, truth, route, sd
+
+
+def _threads_1_and_2(network, n_edges, chunk, rounds=6, tol=1e-2):
+    """The same observations of a route fed to a local model on one thread and on two."""
+    prior, truth, route, sd = _route_problem(network)
+    route = route[:n_edges]
+    models = [LocalGMRFPosterior(prior, (0.1 * sd) ** 2, tol=tol, chunk=chunk, threads=t) for t in (1, 2)]
     rng = np.random.default_rng(0)
-    for _ in range(6):
+    for _ in range(rounds):
         y = truth[route] + 0.1 * sd * rng.standard_normal(route.size)
         for m in models:
             m.update(route, y)
@@ -332,12 +345,99 @@ def test_two_threads_give_the_same_bits():
     np.testing.assert_array_equal(m1, m2)
     np.testing.assert_array_equal(s1, s2)
     assert models[0].max_mean_error_bound == models[1].max_mean_error_bound
+    assert models[0].max_var_error_bound == models[1].max_var_error_bound
+    return models
+
+
+def test_two_threads_give_the_same_bits_in_pairs(monkeypatch):
+    """Chunks conditioned in pairs (as a round of fewer than LANES_FROM chunks is), side by
+    side on two threads or one after the other: the same means, variances and bounds, bit for
+    bit (both kinds of pair occur: kept and redone)."""
+    monkeypatch.setattr(local_module, "LANES_FROM", 10 ** 9)
+    # a loose tolerance keeps the domains small, so that some pairs miss each other
+    models = _threads_1_and_2("synthetic-2k", None, 4)
+    assert models[0].n_lane_rounds == 0
     assert models[0].n_redone == models[1].n_redone
     assert 0 < models[0].n_redone < models[0].n_pairs  # pairs kept side by side, and pairs redone
     for bad in ("exact[threads=0]", "exact[threads=3]", "exact[threads=1.5]", "exact[chunk=0]", "exact[chunk=513]",
                 "exact[chunk=4.5]"):
         with pytest.raises(EvrouteError):
             resolve_model(bad)
+
+
+@pytest.mark.parametrize("seam", [SEAM, -1])
+def test_two_threads_give_the_same_bits_in_lanes(seam, monkeypatch):
+    """Chunks conditioned in two lanes, side by side on two threads or one after the other
+    in the order that defines the result: the same bits, in rounds whose lanes ran side by
+    side to the end and in rounds whose lanes met (rolled back, ordered, and on); without
+    the seam's order (-1) the lanes meet first at the seam."""
+    monkeypatch.setattr(local_module, "SEAM", seam)
+    one, two = _threads_1_and_2("synthetic-10k", None, 8)
+    assert one.n_lane_rounds == two.n_lane_rounds == 6 and one.n_pairs == two.n_pairs == 0
+    assert one.n_lanes_met == 0 and one.n_lanes_serial == 6  # (one thread: the order itself)
+    assert two.n_lanes_met > 0 and two.n_lanes_serial < 6  # rolled back, and went on side by side
+
+
+@pytest.mark.parametrize("mutate", [False, True])
+def test_a_rollback_restores_every_write(mutate, monkeypatch):
+    """The second thread's first chunk held back until the first thread has written its
+    whole lane, without the seam's order: the second lane's first chunk then meets the first
+    lane's last, and every chunk of the first lane is rolled back (none of them comes before
+    it in the order). The same bits as one thread; and, as a mutation, a rollback that leaves
+    one of its writes (the variances) in place gives other bits, so the check can fail."""
+    import threading
+    import time
+
+    real_attempt, real_restore = LocalGMRFPosterior._attempt, LocalGMRFPosterior._restore
+    _, _, route, _ = _route_problem("synthetic-10k")
+    n = -(-route.size // 8)
+    n += n % 2
+    first_b = route[(n // 2) * route.size // n]  # the first edge of the second lane's first chunk
+    held = threading.Event()
+    restored = []
+
+    def attempt(self, *args, **kwargs):
+        if self.threads == 2 and args[0][0] == first_b and not held.is_set():
+            held.set()
+            time.sleep(1.0)
+        return real_attempt(self, *args, **kwargs)
+
+    def restore(self, saved):
+        restored.append(saved[0].K[0])
+        before = self._var.copy()
+        real_restore(self, saved)
+        if mutate:
+            self._var[:] = before
+
+    monkeypatch.setattr(LocalGMRFPosterior, "_attempt", attempt)
+    monkeypatch.setattr(LocalGMRFPosterior, "_restore", restore)
+    monkeypatch.setattr(local_module, "SEAM", -1)
+    if mutate:
+        with pytest.raises(AssertionError):
+            _threads_1_and_2("synthetic-10k", None, 8, rounds=1)
+    else:
+        one, two = _threads_1_and_2("synthetic-10k", None, 8, rounds=1)
+        assert two.n_lanes_met >= 1 and len(restored) >= 3  # (the first lane: 3 chunks or more)
+
+
+def test_an_error_in_a_lane_stops_both(monkeypatch):
+    """An error in the other thread's chunk reaches the caller, promptly (no thread left
+    waiting), and the model goes on afterwards."""
+    prior, truth, route, sd = _route_problem("synthetic-10k")
+    m = LocalGMRFPosterior(prior, (0.1 * sd) ** 2, tol=1e-2, chunk=8, threads=2)
+    real = LocalGMRFPosterior._attempt
+
+    def attempt(self, *args, **kwargs):
+        if args[5] == 1:  # (the scratch slot of the second thread)
+            raise EvrouteError("a domain that cannot be factorised")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalGMRFPosterior, "_attempt", attempt)
+    with pytest.raises(EvrouteError, match="cannot be factorised"):
+        m.update(route, truth[route])
+    monkeypatch.setattr(LocalGMRFPosterior, "_attempt", real)
+    m.update(route, truth[route])
+    assert m.n_lane_rounds == 2
 
 
 def test_kill_and_resume_a_local_grid(tmp_path):

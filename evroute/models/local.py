@@ -37,13 +37,26 @@ Bounds (relative to σ₀ = √mean(diag k) and σ₀², as ``tol``):
   add over chunks and rounds (accumulated per edge, never compounded).
 
 A round's distinct route edges are cut into an even number of chunks of at most ``chunk``
-edges, as equal as can be. Chunks are taken in pairs far apart along the route (chunk i with
-chunk i + n/2), both attempted on the same state (side by side with ``threads=2``): when the second's domain and
-shell miss the first's, the two updates touch disjoint state and commute, and both are kept;
-otherwise the second is conditioned again after the first. The order is fixed, so the result
-is the same for one thread or two. A chunk's radius grows (by one hop of Q) until its share of
-both bounds fits the tolerance (tol/(2√chunks) of the round), and the next pair starts one hop
-smaller when a chunk fitted with a wide margin (:data:`SHRINK_BELOW`); after the round a **sweep** of local solves around the largest
+edges, as equal as can be. A chunk reads and writes only its domain and shell (its
+**footprint**), so two chunks whose footprints are disjoint commute. From :data:`LANES_FROM`
+chunks on, the route's two halves are two **lanes**, a_0, a_1, … and b_0, b_1, …, each chunk
+after the one before it in its lane and each lane with its own radius; the round's result is
+defined as that of the chunks one after the other in the order b_0, a_0, b_1, a_1, …, which is
+what one thread does. Two threads (``threads=2``) run the lanes side by side, a chunk after
+those of the other lane it must follow: at the seam (the first lane's last chunks follow the
+second's first, :data:`SEAM`) and where the lanes met before. Every footprint is claimed
+before its chunk writes; a claim that meets the footprint of a chunk it does not follow stops
+both threads (of two such chunks, whichever claims second sees the first's claim, whatever the
+timing), the writes after the longest prefix of the order both lanes had written are rolled
+back exactly (each write's old values were kept), the two chunks are ordered (the order's
+earlier first) and the threads go on. Every pair of chunks whose footprints meet is thus
+conditioned in the order's sequence, and every other pair commutes, so the result is the same,
+bit for bit, for one thread or two. With fewer chunks, **pairs**: chunk i with chunk i + n/2,
+both attempted on the same state; when the second's footprint misses the first's, the two
+updates commute and both are kept; otherwise the second is conditioned again after the first.
+A chunk's radius grows (by one hop of Q) until its share of both bounds fits the tolerance
+(tol/(2√chunks) of the round), and the next chunk starts one hop smaller when a chunk fitted
+with a wide margin (:data:`SHRINK_BELOW`); after the round a **sweep** of local solves around the largest
 residuals brings the mean bound under ``tol``; if it cannot (within ``MAX_SWEEPS``), the round
 is solved globally (one sparse factorisation of Q + D) and a one-line warning says so. A
 variance bound above ``tol`` is cleared the same way, by exact variances (selected
@@ -53,6 +66,7 @@ inversion), with a warning. Never silently worse.
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -77,7 +91,8 @@ from ..prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..validate import positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
 
-__all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", "MAX_THREADS"]
+__all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", "MAX_THREADS", "LANES_FROM", "SEAM",
+           "LANE_TRIES"]
 
 #: The largest tolerance accepted (relative to σ₀ and σ₀²).
 TOL_MAX = 1e-2
@@ -90,10 +105,20 @@ CHUNK_MAX = 512
 #: Local sweeps of the residual after a round before a global solve.
 MAX_SWEEPS = 20
 #: A chunk whose shares of both bounds came below this fraction of their targets lets the
-#: next chunk start one hop smaller (the bounds fall about tenfold a hop of Q's graph).
-SHRINK_BELOW = 0.05
-#: The most threads a local update uses (chunks are conditioned in pairs).
+#: next chunk start one hop smaller: the bounds fall 25–35-fold a hop of Q's graph on
+#: synthetic-100k (0.05, with one hop smaller ~1.5 times the target, cost 4 % more work).
+SHRINK_BELOW = 0.02
+#: The most threads a local update uses (chunks are conditioned in two lanes, or in pairs).
 MAX_THREADS = 2
+#: A round of at least this many chunks is conditioned in two lanes (the route's two halves),
+#: fewer in pairs.
+LANES_FROM = 8
+#: The seam between the lanes: the first lane's chunk n − 1 − d (d = 0 … SEAM, n its chunks)
+#: follows the second lane's chunks 0 … SEAM − d (they are neighbours along the route).
+SEAM = 2
+#: Tries of the lanes side by side in a round (each orders the chunks that met in the one
+#: before), before the chunks are conditioned one after the other.
+LANE_TRIES = 4
 
 
 @dataclass
@@ -116,6 +141,54 @@ class _Chunk:
     out: float = 0.0
     trace: list = field(default_factory=list)
     seconds: dict = field(default_factory=lambda: {"domains": 0.0, "factor": 0.0, "solve_bounds": 0.0})
+
+
+@dataclass
+class _Lanes:
+    """A round's chunks in lanes (consecutive stretches of the route): the order that
+    defines the result, which chunk follows which, what each lane has written, and what the
+    threads share while they run."""
+
+    lanes: list  # per lane, its chunks in route order
+    share: float
+    r0: int
+    base: float
+    order: list = field(default_factory=list)  # (lane, chunk) in the order that defines the result
+    place: dict = field(default_factory=dict)  # (lane, chunk) → its place in ``order``
+    kept: list = field(default_factory=list)  # per lane, the chunks written (a prefix of the lane)
+    footprints: list = field(default_factory=list)  # their domains and shells
+    # one try on two threads: follows[q] marks the chunks (by place in ``order``) that the
+    # chunk in place q follows, its lane's earlier chunks included
+    follows: np.ndarray | None = None
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    stop: bool = False
+    running: set = field(default_factory=set)  # lanes a thread is conditioning a chunk of
+    met: set = field(default_factory=set)  # places in ``order`` of two chunks that met, not ordered
+    undo: list = field(default_factory=list)  # (lane, what a write overwrote), in the order written
+
+    def __post_init__(self):
+        sizes = [len(lane) for lane in self.lanes]
+        # cycles over the lanes from the last to the first: b_0, a_0, b_1, a_1, … for two
+        # lanes a (first) and b, so that the first chunks of a lane come before the last
+        # chunks of the lane before it (its neighbours along the route, SEAM)
+        self.order = [(lane, k) for k in range(max(sizes)) for lane in reversed(range(len(sizes))) if k < sizes[lane]]
+        self.place = {x: q for q, x in enumerate(self.order)}
+        self.kept = [[] for _ in sizes]
+        self.footprints = [[] for _ in sizes]
+
+    def radius(self, lane: int) -> int:
+        return self.kept[lane][-1].next_radius if self.kept[lane] else self.r0
+
+    def out(self, lane: int) -> float:
+        """The lane's chunks' bounds outside their domains, added up in lane order."""
+        total = 0.0
+        for c in self.kept[lane]:
+            total += c.out
+        return total
+
+    def written(self, q: int) -> bool:
+        lane, i = self.order[q]
+        return i < len(self.kept[lane])
 
 
 class LocalGMRFPosterior(PosteriorModel):
@@ -150,6 +223,10 @@ class LocalGMRFPosterior(PosteriorModel):
     n_pairs, n_redone : int
         Pairs of chunks conditioned, and those whose domains met, so that the second was
         conditioned again after the first.
+    n_lane_rounds, n_lanes_met, n_lanes_serial : int
+        Rounds conditioned in two lanes, tries of the lanes side by side that were rolled back
+        because two chunks met that were not ordered, and rounds whose lanes were finished one
+        chunk after the other (with one thread, every round).
     seconds_split : dict
         Seconds spent, over the run, on the domains (search and assembly), the factorisations,
         the solves and the bounds, and the sweeps.
@@ -220,6 +297,14 @@ class LocalGMRFPosterior(PosteriorModel):
         #: the first (their domains met)
         self.n_pairs = 0
         self.n_redone = 0
+        #: rounds conditioned in lanes, tries of the lanes side by side that met, and rounds
+        #: whose lanes were finished one chunk after the other
+        self.n_lane_rounds = 0
+        self.n_lanes_met = 0
+        self.n_lanes_serial = 0
+        self._owner = None  # per lane: the last chunk that claimed each edge (-1: none)
+        self._met_before: dict[tuple, set] = {}  # chunks a lane waited for in the last round
+        self._lanes_went = True  # whether the last round's lanes ran to the end side by side
         self._cache = None
         self._joint = None
         self._radii: list[int] = []
@@ -254,9 +339,12 @@ class LocalGMRFPosterior(PosteriorModel):
         self.trace = []
         cut = (np.arange(n_chunks + 1) * route.size) // n_chunks
         chunks = [(route[lo:hi], dc_all[lo:hi], ds_all[lo:hi]) for lo, hi in zip(cut[:-1], cut[1:], strict=True)]
-        half = -(-n_chunks // 2)  # chunk i is paired with chunk i + half, far along the route
-        for i in range(half):
-            self._condition_pair(chunks[i], chunks[i + half] if i + half < n_chunks else None, share)
+        if n_chunks >= LANES_FROM:
+            self._condition_lanes(chunks, share)
+        else:
+            half = -(-n_chunks // 2)  # chunk i is paired with chunk i + half, far along the route
+            for i in range(half):
+                self._condition_pair(chunks[i], chunks[i + half] if i + half < n_chunks else None, share)
         tic = time.perf_counter()
         self._sweep()
         self._check_variances()
@@ -318,11 +406,16 @@ class LocalGMRFPosterior(PosteriorModel):
                                         self._counts[omega] / self.noise_var)
         return omega, A, B, shell, at
 
-    def _attempt(self, K: np.ndarray, dc: np.ndarray, ds: np.ndarray, r: int, share: float, slot: int) -> _Chunk:
+    def _attempt(self, K: np.ndarray, dc: np.ndarray, ds: np.ndarray, r: int, share: float, slot: int,
+                 var_out: float | None = None) -> _Chunk:
         """Condition chunk K on the state as it is, growing the radius from ``r`` until the
         chunk's shares of both bounds fit; nothing is written (:meth:`_commit` does that), so
-        two chunks whose domains and shells are disjoint can be attempted side by side."""
+        two chunks whose domains and shells are disjoint can be attempted side by side.
+        ``var_out`` is the bound added to every edge's variance (default: the model's; a lane
+        passes the round's start plus its own chunks', which bounds the variances before the
+        chunk as well: the other lane's data only lowers them)."""
         nv, C = self.noise_var, self._C
+        var_out = self._var_out if var_out is None else var_out
         res = self._res
         x_K = self._mu[K] - self._m[K]
         res_K = res[K] + (ds - dc * self._m[K]) / nv - (dc / nv) * x_K  # the system after the chunk
@@ -334,7 +427,7 @@ class LocalGMRFPosterior(PosteriorModel):
             tic = time.perf_counter()
             omega, A, B, shell, posK = self._domain(self._ball(K, r, slot), slot, K)
             # √ of a bound on each edge's variance before the chunk (its own, to first order)
-            sd = np.sqrt(np.minimum(self._kmax, np.maximum(self._var[omega], 0.0) + self._var_acc[omega] + self._var_out))
+            sd = np.sqrt(np.minimum(self._kmax, np.maximum(self._var[omega], 0.0) + self._var_acc[omega] + var_out))
             toc = time.perf_counter()
             F = symmetric_splu(A, "a local posterior domain", ordered=True)
             tac = time.perf_counter()
@@ -375,18 +468,213 @@ class LocalGMRFPosterior(PosteriorModel):
         return c
 
     def _commit(self, c: _Chunk) -> None:
+        self._write(c)
+        self._var_out += c.out
+        self._account(c)
+
+    def _write(self, c: _Chunk) -> None:
+        """Write chunk c's update into the state (its footprint only)."""
         self._mu[c.omega] += c.dx
         self._res[c.omega] = c.res_omega
         self._res[c.shell] = c.new_shell
         self._var[c.omega] -= c.dvar
         self._var_acc[c.omega] += c.inc
-        self._var_out += c.out
         self._counts[c.K] += c.dc.astype(np.int64)
         self._sums[c.K] += c.ds
+
+    def _saved(self, c: _Chunk) -> tuple:
+        """What :meth:`_write` would overwrite, for :meth:`_restore` (fancy indexing copies)."""
+        return (c, self._mu[c.omega], self._res[c.omega], self._res[c.shell], self._var[c.omega],
+                self._var_acc[c.omega], self._counts[c.K], self._sums[c.K])
+
+    def _restore(self, saved: tuple) -> None:
+        c, mu, res_omega, res_shell, var, var_acc, counts, sums = saved
+        self._mu[c.omega] = mu
+        self._res[c.omega] = res_omega
+        self._res[c.shell] = res_shell
+        self._var[c.omega] = var
+        self._var_acc[c.omega] = var_acc
+        self._counts[c.K] = counts
+        self._sums[c.K] = sums
+
+    def _account(self, c: _Chunk) -> None:
         self._radii.append(c.r)
         self.trace.extend(c.trace)
         for key, value in c.seconds.items():
             self.seconds_split[key] += value
+
+    def _condition_lanes(self, chunks: list, share: float) -> None:
+        """Condition the round's chunks in lanes (see the module docstring). The result is
+        that of the chunks one after the other in ``_Lanes.order``, which is what one thread
+        does. Two threads take the lanes' next chunks as they become free, each chunk after
+        those it must follow; when two chunks met that were not ordered, the chunks after the
+        longest prefix of that order all lanes had written are rolled back, the two ordered
+        (and their neighbours) and the threads go on; after LANE_TRIES such tries, one chunk
+        after the other."""
+        n_lanes = 2  # (more lanes meet more often: a route that wanders comes back near itself)
+        cut = (np.arange(n_lanes + 1) * len(chunks)) // n_lanes
+        run = _Lanes(lanes=[chunks[lo:hi] for lo, hi in zip(cut[:-1], cut[1:], strict=True)], share=share,
+                     r0=self._radius, base=self._var_out)
+        self.n_lane_rounds += 1
+        if self.threads > 1:
+            if self._owner is None:
+                self._owner = np.full(self.n_arms, -1, np.int32)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evroute-local")
+            # the seams (neighbours along the route), and the pairs that met in the last round
+            # (a guess, which decides how long a chunk waits, never the result)
+            seam = set()
+            for lane in range(n_lanes - 1):
+                n = len(run.lanes[lane])
+                seam |= {(run.place[lane, n - 1 - d], run.place[lane + 1, j]) for d in range(min(SEAM + 1, n))
+                         for j in range(min(SEAM + 1 - d, len(run.lanes[lane + 1])))}
+            key = tuple(map(len, run.lanes))
+            pairs = seam | self._met_before.get(key, set())
+            # (one try after a round whose tries all met: domains that span a small network
+            # meet wherever the chunks are)
+            for _ in range(LANE_TRIES if self._lanes_went else 1):
+                self._lanes_went = self._run_lanes(run, pairs)
+                if self._lanes_went:
+                    break
+                self.n_lanes_met += 1
+                pairs = pairs | {(run.place[la, i + di], run.place[lb, j + dj]) for la, i, lb, j in
+                                 ((*run.order[p], *run.order[q]) for p, q in run.met)
+                                 for di in (-1, 0, 1) for dj in (-1, 0, 1)
+                                 if (la, i + di) in run.place and (lb, j + dj) in run.place}
+            # kept for the next round: the pairs beyond the seams whose footprints met
+            self._met_before = {key: {(p, q) for p, q in pairs - seam if run.written(p) and run.written(q) and
+                                      self._meet(run.footprints[run.order[p][0]][run.order[p][1]],
+                                                 run.footprints[run.order[q][0]][run.order[q][1]])}}
+        # (the rest) one after the other, in the order that defines the result
+        self.n_lanes_serial += sum(map(len, run.kept)) < len(run.order)
+        for q in range(sum(map(len, run.kept)), len(run.order)):
+            self._step(run, q, 0, claim=False)
+        for c in [c for kept in run.kept for c in kept]:  # (route order)
+            self._account(c)
+        total = run.base
+        for lane in range(n_lanes):
+            total += run.out(lane)
+        self._var_out = total
+        self._radius = max(run.radius(lane) for lane in range(n_lanes))
+
+    def _run_lanes(self, run: _Lanes, pairs: set) -> bool:
+        """One try of the lanes on two threads, from the chunks written so far; False when
+        two chunks met that were not ordered (in ``run.met``), after the rollback."""
+        n = len(run.order)
+        # which chunks each chunk follows: the later of a pair (in the order) follows the
+        # earlier, a chunk follows its lane's earlier chunks, and what they follow
+        direct = [[] for _ in range(n)]
+        for p, q in pairs:
+            direct[max(p, q)].append(min(p, q))
+        follows = np.zeros((n, n), bool)
+        for q, (lane, i) in enumerate(run.order):
+            if i > 0:
+                direct[q].append(run.place[lane, i - 1])
+            for p in direct[q]:
+                follows[q, p] = True
+                follows[q] |= follows[p]
+        run.follows, run.stop, run.met, run.undo, run.running = follows, False, set(), [], set()
+        future = self._pool.submit(self._worker, run, 1)
+        error = None
+        try:
+            self._worker(run, 0)
+        except BaseException as e:  # (the other thread stops; roll back, then re-raise)
+            error = e
+        try:
+            future.result()
+        except BaseException as e:
+            error = error or e
+        for _, saved in run.undo:
+            self._owner[np.concatenate((saved[0].omega, saved[0].shell))] = -1
+        if error is None and not run.met:
+            return True
+        # keep the longest prefix of the order that all lanes wrote: a chunk after it that
+        # met a chunk in it followed that chunk, so the rollback, in the reverse order of the
+        # writes, restores exactly the prefix's state
+        keep = [0] * len(run.lanes)
+        if error is None:
+            for lane, i in run.order:
+                if i >= len(run.kept[lane]):
+                    break
+                keep[lane] += 1
+        for lane, saved in reversed(run.undo):
+            if len(run.kept[lane]) > keep[lane]:
+                self._restore(saved)
+                run.kept[lane].pop()
+                run.footprints[lane].pop()
+        if error is not None:
+            raise error
+        return False
+
+    def _meet(self, a: np.ndarray, b: np.ndarray) -> bool:
+        mark = self._mark[0]
+        mark[a] = True
+        hit = bool(mark[b].any())
+        mark[a] = False
+        return hit
+
+    def _next(self, run: _Lanes) -> int | None:
+        """The place in the order of the chunk a free thread takes (under the lock): the next
+        chunk of a lane no thread works on, once the chunks it follows are written; None
+        when there is none yet, -1 when none is left."""
+        if all(len(k) == len(lane) for k, lane in zip(run.kept, run.lanes, strict=True)):
+            return -1
+        for lane, chunks in enumerate(run.lanes):
+            i = len(run.kept[lane])
+            if lane not in run.running and i < len(chunks):
+                q = run.place[lane, i]
+                if all(run.written(p) for p in np.flatnonzero(run.follows[q])):
+                    return q
+        return None
+
+    def _worker(self, run: _Lanes, slot: int) -> None:
+        """A thread's loop: the next free chunk, until none is left or two chunks met."""
+        cond = run.cond
+        try:
+            while True:
+                with cond:
+                    cond.wait_for(lambda: run.stop or self._next(run) is not None)
+                    q = -1 if run.stop else self._next(run)
+                    if q < 0:
+                        return
+                    run.running.add(run.order[q][0])
+                if not self._step(run, q, slot, claim=True):
+                    return
+        except BaseException:
+            with cond:
+                run.stop = True
+                cond.notify_all()
+            raise
+
+    def _step(self, run: _Lanes, q: int, slot: int, claim: bool) -> bool:
+        """Attempt the chunk in place q of the order and write it; with ``claim``, only once
+        its footprint (domain and shell) is claimed: a footprint that meets one claimed by a
+        chunk it does not follow stops the threads (of two such chunks, whichever claims
+        second sees the first's claim: a place's latest claim is of the chunk that follows
+        all its earlier ones)."""
+        lane, i = run.order[q]
+        c = self._attempt(*run.lanes[lane][i], run.radius(lane), run.share, slot, var_out=run.base + run.out(lane))
+        footprint = np.concatenate((c.omega, c.shell))
+        with run.cond:
+            run.running.discard(lane)
+            if claim:
+                if run.stop:
+                    return False
+                other = self._owner[footprint]
+                other = np.unique(other[other >= 0])
+                met = other[~run.follows[q, other]]
+                if met.size:
+                    run.met.update((int(p), q) for p in met)
+                    run.stop = True
+                    run.cond.notify_all()
+                    return False
+                self._owner[footprint] = q
+                run.undo.append((lane, self._saved(c)))
+            self._write(c)
+            run.kept[lane].append(c)
+            run.footprints[lane].append(footprint)
+            run.cond.notify_all()
+        return True
 
     def _disjoint(self, a: _Chunk, b: _Chunk) -> bool:
         """Whether a's writes (its domain and shell) miss everything b read or writes."""
