@@ -577,7 +577,7 @@ OPTIONS = (
     Option("tol", in_range(0, TOL_MAX, lo_open=True, why="relative error bound"), 1e-8, "update=local: bound on the error of every mean (relative to sigma_0) and variance "
            "(to sigma_0^2)"),
     Option("threads", int_range(1, MAX_THREADS, why="threads of a local update"), 1, "update=local: 1 or 2 threads "
-           "(chunks are conditioned in pairs; the results are the same for either)"),
+           "(chunks are conditioned in two lanes, or in pairs; the results are the same for either)"),
     Option("chunk", int_range(1, CHUNK_MAX, why="route edges conditioned at once"), CHUNK, "update=local: the most "
            "route edges conditioned at once, on one domain (a round's are cut into an even number of equal chunks; "
            "measured in docs/performance.md)"),

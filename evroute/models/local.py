@@ -213,8 +213,9 @@ class LocalGMRFPosterior(PosteriorModel):
         A chunk never grows its domain beyond this many hops (the sweep and the global
         fallback take over).
     threads : int
-        1 or 2: the two chunks of a pair are attempted side by side on two threads (SciPy's
-        SuperLU releases the GIL). The results are the same, bit for bit, for either value.
+        1 or 2: the two lanes (or the two chunks of a pair) are conditioned side by side on two
+        threads (SciPy's SuperLU releases the GIL). The results are the same, bit for bit, for
+        either value.
 
     Attributes
     ----------
@@ -252,7 +253,7 @@ class LocalGMRFPosterior(PosteriorModel):
         self.max_radius = positive_int("max_radius", max_radius)
         self.threads = positive_int("threads", threads)
         if self.threads > MAX_THREADS:
-            raise EvrouteError(f"threads must be 1 or {MAX_THREADS} (chunks are conditioned in pairs), got {threads!r}")
+            raise EvrouteError(f"threads must be 1 or {MAX_THREADS} (chunks are conditioned in two lanes, or in pairs), got {threads!r}")
         self._radius = min(positive_int("radius", radius), self.max_radius)
         self._prior = prior
         self._m = np.array(prior.mean, dtype=np.float64)
