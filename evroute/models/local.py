@@ -142,6 +142,11 @@ class _Chunk:
     trace: list = field(default_factory=list)
     seconds: dict = field(default_factory=lambda: {"domains": 0.0, "factor": 0.0, "solve_bounds": 0.0})
 
+    @property
+    def footprint(self) -> np.ndarray:
+        """What the chunk reads and writes: its domain and shell."""
+        return np.concatenate((self.omega, self.shell))
+
 
 @dataclass
 class _Lanes:
@@ -156,7 +161,6 @@ class _Lanes:
     order: list = field(default_factory=list)  # (lane, chunk) in the order that defines the result
     place: dict = field(default_factory=dict)  # (lane, chunk) → its place in ``order``
     kept: list = field(default_factory=list)  # per lane, the chunks written (a prefix of the lane)
-    footprints: list = field(default_factory=list)  # their domains and shells
     # one try on two threads: follows[q] marks the chunks (by place in ``order``) that the
     # chunk in place q follows, its lane's earlier chunks included
     follows: np.ndarray | None = None
@@ -174,7 +178,6 @@ class _Lanes:
         self.order = [(lane, k) for k in range(max(sizes)) for lane in reversed(range(len(sizes))) if k < sizes[lane]]
         self.place = {x: q for q, x in enumerate(self.order)}
         self.kept = [[] for _ in sizes]
-        self.footprints = [[] for _ in sizes]
 
     def radius(self, lane: int) -> int:
         return self.kept[lane][-1].next_radius if self.kept[lane] else self.r0
@@ -189,6 +192,11 @@ class _Lanes:
     def written(self, q: int) -> bool:
         lane, i = self.order[q]
         return i < len(self.kept[lane])
+
+    def chunk(self, q: int) -> _Chunk:
+        """The written chunk in place q of the order."""
+        lane, i = self.order[q]
+        return self.kept[lane][i]
 
 
 class LocalGMRFPosterior(PosteriorModel):
@@ -544,8 +552,7 @@ class LocalGMRFPosterior(PosteriorModel):
                                  if (la, i + di) in run.place and (lb, j + dj) in run.place}
             # kept for the next round: the pairs beyond the seams whose footprints met
             self._met_before = {key: {(p, q) for p, q in pairs - seam if run.written(p) and run.written(q) and
-                                      self._meet(run.footprints[run.order[p][0]][run.order[p][1]],
-                                                 run.footprints[run.order[q][0]][run.order[q][1]])}}
+                                      not self._disjoint(run.chunk(p), run.chunk(q))}}
         # (the rest) one after the other, in the order that defines the result
         self.n_lanes_serial += sum(map(len, run.kept)) < len(run.order)
         for q in range(sum(map(len, run.kept)), len(run.order)):
@@ -586,7 +593,7 @@ class LocalGMRFPosterior(PosteriorModel):
         except BaseException as e:
             error = error or e
         for _, saved in run.undo:
-            self._owner[np.concatenate((saved[0].omega, saved[0].shell))] = -1
+            self._owner[saved[0].footprint] = -1
         if error is None and not run.met:
             return True
         # keep the longest prefix of the order that all lanes wrote: a chunk after it that
@@ -602,17 +609,9 @@ class LocalGMRFPosterior(PosteriorModel):
             if len(run.kept[lane]) > keep[lane]:
                 self._restore(saved)
                 run.kept[lane].pop()
-                run.footprints[lane].pop()
         if error is not None:
             raise error
         return False
-
-    def _meet(self, a: np.ndarray, b: np.ndarray) -> bool:
-        mark = self._mark[0]
-        mark[a] = True
-        hit = bool(mark[b].any())
-        mark[a] = False
-        return hit
 
     def _next(self, run: _Lanes) -> int | None:
         """The place in the order of the chunk a free thread takes (under the lock): the next
@@ -655,7 +654,7 @@ class LocalGMRFPosterior(PosteriorModel):
         all its earlier ones)."""
         lane, i = run.order[q]
         c = self._attempt(*run.lanes[lane][i], run.radius(lane), run.share, slot, var_out=run.base + run.out(lane))
-        footprint = np.concatenate((c.omega, c.shell))
+        footprint = c.footprint
         with run.cond:
             run.running.discard(lane)
             if claim:
@@ -673,18 +672,15 @@ class LocalGMRFPosterior(PosteriorModel):
                 run.undo.append((lane, self._saved(c)))
             self._write(c)
             run.kept[lane].append(c)
-            run.footprints[lane].append(footprint)
             run.cond.notify_all()
         return True
 
     def _disjoint(self, a: _Chunk, b: _Chunk) -> bool:
-        """Whether a's writes (its domain and shell) miss everything b read or writes."""
+        """Whether a's writes (its footprint) miss everything b read or writes."""
         mark = self._mark[0]
-        mark[a.omega] = True
-        mark[a.shell] = True
-        hit = bool(mark[b.omega].any() or mark[b.shell].any())
-        mark[a.omega] = False
-        mark[a.shell] = False
+        mark[a.footprint] = True
+        hit = bool(mark[b.footprint].any())
+        mark[a.footprint] = False
         return not hit
 
     def _condition_pair(self, a: tuple, b: tuple | None, share: float) -> None:
