@@ -160,10 +160,12 @@ class _Lanes:
     base: float
     order: list = field(default_factory=list)  # (lane, chunk) in the order that defines the result
     place: dict = field(default_factory=dict)  # (lane, chunk) → its place in ``order``
+    lane_of: np.ndarray | None = None  # place → lane
+    index_of: np.ndarray | None = None  # place → chunk in its lane
     kept: list = field(default_factory=list)  # per lane, the chunks written (a prefix of the lane)
-    # one try on two threads: follows[q] marks the chunks (by place in ``order``) that the
-    # chunk in place q follows, its lane's earlier chunks included
-    follows: np.ndarray | None = None
+    # one try on two threads: after[q, lane] is the last chunk of that lane that the chunk in
+    # place q of the order follows (and so all the lane's chunks before it; -1: none)
+    after: np.ndarray | None = None
     cond: threading.Condition = field(default_factory=threading.Condition)
     stop: bool = False
     running: set = field(default_factory=set)  # lanes a thread is conditioning a chunk of
@@ -177,6 +179,8 @@ class _Lanes:
         # chunks of the lane before it (its neighbours along the route, SEAM)
         self.order = [(lane, k) for k in range(max(sizes)) for lane in reversed(range(len(sizes))) if k < sizes[lane]]
         self.place = {x: q for q, x in enumerate(self.order)}
+        self.lane_of = np.array([lane for lane, _ in self.order], np.int64)
+        self.index_of = np.array([i for _, i in self.order], np.int64)
         self.kept = [[] for _ in sizes]
 
     def radius(self, lane: int) -> int:
@@ -570,18 +574,19 @@ class LocalGMRFPosterior(PosteriorModel):
         two chunks met that were not ordered (in ``run.met``), after the rollback."""
         n = len(run.order)
         # which chunks each chunk follows: the later of a pair (in the order) follows the
-        # earlier, a chunk follows its lane's earlier chunks, and what they follow
+        # earlier, a chunk follows its lane's earlier chunks, and what they follow (the order
+        # puts every chunk after those it follows, so one pass closes it)
         direct = [[] for _ in range(n)]
         for p, q in pairs:
             direct[max(p, q)].append(min(p, q))
-        follows = np.zeros((n, n), bool)
+        after = np.full((n, len(run.lanes)), -1, np.int64)
         for q, (lane, i) in enumerate(run.order):
             if i > 0:
                 direct[q].append(run.place[lane, i - 1])
             for p in direct[q]:
-                follows[q, p] = True
-                follows[q] |= follows[p]
-        run.follows, run.stop, run.met, run.undo, run.running = follows, False, set(), [], set()
+                np.maximum(after[q], after[p], out=after[q])
+                after[q, run.lane_of[p]] = max(after[q, run.lane_of[p]], run.index_of[p])
+        run.after, run.stop, run.met, run.undo, run.running = after, False, set(), [], set()
         future = self._pool.submit(self._worker, run, 1)
         error = None
         try:
@@ -623,7 +628,7 @@ class LocalGMRFPosterior(PosteriorModel):
             i = len(run.kept[lane])
             if lane not in run.running and i < len(chunks):
                 q = run.place[lane, i]
-                if all(run.written(p) for p in np.flatnonzero(run.follows[q])):
+                if all(len(kept) > last for kept, last in zip(run.kept, run.after[q], strict=True)):
                     return q
         return None
 
@@ -662,7 +667,7 @@ class LocalGMRFPosterior(PosteriorModel):
                     return False
                 other = self._owner[footprint]
                 other = np.unique(other[other >= 0])
-                met = other[~run.follows[q, other]]
+                met = other[run.index_of[other] > run.after[q, run.lane_of[other]]]
                 if met.size:
                     run.met.update((int(p), q) for p in met)
                     run.stop = True
