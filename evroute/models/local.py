@@ -532,8 +532,6 @@ class LocalGMRFPosterior(PosteriorModel):
         if self.threads > 1:
             if self._owner is None:
                 self._owner = np.full(self.n_arms, -1, np.int32)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evroute-local")
             # the seams (neighbours along the route), and the pairs that met in the last round
             # (a guess, which decides how long a chunk waits, never the result)
             seam = set()
@@ -587,7 +585,7 @@ class LocalGMRFPosterior(PosteriorModel):
                 np.maximum(after[q], after[p], out=after[q])
                 after[q, run.lane_of[p]] = max(after[q, run.lane_of[p]], run.index_of[p])
         run.after, run.stop, run.met, run.undo, run.running = after, False, set(), [], set()
-        future = self._pool.submit(self._worker, run, 1)
+        future = self._second_thread().submit(self._worker, run, 1)
         error = None
         try:
             self._worker(run, 0)
@@ -682,11 +680,17 @@ class LocalGMRFPosterior(PosteriorModel):
 
     def _disjoint(self, a: _Chunk, b: _Chunk) -> bool:
         """Whether a's writes (its footprint) miss everything b read or writes."""
-        mark = self._mark[0]
-        mark[a.footprint] = True
+        mark, footprint = self._mark[0], a.footprint
+        mark[footprint] = True
         hit = bool(mark[b.footprint].any())
-        mark[a.footprint] = False
+        mark[footprint] = False
         return not hit
+
+    def _second_thread(self) -> ThreadPoolExecutor:
+        """The thread beside the caller's (made once, for both lanes and pairs)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evroute-local")
+        return self._pool
 
     def _condition_pair(self, a: tuple, b: tuple | None, share: float) -> None:
         """Condition chunk ``a`` then chunk ``b`` (far along the route). Both are attempted on
@@ -701,9 +705,7 @@ class LocalGMRFPosterior(PosteriorModel):
             return
         self.n_pairs += 1
         if self.threads > 1:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evroute-local")
-            fb = self._pool.submit(self._attempt, *b, r, share, 1)
+            fb = self._second_thread().submit(self._attempt, *b, r, share, 1)
             ca = self._attempt(*a, r, share, 0)
             cb = fb.result()
         else:
