@@ -23,6 +23,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from .bounds import DMM_GRID, confidence_widths, information_logdet, q_from_mean, rtilde2
+from .components import POLICIES
 from .errors import EvrouteError
 from .models import (
     COVARIANCE,
@@ -35,7 +36,7 @@ from .models import (
 )
 from .policies import BETA_RULES, MODEL_FAMILIES, RULES, make_policy, rectified_mean
 from .prior import DiagonalPrior, ScaledPrior, ShiftedPrior
-from .specs import Component, Option, Registry
+from .specs import Component, Option
 from .validate import choice, flag, nonneg_float, positive_float, positive_int
 
 __all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
@@ -692,9 +693,8 @@ class AgentSetup:
         self.model = resolve_model(self.model)
 
 
-_AGENTS = Registry("policy", sort=False, example="gp-bucb[xi=0.5]")
-#: The registry of agents by policy name (``--policy``).
-POLICIES = _AGENTS
+#: The registry of agents by policy name (``--policy``; :data:`evroute.components.POLICIES`).
+_AGENTS = POLICIES
 
 #: A policy's capability: the index it logs (``index_before`` of ``observations.parquet``) is a
 #: lower confidence bound on each edge's expected energy (the UCB and BayesUCB rules, paper

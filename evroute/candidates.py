@@ -29,10 +29,10 @@ from .errors import EvrouteError
 from .prior import NetworkPrior, ShiftedPrior
 from .routes import edge_energies
 from .specs import Option, format_value, parse_spec, resolve_options, split_list
-from .validate import positive_float, text, unit_rate
+from .validate import positive_float, unit_rate
 
 __all__ = ["Candidate", "CandidatePrior", "CANDIDATE_OPTIONS", "parse_candidates", "describe_candidates",
-           "candidate_priors", "PRIOR_SETTINGS", "candidates_from_json"]
+           "candidate_priors", "check_priors", "candidates_from_json"]
 
 
 
@@ -211,18 +211,10 @@ def candidates_from_json(items) -> tuple[Candidate, ...] | None:
     return tuple(out)
 
 
-def _priors(name, value) -> tuple[Candidate, ...]:
+def check_priors(name, value) -> tuple[Candidate, ...]:
+    """``--priors``: a list of candidates (text, or :class:`Candidate` objects), read once (an option converter)."""
     if isinstance(value, tuple | list) and all(isinstance(c, Candidate) for c in value):
         return tuple(value)
     return tuple(parse_candidates(str(value)))
 
 
-#: The candidate priors of a run (paper 004: "which vehicle am I?").
-PRIOR_SETTINGS = (
-    Option("priors", _priors, None, "candidate priors of gp-pe/mle/fb/rb (paper 004), comma-separated: vehicle "
-           "presets or files, each with optional settings VEHICLE[eps=0.01,lengthscale=0.5,kappa=1,nu=2,name=...], "
-           "or a JSON candidates file; read once; default every preset, the run's kernel, eps 0", metavar="LIST"),
-    Option("truth_prior", text, None, "the vehicle whose energies the truth is drawn around, or a --priors "
-           "candidate's name (its vehicle); sets sigma_0 and the noise for every agent; default --vehicle",
-           "paper 004: the truth drawn from one candidate", metavar="NAME"),
-)

@@ -1,75 +1,122 @@
 """The ``evroute`` command line (typer). It only parses options and calls the library.
 
+The commands live in their own modules (:data:`COMMANDS`), imported when one of them runs or
+shows its help, and those modules import the numerical libraries only inside a command: so
+``evroute --version``, ``--help`` and usage errors answer at once.
+
 Every error the user can cause is an :class:`~evroute.errors.EvrouteError`, printed as one
 line ``error: ...`` on stderr with exit code 2.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import os
 import sys
 import traceback
 import warnings
-from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
+import typer.main
 
-from . import __version__, cli_experiment, fetch
-from .agents import POLICIES
-from .cli_settings import with_settings
-from .config import RUN_SETTINGS, SimulationConfig
-from .energy import load_vehicle
-from .environments import CLOSURES, TRUTHS
+from . import __version__
+from .cli_settings import HELP_STYLE
 from .errors import EvrouteError, EvrouteWarning, Interrupted
-from .grid import policy_tag
-from .io import atomic_write_parquet, atomic_write_text, generator, is_stdout
-from .models import MODELS
-from .network import (
-    ARRAY_BUILD_FROM_EDGES,
-    check_build_memory,
-    data_dir,
-    load_network,
-    network_spec,
-    osm_cache_path,
-    synthetic_edges_for,
-)
-from .oracle import Oracle
-from .osm import write_osm_xml
-from .plots import plot_atlas
-from .progress import configure as configure_progress
-from .progress import stage
-from .registry import load_registry
-from .report import describe_network, routes_geojson, write_geojson
-from .routes import edge_energies, reference_routes, resolve_route
-from .runs import check_output_file
-from .simulation import simulate
-from .sumo import SUMO_INSTALL, build_atlas, edet_agreement, fit_hyperparameters
-from .synthetic import synthetic_graph
-from .validate import int_in
 
-#: Help texts are plain text: no markup eats a spec's [...] (``gp-ucb[beta=002]`` is shown as typed).
-HELP_STYLE = {"rich_markup_mode": None, "add_completion": False, "pretty_exceptions_enable": False}
+__all__ = ["app", "main", "entry", "COMMANDS"]
+
+#: Every command: its module, the command's name in that module's app (None: the whole app is a
+#: group of commands) and its one-line help (the command's own first line, checked by the tests).
+COMMANDS: dict[str, tuple[str, str | None, str]] = {
+    "simulate": ("evroute.cli_run", "simulate", "Run one bandit simulation (Algorithm 1) and write a run directory."),
+    "compare": ("evroute.cli_experiment", "compare", "Run a grid of bandit runs (route × lengthscale × policy × "
+                "seed, and any --sweep) and summarise it."),
+    "plot": ("evroute.cli_experiment", "plot", "Figures: cumulative regret, β_t, regret vs lengthscale, Nyström "
+             "dictionary size, the candidate priors' survival, the lower bounds' coverage, exploration maps (PNG "
+             "and SVG)."),
+    "export": ("evroute.cli_experiment", "export", "Routes driven, the optimal route and per-edge visits / "
+               "posterior as GeoJSON, HTML or GeoPackage."),
+    "route": ("evroute.cli_run", "route", "The energy-optimal (exact, negative energies allowed), shortest and "
+              "fastest routes."),
+    "models": ("evroute.cli_run", "models", "List the registered components with their options, defaults and "
+               "capabilities: posterior backends (--model), policies (--policy), truths (--truth) and closure "
+               "patterns (--closures)."),
+    "networks": ("evroute.cli_networks", None, "Road networks: list, inspect, download today's OSM."),
+    "data": ("evroute.cli_data", None, "The reference datasets (Monaco, Luxembourg, Luxembourg's terrain): "
+             "download, verify, list."),
+    "sumo": ("evroute.cli_sumo", None, "SUMO's EV model in simulated traffic, a physical truth (pip install "
+             "\"evroute[sumo]\")."),
+}
+
+
+#: A hyphen that text wrapping does not break at (U+2011), put in for the wrapping only.
+_UNBROKEN_HYPHEN = "\u2011"
+
+
+class HelpFormatter(typer.Context.formatter_class):
+    """click's help formatter, wrapping at the terminal's width but never at a hyphen: a spec
+    such as ``gp-ucb[beta_scale=0.5]`` stays on one line, as it must be typed."""
+
+    def _unbroken(self, write, text, *args, **kwargs) -> None:
+        write(text, *args, **kwargs)
+        self.buffer[:] = [s.replace(_UNBROKEN_HYPHEN, "-") for s in self.buffer]
+
+    def write_text(self, text: str) -> None:
+        self._unbroken(super().write_text, text.replace("-", _UNBROKEN_HYPHEN))
+
+    def write_dl(self, rows, *args, **kwargs) -> None:
+        rows = [(term, help_text.replace("-", _UNBROKEN_HYPHEN)) for term, help_text in rows]
+        self._unbroken(super().write_dl, rows, *args, **kwargs)
+
+
+class Context(typer.Context):
+    """The context of every evroute command: help through :class:`HelpFormatter`."""
+
+    formatter_class = HelpFormatter
+
+
+def _with_our_help(command):
+    """The command (and a group's commands) formatting help with :class:`HelpFormatter`."""
+    command.context_class = Context
+    for sub in getattr(command, "commands", {}).values():
+        _with_our_help(sub)
+    return command
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """The root group: a command's module is imported when the command is looked up (to run
+    it or show its help), and ``evroute --help`` lists the commands from :data:`COMMANDS`."""
+
+    context_class = Context
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return super().get_command(ctx, name)
+        module, attr, _ = COMMANDS[name]
+        group = typer.main.get_group(importlib.import_module(module).app)
+        if attr is None:
+            group.name = name
+            return _with_our_help(group)
+        return _with_our_help(group.commands[attr])
+
+    def format_commands(self, ctx, formatter) -> None:
+        rows = [(name, help_text) for name, (_, _, help_text) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="evroute",
     help="Online energy-efficient routing of electric vehicles with combinatorial GP bandits.",
     no_args_is_help=True,
+    cls=LazyGroup,
     **HELP_STYLE,
 )
-networks_app = typer.Typer(help="Road networks: list, inspect, download.", no_args_is_help=True, **HELP_STYLE)
-app.add_typer(networks_app, name="networks")
-
-OsmOpt = Annotated[Path | None, typer.Option("--osm", help="OSM XML file to use for the network.")]
-DemOpt = Annotated[Path | None, typer.Option("--dem", help="DEM raster (GeoTIFF/HGT) for node elevations.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
-VehicleOpt = Annotated[str | None, typer.Option(
-    "--vehicle", help="Vehicle preset name or JSON file (default: the paper's SUMO EV).")]
-OverwriteFileOpt = Annotated[bool, typer.Option(
-    "--overwrite", help="Replace an existing file evroute did not write (links, folders and devices never).")]
-ProgressOpt = Annotated[bool | None, typer.Option(
-    "--progress/--no-progress", help="Spinners while networks, kernels and factors are built (default: on a terminal).")]
 
 
 def _warn_one_line(message, category, filename, lineno, file=None, line=None):
@@ -79,14 +126,8 @@ def _warn_one_line(message, category, filename, lineno, file=None, line=None):
         print(f"warning: {message}", file=sys.stderr)
 
 
-def _load(name: str, osm: Path | None = None, dem: Path | None = None):
-
-    return load_network(name, osm=osm, dem=dem)
-
-
 def _version(value: bool) -> None:
     if value:
-
         print(f"evroute {__version__}")
         raise typer.Exit()
 
@@ -95,321 +136,6 @@ def _version(value: bool) -> None:
 def _main(version: Annotated[bool, typer.Option(
         "--version", help="Print the version and exit.", callback=_version, is_eager=True)] = False):
     """evroute: learn the least-energy route of a repeated EV trip."""
-
-
-# --------------------------------------------------------------------------------------
-# networks
-# --------------------------------------------------------------------------------------
-
-
-@networks_app.command("list")
-def networks_list() -> None:
-    """List the built-in networks and where their data come from."""
-    for name in load_registry("networks"):
-        spec = network_spec(name)
-        if spec["kind"] == "synthetic":
-            where = "generated by code"
-        else:
-            ddir = data_dir()
-            if ddir is not None and (ddir / spec["file"]).is_file():
-                where = str(ddir / spec["file"])
-            elif osm_cache_path(name).is_file():
-                where = str(osm_cache_path(name))
-            else:
-                where = f"not available (evroute networks fetch {name}, or --osm PATH)"
-        print(f"{name:<12} {spec['description']}\n{'':<12} data: {where}")
-    print("synthetic-<N>k  the synthetic city sized for about N thousand edges (e.g. synthetic-100k)\n"
-          f"{'':<12} data: generated by code")
-
-
-@networks_app.command("info")
-def networks_info(name: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
-                  osm: OsmOpt = None, dem: DemOpt = None, vehicle: VehicleOpt = None,
-                  as_json: JsonOpt = False, progress: ProgressOpt = None) -> None:
-    """Sizes, elevation, grades, energy statistics and line-graph connections of a network."""
-    configure_progress(progress)
-    veh = load_vehicle(vehicle)
-    info = describe_network(_load(name, osm, dem), veh)
-    info["vehicle"] = veh.name
-    if as_json:
-        print(json.dumps(info))
-        return
-    g = info["grade_percentiles"]
-    elev = ("none (flat)" if info["elevation_source"] == "none" else
-            f"{info['elevation_source']}, {info['elevation_min_m']:.1f}–{info['elevation_max_m']:.1f} m")
-    print(f"network      {info['name']}  ({info['source']})\n"
-          f"nodes        {info['nodes']:,}\n"
-          f"edges        {info['edges']:,} directed, {info['km']:.1f} km of road\n"
-          f"component    kept {100 * info['component_edge_share']:.1f}% of the drivable road segments, "
-          f"{100 * info['component_km_share']:.1f}% of the drivable km (largest strongly connected part)\n"
-          f"elevation    {elev}; grades bounded on {info['grade_bounded_edges']} edges\n"
-          f"grade        p1 {g['p1']:+.3f}  p5 {g['p5']:+.3f}  p50 {g['p50']:+.3f}  "
-          f"p95 {g['p95']:+.3f}  p99 {g['p99']:+.3f}\n"
-          f"speed        imputed by road class on {100 * info['speed_imputed_share']:.0f}% of edges\n"
-          f"energy       {info['vehicle']}: mean {info['energy_mean_wh']:.2f} Wh, std {info['energy_std_wh']:.2f}, "
-          f"min {info['energy_min_wh']:.2f}, max {info['energy_max_wh']:.2f}, "
-          f"negative on {100 * info['energy_negative_share']:.1f}% of edges\n"
-          f"line graph   {info['connections']:,} connections "
-          f"({info['turn_restrictions_applied']} removed by turn restrictions)")
-
-
-@networks_app.command("fetch")
-def networks_fetch(
-    name: Annotated[str, typer.Argument(help="Built-in network name (its bounding box is used).")],
-    overpass_url: Annotated[str | None, typer.Option(help="Overpass API endpoint.")] = None,
-    elevation_url: Annotated[str | None, typer.Option(help="Open-Elevation-compatible endpoint.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Download again even when cached.")] = False,
-) -> None:
-    """Download a built-in network from OpenStreetMap (bounding box) with elevations into the cache."""
-    spec = network_spec(name)
-    if spec["kind"] != "osm":
-        raise EvrouteError(f"network {name!r} is generated by code; there is nothing to fetch")
-    dest = osm_cache_path(name)
-    if dest.is_file() and not force:
-        print(f"{name}: already cached at {dest} (use --force to download again)")
-        return
-    kwargs = {}
-    if overpass_url:
-        kwargs["overpass_url"] = overpass_url
-    if elevation_url:
-        kwargs["elevation_url"] = elevation_url
-    path = fetch.fetch_network(name, tuple(spec["bbox"]), dest.parent, **kwargs)
-    print(f"{name}: saved to {path}")
-
-
-@networks_app.command("osm")
-def networks_osm(
-    name: Annotated[str, typer.Argument(help="A synthetic network: synthetic or synthetic-<N>k.")],
-    out: Annotated[Path, typer.Option("--out", help="OSM XML file to write.")],
-    overwrite: OverwriteFileOpt = False,
-) -> None:
-    """Write a synthetic city as OSM XML (raw, before simplification), e.g. to run the OSM
-    reading path on a network of any size: `evroute networks info FILE.osm`."""
-    spec = network_spec(name)
-    if spec["kind"] != "synthetic":
-        raise EvrouteError(f"network {name!r} is read from OSM data already; only synthetic cities are written")
-    if synthetic_edges_for(spec["size"]) >= ARRAY_BUILD_FROM_EDGES:
-        raise EvrouteError(f"network {name} is built from arrays (from {ARRAY_BUILD_FROM_EDGES:,} edges), not as the "
-                           "raw OSM-like graph this command writes; choose a smaller size")
-    check_output_file(out, overwrite)
-    check_build_memory(name, spec["size"])
-    graph = synthetic_graph(seed=spec["seed"], size=spec["size"])
-    n_ways = write_osm_xml(graph, out, generator=f"{generator()} synthetic {name}")
-    print(f"wrote {out}: {graph.number_of_nodes():,} nodes, {n_ways:,} ways ({graph.number_of_edges():,} "
-          "directed segments)")
-
-
-# --------------------------------------------------------------------------------------
-# sumo
-# --------------------------------------------------------------------------------------
-
-
-sumo_app = typer.Typer(help=f"SUMO's EV model in simulated traffic, a physical truth ({SUMO_INSTALL}).",
-                       no_args_is_help=True, **HELP_STYLE)
-app.add_typer(sumo_app, name="sumo")
-
-
-@sumo_app.command("atlas")
-def sumo_atlas_cmd(
-    network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
-    route: Annotated[str | None, typer.Option("--route", help="Probe vehicles drive every edge between this "
-                                              "trip's ends (A or B; default A).")] = None,
-    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
-    rate: Annotated[str, typer.Option(help="Background traffic: random trips an hour.")] = "1800",
-    hours: Annotated[str, typer.Option(help="Simulated hours.")] = "0.5",
-    probes: Annotated[str, typer.Option(help="Traversals of every edge between the trip's ends by probe "
-                                        "vehicles.")] = "3",
-    seed: Annotated[str, typer.Option(help="Seed of the demand and of SUMO.")] = "0",
-    demand: Annotated[str | None, typer.Option("--demand", metavar="ROUTES.xml", help="A SUMO route file as the "
-                                               "background traffic instead of --rate random trips (its vehicles "
-                                               "become --vehicle; trips may name OSM node ids with fromJunction/"
-                                               "toJunction); --hours then only spreads the probes.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Folder for atlas.parquet, atlas.json and the plot "
-                                             "atlas.png/svg (E_det against SUMO).")] = None,
-    fit: Annotated[bool, typer.Option("--fit", help="Also fit sigma_0, the noise and the lengthscale of the "
-                                      "agents' prior by type-II maximum likelihood on the atlas's first half.")] = False,
-    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
-) -> None:
-    """Build (or read from the cache) the energy atlas of a network: one row per traversal of an
-    edge in SUMO with traffic; the same atlas --truth sumo[...] uses."""
-    options = TRUTHS.get("sumo").resolve({"rate": rate, "hours": hours, "probes": probes, "atlas_seed": seed,
-                                          "demand": demand})
-    configure_progress(progress)
-    if out is not None:
-        for name in ("atlas.parquet", "atlas.json", "atlas.png", "atlas.svg"):
-            check_output_file(out / name, overwrite)  # before any work
-    veh = load_vehicle(vehicle)
-    net = _load(network, osm, dem)
-    spec = resolve_route(net, route, None, None)
-    atlas = build_atlas(net, network, veh, oracle=Oracle.from_network(net), start=spec.start, end=spec.end,
-                        rate=options["rate"], hours=options["hours"], probes=options["probes"],
-                        seed=options["atlas_seed"], osm=str(osm) if osm else None, dem=str(dem) if dem else None,
-                        demand=options["demand"])
-    mean, counts = atlas.mean_energy(net.n_edges)
-    e_det = edge_energies(net, veh)
-    stats = {**atlas.summary, "key": atlas.key, **edet_agreement(e_det, mean)}
-    if fit:
-        with stage("type-II maximum likelihood on the atlas's first half"):
-            stats["fit"] = fit_hyperparameters(atlas, net, e_det)
-    files = []
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_parquet(out / "atlas.parquet", atlas.table)
-        atomic_write_text(out / "atlas.json", json.dumps({"generator": generator(), **stats}, indent=2))
-        files = [out / "atlas.parquet", out / "atlas.json",
-                 *plot_atlas(e_det, mean, counts, out, title=f"{net.name} ({veh.name})")]
-    if as_json:
-        print(json.dumps(stats))
-        return
-    print(f"{net.name}: {stats['traversals']:,} traversals of {stats['edges_traversed']:,} of {net.n_edges:,} edges "
-          f"({100 * stats['edges_mapped_share']:.1f} % mapped to SUMO), {stats['probe_vehicles']:,} probe vehicles, "
-          f"{stats['teleports']} teleports")
-    if stats["r_edet_sumo"] is not None:
-        print(f"E_det (Eq. 8) against the mean SUMO energy per edge: r = {stats['r_edet_sumo']:.3f}, median "
-              f"ratio SUMO / E_det {stats['median_ratio_sumo_edet']:.3f}")
-    background = f"demand={options['demand']}" if options["demand"] else f"rate={options['rate']:g}"
-    print(f"atlas {atlas.key} (cached); --truth \"sumo[{background},hours={options['hours']:g},"
-          f"probes={options['probes']},atlas_seed={options['atlas_seed']}]\" uses it")
-    if fit:
-        f = stats["fit"]
-        print(f"fitted on {f['traversals']:,} traversals of {f['edges']:,} edges: sigma_0 {f['prior_std']:.1f} Wh "
-              f"(the paper's 0.25 sigma_det: {f['paper_prior_std']:.1f}), noise {f['noise_std']:.1f} Wh (0.1 sigma_det: "
-              f"{f['paper_noise_std']:.1f}), lengthscale {f['lengthscale']:g}"
-              + (" (at the edge of the grid)" if f["lengthscale_at_grid_edge"] else "")
-              + f"; run with --prior-std {f['prior_std']:.4g} --noise-std {f['noise_std']:.4g} "
-              f"--lengthscale {f['lengthscale']:g}")
-    for f in files:
-        print(f"wrote {f}")
-
-
-# --------------------------------------------------------------------------------------
-# route
-# --------------------------------------------------------------------------------------
-
-
-@app.command("route")
-def route_cmd(
-    name: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
-    route: Annotated[str | None, typer.Option("--route", help="Named route: A or B (default A).")] = None,
-    from_: Annotated[str | None, typer.Option("--from", help="Start point LAT,LON (snapped to an edge).")] = None,
-    to: Annotated[str | None, typer.Option("--to", help="End point LAT,LON (snapped to an edge).")] = None,
-    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
-    geojson: Annotated[str | None, typer.Option(
-        "--geojson", help="Write the routes as GeoJSON to this file (- for standard output).")] = None,
-    overwrite: OverwriteFileOpt = False,
-    as_json: JsonOpt = False, progress: ProgressOpt = None,
-) -> None:
-    """The energy-optimal (exact, negative energies allowed), shortest and fastest routes."""
-    configure_progress(progress)
-    to_stdout = geojson is not None and is_stdout(geojson)
-    if to_stdout and as_json:
-        raise EvrouteError("--json and --geojson - both write to standard output; give --geojson a file")
-    if geojson is not None and not to_stdout:
-        check_output_file(geojson, overwrite)  # before any work
-    veh = load_vehicle(vehicle)
-    net = _load(name, osm, dem)
-    spec = resolve_route(net, route, from_, to)
-    routes = reference_routes(net, spec, veh)
-    if geojson is not None:
-        write_geojson(geojson, routes_geojson(net, routes, spec.name), overwrite=overwrite)
-        if to_stdout:
-            return
-    if as_json:
-        print(json.dumps({"network": net.name, "route": spec.name, "vehicle": veh.name,
-                          "start_edge": spec.start, "end_edge": spec.end, "routes": routes}))
-        return
-    print(f"{net.name} route {spec.name}: edge {spec.start} -> edge {spec.end} ({veh.name})")
-    print(f"{'kind':<10}{'energy Wh':>12}{'length m':>12}{'time s':>10}{'edges':>8}")
-    for r in routes:
-        print(f"{r['kind']:<10}{r['energy_wh']:>12.1f}{r['length_m']:>12.0f}{r['time_s']:>10.0f}{r['n_edges']:>8}")
-    if geojson is not None:
-        print(f"wrote {geojson}")
-
-
-# --------------------------------------------------------------------------------------
-# simulate
-# --------------------------------------------------------------------------------------
-
-
-#: The most BLAS threads a run may ask for.
-MAX_BLAS_THREADS = 1024
-
-
-def check_blas_threads(n: int) -> int:
-    """``--blas-threads`` in [0, :data:`MAX_BLAS_THREADS`]; above the CPUs a warning says so."""
-    n = int_in("--blas-threads", n, 0, MAX_BLAS_THREADS)
-    cpus = os.cpu_count() or 1
-    if n > cpus:
-        warnings.warn(f"--blas-threads {n} is more than the {cpus} CPUs of this machine; the threads will "
-                      "share them", EvrouteWarning, stacklevel=2)
-    return n
-
-
-@app.command("models")
-def models_cmd() -> None:
-    """List the registered components with their options, defaults and capabilities: posterior
-    backends (--model), policies (--policy), truths (--truth) and closure patterns (--closures)."""
-    for title, registry in (("posterior backends (--model NAME[key=value,...])", MODELS),
-                            ("policies (--policy, or --policies of evroute compare)", POLICIES),
-                            ("ground truths (--truth)", TRUTHS), ("road closures (--closures)", CLOSURES)):
-        print(f"{title}:")
-        for name in registry.names():
-            print("  " + registry.get(name).help().replace("\n", "\n  "))
-        print()
-
-
-@app.command("simulate")
-@with_settings(tuple(RUN_SETTINGS))
-def simulate_cmd(
-    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<network>-<route>-<policy>-s<seed>).")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
-    csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.")] = False,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar and build spinners (default: on a terminal).")] = None,
-    blas_threads: Annotated[int, typer.Option(help=f"BLAS threads, 0 to {MAX_BLAS_THREADS} (1: the same numbers whatever the core count, as compare uses; 0: the library default).")] = 1,
-    **settings,
-) -> None:
-    """Run one bandit simulation (Algorithm 1) and write a run directory.
-
-    Components take options as a spec, e.g. --policy "gp-bucb[xi=0.5]", --model
-    "svgp[inducing=500,steps=2]", --truth "rkhs[B=10]" (`evroute models` lists them all).
-    """
-    cfg = SimulationConfig(**settings)
-    check_blas_threads(blas_threads)
-    configure_progress(progress)
-    if out is None:
-        tag = (cfg.route or "A") if cfg.from_point is None else "custom"
-        name = f"{Path(cfg.network).stem}-{tag.replace(':', '-')}-{cfg.policy.name}{policy_tag(cfg.policy)}-s{cfg.seed}"
-        out = Path("runs") / name
-    result = simulate(cfg, out=out, overwrite=overwrite, csv=csv, show_progress=progress, blas_threads=blas_threads)
-    s = result.summary
-    print(f"{cfg.policy.label} ({s['model']}) on {s['route']}, seed {s['seed']}, T = {s['horizon']}")
-    print(f"final cumulative regret {s['final_cumulative_regret_wh']:.1f} Wh; last round regret "
-          f"{s['last_route_regret_wh']:.1f} Wh; clairvoyant route {s['optimal_energy_wh']:.1f} Wh")
-    o = s["exact_optimum"]
-    if s["exact_optimal_energy_wh"] is not None:
-        ends = ", open ends" if o.get("ends") == "open" else ""
-        print(f"exact optimum {s['exact_optimal_energy_wh']:.1f} Wh ({o['method']}, {o['status']}{ends}, "
-              f"{o['seconds']:.1f} s): rectification gap {s['rectification_gap_wh']:.1f} Wh")
-    elif o is not None:
-        print(f"exact optimum: no vertex-simple route found ({o['method']}, {o['status']}, {o['seconds']:.1f} s)")
-    saved = ", ".join(f"{s[f'saved_vs_{k}_wh']:+.1f} Wh"
-                      + (f" ({s[f'saved_vs_{k}_pct']:+.1f} %)" if s[f"saved_vs_{k}_pct"] is not None else "")
-                      + f" against always driving the {k} route" for k in ("fastest", "shortest"))
-    print(f"energy driven over {s['horizon']} rounds {s['total_energy_wh']:.1f} Wh; saved {saved}")
-    if s.get("max_mean_error_bound") is not None:
-        fallbacks = s["global_mean_solves"] + s["global_variance_solves"]
-        print(f"local posterior updates: mean error bound {s['max_mean_error_bound']:.1e} sigma_0 (rigorous), variance "
-              f"error bound {s['max_var_error_bound']:.1e} sigma_0^2 (first order), the largest over the rounds"
-              + (f"; {fallbacks} global solve(s)" if fallbacks else ""))
-    print(f"{s['mean_seconds_per_round'] * 1000:.1f} ms per round; wrote {out}")
-
-
-def _register_extra_commands() -> None:
-    """Commands that live in their own module (compare, plot, export)."""
-    cli_experiment.register(app)
-
-
-_register_extra_commands()
 
 
 # --------------------------------------------------------------------------------------
@@ -433,6 +159,15 @@ def _usage_line(exc) -> str:
     return f"error: {message}{where}"
 
 
+def _terminal_width() -> int:
+    """Help wraps at the terminal's width (80 columns when it cannot be told), at most 120."""
+    try:
+        columns = os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        columns = int(os.environ.get("COLUMNS", "80") or 80)
+    return max(60, min(columns, 120))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; EvrouteError and usage errors → one line ``error: ...`` on stderr and exit
     code 2; Ctrl-C or SIGTERM → one line ``interrupted: ...`` and exit code 130; anything else is
@@ -447,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:  # not the main thread (library use): leave the handlers alone
         pass
     try:
-        rv = app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False, max_content_width=_terminal_width(),
+                 terminal_width=_terminal_width())
     except EvrouteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

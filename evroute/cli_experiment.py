@@ -1,5 +1,5 @@
-"""Commands ``evroute compare``, ``evroute plot`` and ``evroute export`` (registered by
-:func:`evroute.cli._register_extra_commands`). Thin: parse options, call the library."""
+"""Commands ``evroute compare``, ``evroute plot`` and ``evroute export``. Thin: parse options, call
+the library (imported inside each command, so ``--help`` answers at once)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,12 @@ from typing import Annotated
 
 import typer
 
-from .cli_settings import with_settings
-from .config import RUN_SETTINGS
+from .cli_settings import HELP_STYLE, with_settings
 from .errors import EvrouteError
-from .experiment import run_grid
-from .export import export
-from .grid import AXES, DEFAULT_POLICIES, PRESETS, SWEEPABLE, make_grid
-from .io import is_stdout
-from .plots import plot_directory
-from .progress import configure as configure_progress
-from .summaries import summary_markdown
+from .presets import AXES, DEFAULT_POLICIES, PRESETS, SWEEPABLE
+from .settings import RUN_SETTINGS
+
+app = typer.Typer(**HELP_STYLE)
 
 #: The run settings ``compare`` takes as ``simulate`` does (the others are its axes: --routes,
 #: --policies, --seeds, --lengthscales, --truth-lengthscale, --osm/--dem maps, --sweep).
@@ -67,6 +63,11 @@ def compare_cmd(
     Every run takes the same settings as `evroute simulate` (same options, same specs).
     Re-running the same command resumes: finished runs are kept, interrupted ones recomputed.
     """
+    from .experiment import run_grid
+    from .grid import make_grid
+    from .progress import configure as configure_progress
+    from .summaries import summary_markdown
+
     configure_progress(progress)
     grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
                      lengthscales=lengthscales, osm=osm, dem=dem, truth_lengthscale=truth_lengthscale,
@@ -93,6 +94,9 @@ def plot_cmd(
     Figures evroute wrote before (an earlier plot) are replaced; any other file is refused
     unless --overwrite is given, and nothing is written until every target has been checked.
     """
+    from .plots import plot_directory
+    from .progress import configure as configure_progress
+
     configure_progress(progress)
     files = plot_directory(directory, out, maps=maps, overwrite=overwrite)
     for f in files:
@@ -118,6 +122,10 @@ def export_cmd(
 
     An existing file is replaced only if evroute wrote it (an earlier export) or with --overwrite.
     """
+    from .export import export
+    from .io import is_stdout
+    from .progress import configure as configure_progress
+
     configure_progress(progress)
     if geojson is None and html is None and gpkg is None:
         raise EvrouteError("nothing to write: give --geojson FILE, --html FILE and/or --gpkg FILE")
@@ -126,8 +134,6 @@ def export_cmd(
         print(f"wrote {f}", file=say)
 
 
-def register(app: typer.Typer) -> None:
-    """Add compare, plot and export to the ``evroute`` app."""
-    app.command("compare")(with_settings(COMPARE_SETTINGS)(compare_cmd))
-    app.command("plot")(plot_cmd)
-    app.command("export")(export_cmd)
+app.command("compare")(with_settings(COMPARE_SETTINGS)(compare_cmd))
+app.command("plot")(plot_cmd)
+app.command("export")(export_cmd)

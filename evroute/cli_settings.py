@@ -1,22 +1,40 @@
-"""Command-line options made from the run settings' declarations (:data:`evroute.config.RUN_SETTINGS`),
-shared by ``evroute simulate`` and ``evroute compare``."""
+"""Command-line options shared by the commands: those made from the run settings' declarations
+(:data:`evroute.settings.RUN_SETTINGS`, for ``evroute simulate`` and ``evroute compare``) and the
+few every command module uses (``--osm``, ``--dem``, ``--vehicle``, ``--json``, ``--overwrite``,
+``--progress``). Light: the command modules import it at the top and the numerical libraries
+only inside a command, so ``--help`` answers at once."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import typing
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .config import RUN_SETTINGS
+from .settings import RUN_SETTINGS
 
-__all__ = ["with_settings"]
+__all__ = ["with_settings", "HELP_STYLE", "OsmOpt", "DemOpt", "JsonOpt", "VehicleOpt", "OverwriteFileOpt",
+           "ProgressOpt"]
+
+#: Help texts are plain text: no markup eats a spec's [...] (``gp-ucb[beta=002]`` is shown as typed).
+HELP_STYLE = {"rich_markup_mode": None, "add_completion": False, "pretty_exceptions_enable": False}
+
+OsmOpt = Annotated[Path | None, typer.Option("--osm", help="OSM XML file to use for the network.")]
+DemOpt = Annotated[Path | None, typer.Option("--dem", help="DEM raster (GeoTIFF/HGT) for node elevations.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+VehicleOpt = Annotated[str | None, typer.Option(
+    "--vehicle", help="Vehicle preset name or JSON file (default: the paper's SUMO EV).")]
+OverwriteFileOpt = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace an existing file evroute did not write (links, folders and devices never).")]
+ProgressOpt = Annotated[bool | None, typer.Option(
+    "--progress/--no-progress", help="Spinners while networks, kernels and factors are built (default: on a terminal).")]
 
 
 def with_settings(names, *, show_defaults: bool = True):
-    """Add the command-line options of some run settings (:data:`evroute.config.RUN_SETTINGS`) to a
+    """Add the command-line options of some run settings (:data:`evroute.settings.RUN_SETTINGS`) to a
     command whose last parameter is ``**settings``: each option's flag, help, bounds and default
     come from its one declaration, so ``simulate`` and ``compare`` share them and no help is stale.
     The command receives the given values (text, or True for a flag) in ``settings``; those not

@@ -21,25 +21,13 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 
 from .agents import POLICIES, policy_family, resolve_policy
-from .candidates import (
-    PRIOR_SETTINGS,
-    Candidate,
-    candidates_from_json,
-    describe_candidates,
-    parse_candidates,
-)
-from .energy import VEHICLE_SETTINGS, load_vehicle
-from .environments import CLOSURES, ENVIRONMENT_SETTINGS, TRUTHS
+from .candidates import Candidate, candidates_from_json, describe_candidates, parse_candidates
+from .energy import load_vehicle
+from .environments import CLOSURES, TRUTHS
 from .errors import EvrouteError
-from .kernels import KERNEL_SETTINGS
-from .loop import LOOP_SETTINGS
 from .models import MODELS, resolve_model
-from .network import NETWORK_SETTINGS
-from .optimum import OPTIMUM_SETTINGS
-from .prior import SCALE_SETTINGS
-from .routes import ROUTE_SETTINGS
-from .specs import Component, Option
-from .sumo import SUMO_INSTALL  # noqa: F401 (importing it registers the truth sumo[...])
+from .settings import RUN_SETTINGS
+from .specs import Component
 
 __all__ = ["SimulationConfig", "Scenario", "RUN_SETTINGS", "SCENARIO_SETTINGS", "CONFIG_FORMAT",
            "normalise_config_json"]
@@ -47,22 +35,6 @@ __all__ = ["SimulationConfig", "Scenario", "RUN_SETTINGS", "SCENARIO_SETTINGS", 
 #: ``config.json``'s format: 2 records the policy, the backend, the truth and the closures as
 #: canonical specs and the candidate priors as resolved; 1 had the policy's options as fields.
 CONFIG_FORMAT = 2
-
-#: The agent's settings: which policy, on which posterior backend.
-AGENT_SETTINGS = (
-    Option("policy", lambda name, v: resolve_policy(v), "gp-ts",
-           lambda: f"policy: {', '.join(POLICIES.names())}; options as a spec, e.g. gp-ucb[beta_scale=0.5], "
-           "gp-bucb[xi=0.5] (see `evroute models`)", "003 Fig. 2: GP-TS had the lowest regret", metavar="SPEC"),
-    Option("model", lambda name, v: resolve_model(v), "exact",
-           lambda: f"GP backend of the gp-* policies: {', '.join(MODELS.names())}; options as a spec, e.g. "
-           "svgp[inducing=500,steps=2], nystrom[gamma=0.3] (see `evroute models`)", "003 Sec. 2.2: the exact GP",
-           metavar="SPEC"),
-)
-
-#: Every setting of a run, declared by the module that owns it, by name, in the order of help texts.
-RUN_SETTINGS: dict[str, Option] = {o.name: o for o in (
-    *NETWORK_SETTINGS, *ROUTE_SETTINGS, *VEHICLE_SETTINGS, *AGENT_SETTINGS, *LOOP_SETTINGS, *KERNEL_SETTINGS,
-    *SCALE_SETTINGS, *ENVIRONMENT_SETTINGS, *PRIOR_SETTINGS, *OPTIMUM_SETTINGS)}
 
 def _setting(name: str):
     opt = RUN_SETTINGS[name]

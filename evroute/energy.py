@@ -19,7 +19,6 @@ import numpy as np
 
 from .errors import EvrouteError
 from .registry import load_registry
-from .specs import Option
 from .validate import number_in
 
 DEFAULT_VEHICLE = "sumo-ev"
@@ -190,8 +189,3 @@ def check_vehicle(name, value) -> str:
     return str(value)
 
 
-#: The vehicle of a run: E_det's parameters (003 Eq. 8, Table 2).
-VEHICLE_SETTINGS = (
-    Option("vehicle", check_vehicle, None, "vehicle preset (sumo-ev, compact-ev, delivery-van, suv-ev) or JSON "
-           "file; default sumo-ev", "003 App. B.3, Table 2: SUMO's EV defaults", metavar="NAME|FILE"),
-)

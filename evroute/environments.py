@@ -31,17 +31,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .cache import cached_arrays, hash_bytes
+from .components import CLOSURES, TRUTHS
 from .errors import EvrouteError
-from .kernels import check_lengthscale
 from .policies import rectified_mean
 from .prior import NetworkPrior
 from .progress import stage
-from .specs import Component, Option, Registry
+from .specs import Component, Option
 from .validate import nonneg_float, positive_float, positive_int, unit_rate
 
 __all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "Truth", "TruthSetup", "register_truth",
            "truth_names", "make_truth", "TRUTHS", "register_closures", "CLOSURES", "ClosurePattern",
-           "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "RKHS_ANCHORS", "ENVIRONMENT_SETTINGS", "parse_closures"]
+           "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "RKHS_ANCHORS", "parse_closures", "resolve_truth"]
 
 #: Anchor edges of the RKHS truth (paper 000 §7 uses 20 inducing points).
 RKHS_ANCHORS = 20
@@ -123,10 +123,6 @@ class Truth:
         """The energies measured on the edges of ``path`` when their expected energies are
         ``expected`` (f, or f_t under drift): Gaussian noise of :attr:`noise_std`."""
         return expected[path] + self.noise_std * rng.standard_normal(len(path))
-
-
-#: The truths (``--truth``), by name; :func:`register_truth` adds one.
-TRUTHS = Registry("truth", sort=False, example="rkhs[B=10]")
 
 
 def register_truth(name: str, factory, *, options: tuple[Option, ...] = (), description: str = "",
@@ -387,10 +383,6 @@ def _rate(name, value) -> float:
     return rate
 
 
-#: Road-closure patterns (``--closures``), by name; :func:`register_closures` adds one.
-CLOSURES = Registry("closures", sort=False, example="random[rate=0.05]")
-
-
 def register_closures(name: str, factory, *, options: tuple[Option, ...] = (), description: str = "",
                       overwrite: bool = False) -> None:
     """Register a closure pattern: ``factory(**options) -> ClosurePattern``."""
@@ -411,21 +403,11 @@ def parse_closures(spec) -> Component | None:
     return CLOSURES.resolve(spec)
 
 
-def _truth(name, value) -> Component:
-    return TRUTHS.resolve(value)
+def resolve_truth(spec) -> Component:
+    """``gp``, ``rkhs[B=10]``, ``sumo[rate=600]``, ... → the resolved truth."""
+    return TRUTHS.resolve(spec)
 
 
-#: The environment's settings of a run: what is true, how it changes, which roads close.
-ENVIRONMENT_SETTINGS = (
-    Option("truth", _truth, "gp", lambda: f"the ground truth: {', '.join(TRUTHS.names())}, with options as a spec, e.g. "
-           "rkhs[B=10]", "003 Sec. 4.1: a draw of the GP prior", metavar="SPEC"),
-    Option("truth_lengthscale", check_lengthscale, 1.0, "context lengthscale of the kernel the true f is drawn "
-           "from", "003: lengthscales 1", metavar="NUMBER"),
-    Option("drift", unit_rate, 0.0, "time-varying energies f_{t+1} = m + sqrt(1-eps)(f_t - m) + sqrt(eps) g_t "
-           "(paper 004); 0: static", metavar="NUMBER"),
-    Option("closures", lambda name, v: parse_closures(v), None, lambda: f"road closures: {', '.join(CLOSURES.names())}, "
-           "with options as a spec, e.g. random[rate=0.05]; default none", metavar="SPEC"),
-)
 
 
 class RoadEnvironment(Environment):

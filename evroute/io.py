@@ -317,6 +317,14 @@ def atomic_write_with(path: str | os.PathLike, writer: Callable[[Path], None]) -
         writer(tmp)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system says, else the count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def available_memory() -> int | None:
     """Bytes of physical memory available now (None where the system does not say)."""
     try:

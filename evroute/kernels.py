@@ -26,8 +26,8 @@ from scipy.spatial.distance import cdist
 
 from .errors import EvrouteError
 from .linalg import symmetric_splu
-from .specs import Option
-from .validate import choice, in_range, positive_float, positive_int
+from .settings import KERNEL_KINDS, check_kappa, check_lengthscale, check_nu
+from .validate import positive_float, positive_int
 
 __all__ = [
     "line_graph_weights",
@@ -43,44 +43,12 @@ __all__ = [
     "check_kappa",
     "check_nu",
     "check_lengthscale",
-    "KERNEL_SETTINGS",
 ]
 
-#: Accepted values of ``combined_kernel(kind=...)``.
-KERNEL_KINDS = ("combined", "graph", "context")
-
-#: κ_G, the graph Matérn lengthscale (the paper's: 1). Its shift 2ν/κ² of the Laplacian's
-#: spectrum leaves nothing of the graph in the kernel below κ = 1e-3 (k_G is then the identity to
-#: working precision) and nothing more to learn above κ = 1e3 (the shift vanishes: k_G is the
-#: Laplacian's null space plus round-off); beyond them 2ν/κ² under- or overflows.
-check_kappa = in_range(1e-3, 1e3, why="graph Matérn lengthscale: outside, the kernel is numerically its limit")
-#: ν_G, the graph Matérn smoothness (the paper's: 2). Up to 10: the dense kernel costs ⌈ν/2⌉ E×E
-#: products and the sparse precision (2ν/κ² I + Δ)^ν couples ν line-graph hops, so the cost grows
-#: with ν (ν = 12 on 2,000 edges: 8 s against 2 s at ν = 4) while the kernel approaches its
-#: diffusion limit (ν → ∞); above ~100 the normalisation underflows (it used to fail after 28 s
-#: at ν = 1000 and to run for minutes at ν = 10000).
-check_nu = in_range(0, 10, lo_open=True, why="graph Matérn smoothness: the cost grows with nu while the kernel "
-                                               "approaches its nu -> infinity limit")
-#: The context lengthscales ℓ of k_f and k_f′ on the standardised context (unit variance per
-#: dimension, so ℓ is in standard deviations): below 1e-3 the kernel is the identity and above
-#: 1e3 a constant, to working precision.
-check_lengthscale = in_range(1e-3, 1e3, why="context lengthscale in standard deviations of the standardised "
-                                             "context: outside, the kernel is numerically its limit")
 #: Accepted values of ``graph_matern(method=...)``.
 GRAPH_MATERN_METHODS = ("auto", "eigen", "precision", "sparse")
 
 
-#: The prior kernel's settings of a run (003 App. B.1; SPEC §4).
-KERNEL_SETTINGS = (
-    Option("kernel", lambda name, v: choice(name, v, KERNEL_KINDS), "combined",
-           "prior kernel: combined (k_G k_f + k_f'), graph or context (the ablations)", "003 App. B.1",
-           metavar="KIND"),
-    Option("lengthscale", check_lengthscale, 1.0, "every context lengthscale of the agents' prior kernel",
-           "003 App. B.1: lengthscales 1", metavar="NUMBER"),
-    Option("kappa", check_kappa, 1.0, "graph Matérn kappa", "003 App. B.1: kappa_G = 1", metavar="NUMBER"),
-    Option("nu", check_nu, 2.0, "graph Matérn nu (an integer gives the sparse precision)", "003 App. B.1: nu_G = 2",
-           metavar="NUMBER"),
-)
 
 
 # ----------------------------------------------------------------------------- checks

@@ -20,29 +20,12 @@ import pandas as pd
 
 from .errors import EvrouteError
 from .io import available_memory
-from .specs import Option
-from .validate import MAX_SEED, int_range
+from .settings import LOG_BYTES_PER_EDGE, LOG_BYTES_PER_ROUND, MAX_HORIZON
 
 __all__ = ["run_loop", "LoopResult", "RoundLog", "ROUND_COLUMNS", "OBSERVATION_COLUMNS", "LOG_CHUNK_ROUNDS",
-           "log_size_bytes", "check_log_room", "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE",
-           "LOOP_SETTINGS"]
+           "log_size_bytes", "check_log_room", "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE"]
 
-#: Rough size of the logs (in memory, as DataFrames): per round and per edge driven.
-LOG_BYTES_PER_ROUND = 250
-LOG_BYTES_PER_EDGE = 100
-#: The longest run accepted. Each round is logged (one row, plus one per edge driven) and
-#: its time kept for the summary's median; beyond 10⁸ rounds the logs alone would be
-#: hundreds of GB and the run would take days at ~1 ms a round.
-MAX_HORIZON = 100_000_000
 
-#: The loop's settings of a run (Algorithm 1): how many rounds, and the seed of every stream.
-LOOP_SETTINGS = (
-    Option("horizon", int_range(1, MAX_HORIZON, why=f"rounds; every round is logged, ~{LOG_BYTES_PER_ROUND + 50 * LOG_BYTES_PER_EDGE:,} "
-                                                     "bytes for a 50-edge route, and 10^8 rounds would be ~500 GB of logs"),
-           500, "number of rounds T", "003 Sec. 4.2: T = 500", metavar="INT"),
-    Option("seed", int_range(0, MAX_SEED, why="seeds are stored as 64-bit integers"), 0,
-           "seed of the ground truth, the noise and the policy (streams [seed, k])", metavar="INT"),
-)
 
 #: Rounds whose log rows are held in memory before they are appended to the run
 #: directory's Parquet tables (one row group per chunk): a long run's memory stays flat.

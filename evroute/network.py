@@ -34,6 +34,7 @@ import pandas as pd
 
 from . import synthetic
 from .cache import CacheEntry, cache_dir, hash_bytes, hash_file, make_key
+from .datasets import data_dir
 from .errors import EvrouteError, EvrouteWarning
 from .io import atomic_write_with, available_memory
 from .osm import (
@@ -48,12 +49,11 @@ from .osm import (
 )
 from .progress import stage
 from .registry import load_registry
-from .specs import Option
 from .synthetic import synthetic_graph, synthetic_route_points
 from .validate import positive_float
 
 #: Bump when the processing changes: it is part of every cache key.
-PIPELINE_VERSION = 6
+PIPELINE_VERSION = 7
 
 #: Drivable ``highway`` values (the standard OSM classes a car may use). Non-standard
 #: values such as MoST's ``secondary_tunnel`` are not drivable classes and are dropped,
@@ -245,19 +245,15 @@ def check_build_memory(name: str, size: int) -> None:
                            f"of memory and {avail / 1e9:.1f} GB is available; choose a smaller size")
 
 
-def data_dir() -> Path | None:
-    """``$EVROUTE_DATA_DIR`` when set."""
-    env = os.environ.get("EVROUTE_DATA_DIR")
-    return Path(env).expanduser() if env else None
-
-
 def osm_cache_path(name: str) -> Path:
     """Where ``evroute networks fetch NAME`` stores a downloaded network."""
     return cache_dir() / "osm" / f"{name}.osm"
 
 
 def resolve_osm_path(name: str, osm: str | os.PathLike | None = None) -> Path:
-    """The OSM file of network ``name``: ``osm`` if given, else the data dir, else the cache.
+    """The OSM file of network ``name``: ``osm`` if given, else the data folder
+    (:func:`evroute.datasets.data_dir`, where ``evroute data fetch`` puts it), else the cache of
+    ``evroute networks fetch``.
 
     Raises
     ------
@@ -272,19 +268,14 @@ def resolve_osm_path(name: str, osm: str | os.PathLike | None = None) -> Path:
     spec = network_spec(name)
     if spec.get("kind") != "osm":
         raise EvrouteError(f"network {name!r} is not read from an OSM file")
-    looked = []
-    ddir = data_dir()
-    if ddir is not None:
-        candidate = ddir / spec["file"]
-        looked.append(str(candidate))
-        if candidate.is_file():
-            return candidate
-    cached = osm_cache_path(name)
-    looked.append(str(cached))
+    candidate = data_dir() / spec["file"]
+    if candidate.is_file():
+        return candidate
+    cached = osm_cache_path(name)  # today's OSM in the network's box (`evroute networks fetch`)
     if cached.is_file():
         return cached
-    raise EvrouteError(f"no OSM file for network {name!r} (looked in {', '.join(looked)}); "
-                       f"pass --osm PATH, set EVROUTE_DATA_DIR, or run `evroute networks fetch {name}`")
+    raise EvrouteError(f"no OSM file for network {name!r} (looked for {candidate}); run `evroute data fetch "
+                       f"{name}` to download the reference file, or pass --osm PATH")
 
 
 def check_network_name(name, value=None) -> str:
@@ -307,26 +298,8 @@ def check_network_name(name, value=None) -> str:
     return text
 
 
-def _existing_file(what: str):
-    def convert(name, value) -> str:
-        path = Path(str(value)).expanduser()
-        if not path.is_file():
-            raise EvrouteError(f"{what} not found: {value}")
-        return str(path)
-
-    return convert
 
 
-#: The network settings of a run (SPEC §1).
-NETWORK_SETTINGS = (
-    Option("network", check_network_name, "synthetic", "network: synthetic (embedded), synthetic-<N>k, monaco, "
-           "luxembourg, or an OSM XML file", "the embedded synthetic city: runs with no data and no internet",
-           metavar="NAME"),
-    Option("osm", _existing_file("OSM file"), None, "OSM XML file of a built-in network (default: "
-           "$EVROUTE_DATA_DIR, then the cache)", metavar="PATH"),
-    Option("dem", _existing_file("DEM file"), None, "DEM raster (GeoTIFF/HGT) for node elevations, read "
-           "bilinearly (default: OSM ele tags, else flat)", metavar="PATH"),
-)
 
 
 # --------------------------------------------------------------------------------------

@@ -67,21 +67,11 @@ from scipy.sparse.csgraph import (
 )
 
 from .errors import EvrouteError
-from .specs import Option
-from .validate import flag, in_range
+from .settings import MAX_TIME_LIMIT
 
-__all__ = ["ENDS", "OptimumResult", "exact_optimum", "is_vertex_simple", "path_energy", "OPTIMUM_SETTINGS",
+__all__ = ["ENDS", "OptimumResult", "exact_optimum", "is_vertex_simple", "path_energy",
            "MAX_TIME_LIMIT"]
 
-#: The longest time limit of the exact optimum's MILP (a week).
-MAX_TIME_LIMIT = 7 * 24 * 3600.0
-#: The exact optimum's settings of a run (a diagnostic: the price of rectification, SPEC §3).
-OPTIMUM_SETTINGS = (
-    Option("exact_optimum", flag, False, "also compute the best vertex-simple route under f (a MILP when f has "
-           "negative cycles)", metavar="FLAG"),
-    Option("exact_optimum_time_limit", in_range(0, MAX_TIME_LIMIT, lo_open=True, why="seconds"), 300.0,
-           "seconds for the exact optimum", metavar="SECONDS"),
-)
 
 ENDS = ("strict", "open")
 _ENDS_ARG = (*ENDS, "auto")

@@ -47,10 +47,9 @@ from .linalg import (
     nested_dissection,
 )
 from .progress import stage
-from .specs import Option
-from .validate import choice, in_range, positive_float
+from .validate import choice, positive_float
 
-__all__ = ["SCALE_SETTINGS", "Prior", "DiagonalPrior", "DensePrior", "PointsPrior", "rbf_kernel", "ShiftedPrior", "ScaledPrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
+__all__ = ["Prior", "DiagonalPrior", "DensePrior", "PointsPrior", "rbf_kernel", "ShiftedPrior", "ScaledPrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
            "network_kernel", "DENSE_MAX_EDGES", "KERNEL_KINDS",
            "PRIOR_SCALE", "NOISE_SCALE"]
 
@@ -60,19 +59,6 @@ PRIOR_SCALE = 0.25
 NOISE_SCALE = 0.1
 
 
-def _std_wh(name, value):
-    return None if value in (None, "none", "paper") else in_range(0, 1e6, lo_open=True, why="Wh")(name, value)
-
-
-#: The prior's and the noise's scale of a run: the paper's fractions of σ_det by default, or
-#: values in Wh (e.g. fitted by type-II maximum likelihood on an energy atlas: ``evroute sumo
-#: atlas --fit``). They set σ₀ of every agent's prior and ς of the agents and of Gaussian truths.
-SCALE_SETTINGS = (
-    Option("prior_std", _std_wh, None, "sigma_0 of the agents' prior and of the GP truth (Wh); default the "
-           "paper's 0.25 sigma_det", "003 Sec. 4.1", metavar="WH"),
-    Option("noise_std", _std_wh, None, "the observation noise sigma the agents assume, and that of the "
-           "Gaussian truths (Wh); default the paper's 0.1 sigma_det", "003 Sec. 4.1", metavar="WH"),
-)
 
 #: ``dense()`` refuses networks with more edges: E² float64 would exceed ~13 GB.
 DENSE_MAX_EDGES = 40_000

@@ -1,4 +1,4 @@
-"""The project's small text registries: networks, routes and vehicles.
+"""The project's small text registries: networks, routes, vehicles and the reference datasets.
 
 Their source is ``data/*.json`` at the repository root; ``pyproject.toml`` maps that
 folder into the package as ``evroute.data``, so a wheel carries them and an editable
@@ -13,7 +13,7 @@ from importlib import resources
 
 from .errors import EvrouteError
 
-REGISTRIES = ("networks", "routes", "vehicles")
+REGISTRIES = ("networks", "routes", "vehicles", "datasets")
 
 
 @cache

@@ -12,6 +12,59 @@ from .routes import edge_energies
 from .runs import check_output_file
 
 
+def _energy(wh: float) -> str:
+    """An energy as people read it: Wh below 10 kWh, kWh above."""
+    return f"{wh / 1000:,.1f} kWh" if abs(wh) >= 10_000 else f"{wh:,.1f} Wh"
+
+
+def describe_run(summary: dict) -> list[str]:
+    """What a run did, in plain lines (the closing lines of ``evroute simulate``).
+
+    Parameters
+    ----------
+    summary : dict
+        A run's ``summary.json``.
+
+    Returns
+    -------
+    list of str
+        The policy and the trip; the energy driven; what it saved against always driving the
+        fastest and the shortest route (Wh, and the percentage where that route consumes
+        energy); the regret against the best route under the truth; the exact optimum and the
+        local updates' error bounds when the run has them.
+    """
+    s, trips = summary, summary["horizon"]
+    lines = [f"{s['policy_label'] if 'policy_label' in s else s['policy']} on the {s['model']} posterior, "
+             f"{s['route']}, seed {s['seed']}, {trips:,} trips"]
+    lines.append(f"energy driven: {_energy(s['total_energy_wh'])} in all, {s['total_energy_wh'] / trips:,.1f} Wh a trip")
+    parts = []
+    for k in ("fastest", "shortest"):
+        base = s[f"{k}_total_energy_wh"]
+        text = f"{_energy(s[f'saved_vs_{k}_wh'])}"
+        if s[f"saved_vs_{k}_pct"] is not None:
+            text += f" ({s[f'saved_vs_{k}_pct']:.1f} %)"
+        else:  # a percentage of an energy the route recovers would mislead
+            text += f" (that route recovers energy under this truth: {base / trips:,.1f} Wh a trip)"
+        parts.append(f"{text} against always driving the {k} route")
+    lines.append("saved " + "; ".join(parts))
+    lines.append(f"regret (energy lost while learning, against the best route under the truth, "
+                 f"{s['optimal_energy_wh']:,.1f} Wh a trip): {_energy(s['final_cumulative_regret_wh'])} in all, "
+                 f"{s['last_route_regret_wh']:,.1f} Wh on the last trip")
+    o = s.get("exact_optimum")
+    if s.get("exact_optimal_energy_wh") is not None:
+        ends = ", open ends" if o.get("ends") == "open" else ""
+        lines.append(f"exact optimum {s['exact_optimal_energy_wh']:,.1f} Wh ({o['method']}, {o['status']}{ends}, "
+                     f"{o['seconds']:.1f} s): rectification gap {s['rectification_gap_wh']:,.1f} Wh")
+    elif o is not None:
+        lines.append(f"exact optimum: no vertex-simple route found ({o['method']}, {o['status']}, {o['seconds']:.1f} s)")
+    if s.get("max_mean_error_bound") is not None:
+        fallbacks = s["global_mean_solves"] + s["global_variance_solves"]
+        lines.append(f"local posterior updates: mean error bound {s['max_mean_error_bound']:.1e} sigma_0 (rigorous), "
+                     f"variance error bound {s['max_var_error_bound']:.1e} sigma_0^2 (first order), the largest over "
+                     "the rounds" + (f"; {fallbacks} global solve(s)" if fallbacks else ""))
+    return lines
+
+
 def describe_network(net, vehicle=None) -> dict:
     """Statistics of a prepared network (``evroute networks info``)."""
     e = net.edges

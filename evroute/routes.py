@@ -18,8 +18,7 @@ from .errors import EvrouteError
 from .network import SYNTHETIC_SIZED
 from .oracle import Oracle
 from .registry import load_registry
-from .specs import Option
-from .validate import text
+from .validate import parse_latlon
 
 #: A point farther than this from every edge is "outside the network".
 MAX_SNAP_M = 1000.0
@@ -47,33 +46,8 @@ class RouteSpec:
                 "start_point": self.start_point, "end_point": self.end_point}
 
 
-def parse_latlon(text: str, label: str = "point") -> tuple[float, float]:
-    """Parse ``"LAT,LON"`` (decimal degrees) with a one-line error on bad input."""
-    parts = [p.strip() for p in str(text).split(",")]
-    try:
-        if len(parts) != 2:
-            raise ValueError
-        lat, lon = float(parts[0]), float(parts[1])
-    except ValueError:
-        raise EvrouteError(f"--{label} must be LAT,LON in decimal degrees (e.g. 43.735,7.423), got {text!r}") from None
-    if not (math.isfinite(lat) and math.isfinite(lon) and -90 <= lat <= 90 and -180 <= lon <= 180):
-        raise EvrouteError(f"--{label} {text!r} is not a valid latitude,longitude")
-    return lat, lon
 
 
-def _point(name, value) -> str:
-    parse_latlon(value, name.replace("_point", ""))
-    return str(value).strip()
-
-
-#: The trip of a run (SPEC §8): a named route, or two points snapped to the nearest edges.
-ROUTE_SETTINGS = (
-    Option("route", text, None, "named route: A or B (or NETWORK:A); default A", metavar="NAME"),
-    Option("from_point", _point, None, "start point LAT,LON, snapped to the nearest edge", flag="--from",
-           metavar="LAT,LON"),
-    Option("to_point", _point, None, "end point LAT,LON, snapped to the nearest edge", flag="--to",
-           metavar="LAT,LON"),
-)
 
 
 def route_names(network: str | None = None) -> list[str]:

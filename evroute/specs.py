@@ -13,6 +13,7 @@ never raw text.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 from .errors import EvrouteError
 
 __all__ = ["Option", "Component", "Entry", "Registry", "parse_spec", "resolve_options", "split_list",
-           "format_value"]
+           "format_value", "deferred"]
 
 _SPEC = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\[\]]*)\])?\s*")
 
@@ -255,11 +256,16 @@ class Registry:
         List the names sorted (else in registration order).
     example : str
         A spec shown in parse errors.
+    catalogue : mapping of str to str, optional
+        The family's built-in names and the module whose import registers each
+        (:data:`evroute.components.BUILTIN`): they are listed before they are imported, and
+        the first :meth:`get` of one imports its module.
     """
 
-    def __init__(self, kind: str, sort: bool = True, example: str = ""):
+    def __init__(self, kind: str, sort: bool = True, example: str = "", catalogue: Mapping[str, str] | None = None):
         self.kind, self.sort, self.example = kind, sort, example or "name[key=value]"
         self._entries: dict[str, Entry] = {}
+        self._catalogue = dict(catalogue or {})
 
     def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
                  description: str = "", overwrite: bool = False, capabilities: Iterable[str] = ()) -> Entry:
@@ -279,16 +285,28 @@ class Registry:
         self._entries.pop(str(name).strip().lower(), None)
 
     def names(self) -> list[str]:
-        return sorted(self._entries) if self.sort else list(self._entries)
+        """The built-in names (imported or not) and every other registered one."""
+        names = list(dict.fromkeys([*self._catalogue, *self._entries]))
+        return sorted(names) if self.sort else names
 
     def __contains__(self, name) -> bool:
-        return str(name).strip().lower() in self._entries
+        key = str(name).strip().lower()
+        return key in self._entries or key in self._catalogue
 
     def get(self, name: str) -> Entry:
         key = str(name).strip().lower()
+        if key not in self._entries and key in self._catalogue:
+            importlib.import_module(self._catalogue[key])  # its registration call makes the entry
+            if key not in self._entries:
+                raise EvrouteError(f"{self.kind} {key!r}: {self._catalogue[key]} does not register it (a bug in evroute)")
         if key not in self._entries:
             raise EvrouteError(f"unknown {self.kind} {str(name)!r:.60}; choose one of: {', '.join(self.names())}")
         return self._entries[key]
+
+    def load_all(self) -> None:
+        """Import every built-in component of the family (for listings of their options)."""
+        for module in dict.fromkeys(self._catalogue.values()):
+            importlib.import_module(module)
 
     def resolve(self, spec, **options) -> Component:
         """A :class:`Component` from a spec text (``NAME[key=value,...]``), a component of this
@@ -315,7 +333,7 @@ class Registry:
 
     def with_capability(self, capability: str) -> list[str]:
         """The registered names that declare ``capability``."""
-        return [n for n in self.names() if capability in self._entries[n].capabilities]
+        return [n for n in self.names() if capability in self.get(n).capabilities]
 
     def describe(self) -> str:
         """One line of the registered names, for help texts."""
@@ -337,3 +355,33 @@ def split_list(text: str) -> list[str]:
             cur += ch
     items.append(cur)
     return [i.strip() for i in items if i.strip()]
+
+
+def deferred(target: str, *, value_only: bool = False, bounds: str | None = None):
+    """An option converter defined in a module that is imported only when a value is converted,
+    so that declaring an option (and printing ``--help``) imports no numerical library.
+
+    Parameters
+    ----------
+    target : str
+        ``"module:function"``, e.g. ``"evroute.network:check_network_name"``.
+    value_only : bool
+        The function takes the value alone (``resolve_policy(spec)``), not ``(name, value)``.
+    bounds : str, optional
+        The accepted interval as the function's own ``bounds`` says it, for help texts.
+
+    Returns
+    -------
+    callable
+        ``convert(name, value)``, with attributes ``target`` and ``bounds``.
+    """
+    module, _, attr = target.partition(":")
+
+    def convert(name, value):
+        function = getattr(importlib.import_module(module), attr)
+        return function(value) if value_only else function(name, value)
+
+    convert.target = target
+    if bounds is not None:
+        convert.bounds = bounds
+    return convert

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-
-import numpy as np
+from numbers import Integral
+from pathlib import Path
 
 from .errors import EvrouteError
 
 __all__ = ["positive_float", "nonneg_float", "unit_rate", "positive_int", "nonneg_int", "flag", "optional_flag",
-           "choice", "text", "number_in", "int_in", "in_range", "int_range", "MAX_SEED"]
+           "choice", "text", "number_in", "int_in", "in_range", "int_range", "MAX_SEED", "existing_file",
+           "parse_latlon"]
 
 #: The largest seed: seeds are stored as 64-bit integers in every table and file.
 MAX_SEED = 2**63 - 1
@@ -26,8 +27,13 @@ _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
 
+def _is_bool(value) -> bool:
+    """True and False, also numpy's (without importing numpy: this module stays light)."""
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"))
+
+
 def _number(name: str, value, what: str) -> float:
-    if isinstance(value, bool | np.bool_):
+    if _is_bool(value):
         raise EvrouteError(f"{name} must be {what}, got {_short(value)}")
     try:
         v = float(value)
@@ -69,9 +75,9 @@ def _short(value) -> str:
 
 
 def _integer(name: str, value, what: str) -> int:
-    if isinstance(value, bool | np.bool_):
+    if _is_bool(value):
         raise EvrouteError(f"{name} must be {what}, got {_short(value)}")
-    if isinstance(value, int | np.integer):
+    if isinstance(value, Integral):
         return int(value)
     if isinstance(value, str) and len(value) <= 100:
         try:
@@ -147,7 +153,7 @@ def nonneg_int(name: str, value) -> int:
 
 def flag(name: str, value) -> bool:
     """True or False (also the texts true/false, yes/no, on/off, 1/0)."""
-    if isinstance(value, bool | np.bool_):
+    if _is_bool(value):
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
         return value.strip().lower() in _TRUE
@@ -176,3 +182,35 @@ def text(name: str, value) -> str:
     if not isinstance(value, str) or not value.strip():
         raise EvrouteError(f"{name} must be a non-empty text, got {value!r}")
     return value.strip()
+
+
+def existing_file(what: str):
+    """An option converter: the path of an existing file (``what`` names it in the message)."""
+
+    def convert(name, value) -> str:
+        path = Path(str(value)).expanduser()
+        if not path.is_file():
+            raise EvrouteError(f"{what} not found: {value}")
+        return str(path)
+
+    return convert
+
+
+def parse_latlon(text: str, label: str = "point") -> tuple[float, float]:
+    """Parse ``"LAT,LON"`` (decimal degrees) with a one-line error on bad input.
+
+    Returns
+    -------
+    tuple of float
+        ``(lat, lon)``.
+    """
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        lat, lon = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise EvrouteError(f"--{label} must be LAT,LON in decimal degrees (e.g. 43.735,7.423), got {text!r}") from None
+    if not (math.isfinite(lat) and math.isfinite(lon) and -90 <= lat <= 90 and -180 <= lon <= 180):
+        raise EvrouteError(f"--{label} {text!r} is not a valid latitude,longitude")
+    return lat, lon

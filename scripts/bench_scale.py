@@ -1,22 +1,27 @@
-"""Scaling ladder of the sparse graph prior (issue "country scale"): for one network size,
-the network build, the prior build (sparse factorisation, selected inversion), the truth
-draw, and the median / p95 seconds per round of real bandit runs (the agents of
-``evroute simulate``: route A, the graph Matérn kernel κ = 1, ν = 2, the paper's σ₀ and ς,
-a truth drawn from the same prior), with the peak memory of the process.
+"""Scaling ladder of the sparse graph prior (issue "country scale"): seconds a round, median and
+95th percentile, at one network size, and the peak memory.
 
-Usage (one size per process, so that the peak memory is that size's)::
+By default it measures the command a user types, on the defaults, with nothing in the
+environment: for each policy, ``evroute simulate --network synthetic-<N>k --kernel graph
+--policy P --horizon R`` in a fresh process (the rounds' seconds read from the run's
+``rounds.parquet``; the peak resident memory of the largest of these processes)::
 
-    EVROUTE_DATA_DIR=../shared/data python scripts/bench_scale.py synthetic-10k
-    for n in 1k luxembourg 10k 30k 100k; do python scripts/bench_scale.py $n; done
-    python scripts/bench_scale.py luxembourg --dense      # the dense exact backend, for the crossover
-    python scripts/bench_scale.py 100k --kernel combined --model nystrom --policies gp-ts,gp-ucb
-    python scripts/bench_scale.py 100k --warm --model "exact[update=global]"   # the reference update
-    python scripts/bench_scale.py 100k --warm --model "exact[threads=2]"   # local updates on two threads
+    python scripts/bench_scale.py 100k --rounds 20 --policies gp-ucb,gp-bucb,gp-ts
+    python scripts/bench_scale.py 1000k --rounds 8 --policies gp-ts,gp-ucb
+    python scripts/bench_scale.py 100k --args "--model exact[threads=1]"   # a setting side by side
 
-Cold by default (a fresh cache: the network build and the selected inversion are timed from
-scratch; ``--warm`` uses the cache). A size is ``synthetic-<N>k`` (``<N>k`` for short) or a
-network name. The sparse prior is used at every size unless ``--dense``. Prints one Markdown
-row (``--header`` first prints the header).
+``--in-process`` runs the agents inside this process instead (route A, the graph Matérn kernel
+κ = 1, ν = 2, the paper's σ₀ and ς, a truth drawn from the same prior) and prints each phase (the
+network build, the prior's factorisation and selected inversion, the truth) and where a local
+update's time goes: a development tool::
+
+    python scripts/bench_scale.py luxembourg --in-process --dense   # the dense exact backend
+    python scripts/bench_scale.py 100k --in-process --kernel combined --model nystrom --policies gp-ts,gp-ucb
+    python scripts/bench_scale.py 100k --in-process --warm --model "exact[update=global]"
+
+Cold by default (a fresh cache: the first command builds the network and the prior's variances;
+``--warm`` uses the user's cache). A size is ``synthetic-<N>k`` (``<N>k`` for short) or a
+network name. Prints one Markdown row (``--header`` first prints the header).
 """
 
 from __future__ import annotations
@@ -25,17 +30,18 @@ import argparse
 import gc
 import os
 import resource
+import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 if "--warm" not in sys.argv:  # cold by default: network build and selected inversion timed from scratch
-    import tempfile
-
     os.environ["EVROUTE_CACHE_DIR"] = tempfile.mkdtemp(prefix="evroute-bench-scale-")
 
 import evroute.prior as prior_module  # noqa: E402
@@ -61,6 +67,40 @@ def header(policies) -> str:
     return "| " + " | ".join(cols) + " |\n| --- |" + " ---: |" * (len(cols) - 1)
 
 
+def _children_peak_gb() -> float:
+    """The largest peak resident memory of the finished child processes, GB."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
+
+
+def cli_row(name: str, policies, rounds: int, extra: list[str], route: str) -> str:
+    """Each policy through `evroute simulate` as typed (a fresh process), its rounds' seconds."""
+    import pandas as pd
+
+    evroute = shutil.which("evroute") or sys.exit("evroute is not on PATH: pip install -e . first")
+    cells, first_wall, edges = [], None, None
+    with tempfile.TemporaryDirectory(prefix="evroute-bench-cli-") as tmp:
+        for policy in policies:
+            out = Path(tmp) / policy
+            cmd = [evroute, "simulate", "--network", name, "--kernel", "graph", "--policy", policy,
+                   "--route", route, "--horizon", str(rounds), "--out", str(out), "--no-progress", *extra]
+            print(f"  $ {shlex.join(['evroute', *cmd[1:]])}", file=sys.stderr, flush=True)
+            tic = time.perf_counter()
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            wall = time.perf_counter() - tic
+            if done.returncode != 0:
+                sys.exit(f"{policy}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+            first_wall = wall if first_wall is None else first_wall
+            sec = pd.read_parquet(out / "rounds.parquet").seconds.to_numpy()
+            summary = __import__("json").loads((out / "summary.json").read_text())
+            edges = __import__("pyarrow.parquet").parquet.read_metadata(out / "edges.parquet").num_rows
+            cells.append(f"{np.median(sec):.3f} / {np.percentile(sec, 95):.3f}")
+            print(f"  {policy}: {wall:.1f} s in all, median {np.median(sec):.3f} s a round, regret "
+                  f"{summary['final_cumulative_regret_wh']:.1f} Wh; {done.stdout.strip().splitlines()[-1]}",
+                  file=sys.stderr, flush=True)
+    return (f"| {name} | {edges if edges is None else f'{edges:,}'} | {first_wall:.1f} | "
+            + " | ".join(cells) + f" | {_children_peak_gb():.2f} |")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("network", help="synthetic-<N>k, <N>k, or a network name")
@@ -74,13 +114,21 @@ def main(argv=None) -> int:
     p.add_argument("--kernel", choices=("graph", "combined"), default="graph",
                    help="the prior's kernel: the graph Matérn (sparse) or the paper's k_G·k_f + k_f' (rows by "
                         "sparse solves from 10k edges; only the dictionary backends serve it at scale)")
-    p.add_argument("--model", default="exact", help="posterior backend spec, e.g. nystrom, bkb[lazy=true]")
+    p.add_argument("--model", default="exact", help="--in-process: posterior backend spec, e.g. nystrom")
+    p.add_argument("--in-process", action="store_true", help="the agents in this process, phase by phase")
+    p.add_argument("--args", default="", help="more arguments of evroute simulate, e.g. \"--model exact[threads=1]\"")
     args = p.parse_args(argv)
+    policies = [s.strip() for s in args.policies.split(",") if s.strip()]
+    name = args.network if not args.network[:1].isdigit() else f"synthetic-{args.network}"
+    if not args.in_process:
+        if args.header:
+            cols = ["network", "edges", "first command s"] + [f"{p} med / p95 s" for p in policies] + ["peak RSS GB"]
+            print("| " + " | ".join(cols) + " |\n| --- |" + " ---: |" * (len(cols) - 1))
+        print(cli_row(name, policies, args.rounds, shlex.split(args.args), args.route))
+        return 0
     from evroute.models import resolve_model
 
     model = resolve_model(args.model)
-    policies = [s.strip() for s in args.policies.split(",") if s.strip()]
-    name = args.network if not args.network[:1].isdigit() else f"synthetic-{args.network}"
     if args.header:
         print(header(policies))
     t = time.perf_counter()

@@ -1,16 +1,67 @@
-"""Shared fixtures: a private cache per test session, real networks loaded once."""
+"""Shared fixtures: a private cache per test session, real networks loaded once, and the rules for
+tests that need more than the README's test command installs.
+
+- The reference data (``evroute data fetch``: Monaco, Luxembourg, Luxembourg's terrain) are read
+  from the data folder (``$EVROUTE_DATA_DIR``; ``../shared/data`` beside the checkout when it
+  exists; else the user data folder). A test marked ``real`` (or asking for a file through
+  :func:`data_file`) is skipped without them, with one summary line naming ``evroute data
+  fetch``; with ``EVROUTE_REQUIRE_DATA=1`` (CI) a missing file fails the test instead.
+- A test marked ``needs("sumo")`` (``ray``, ``svgp``, ``docs``) is skipped, with its reason,
+  where that extra is not installed.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-os.environ.setdefault("EVROUTE_DATA_DIR", str(REPO.parent / "shared" / "data"))
+_SHARED = REPO.parent / "shared" / "data"
+if "EVROUTE_DATA_DIR" not in os.environ and _SHARED.is_dir():
+    os.environ["EVROUTE_DATA_DIR"] = str(_SHARED)
 os.environ.setdefault("MPLBACKEND", "Agg")
-DATA_DIR = Path(os.environ["EVROUTE_DATA_DIR"])
+
+#: The files of the reference datasets the tests read.
+MONACO, LUXEMBOURG, LUXEMBOURG_DEM = "monaco-most.osm", "luxembourg-lust.osm", "luxembourg-dem500.tif"
+
+#: extra → the modules it installs (looked up, never imported: importing sumo resets PROJ's paths)
+EXTRAS = {"sumo": ("sumo", "sumolib"), "ray": ("ray",), "svgp": ("torch", "gpytorch"),
+          "docs": ("mkdocs", "mkdocstrings")}
+
+
+def has_extra(extra: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in EXTRAS[extra])
+
+
+def data_file(name: str) -> Path:
+    """The reference data file ``name`` from the data folder: the test is skipped without it (an
+    error under ``EVROUTE_REQUIRE_DATA=1``)."""
+    from evroute.datasets import data_dir
+
+    path = data_dir() / name
+    if not path.is_file():
+        message = f"real network data missing ({data_dir()}): run `evroute data fetch all`"
+        if os.environ.get("EVROUTE_REQUIRE_DATA") == "1":
+            pytest.fail(f"{message}; EVROUTE_REQUIRE_DATA=1 forbids skipping")
+        pytest.skip(message)
+    return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(extra): skipped when the extra (sumo, ray, svgp, docs) is not installed")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        for extra in mark.args:
+            if not has_extra(extra):
+                pytest.skip(f"needs the {extra} extra: pip install \"evroute[{extra}]\"")
+    for mark in item.iter_markers("real"):
+        for name in mark.args or (MONACO, LUXEMBOURG):
+            data_file(name)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -21,18 +72,11 @@ def _session_cache(tmp_path_factory):
     yield
 
 
-def _require(file: str) -> Path:
-    path = DATA_DIR / file
-    if not path.is_file():
-        pytest.fail(f"real network data missing: {path} (set EVROUTE_DATA_DIR)")
-    return path
-
-
 @pytest.fixture(scope="session")
 def monaco():
     from evroute.network import load_network
 
-    _require("monaco-most.osm")
+    data_file(MONACO)
     return load_network("monaco")
 
 
@@ -40,7 +84,7 @@ def monaco():
 def luxembourg():
     from evroute.network import load_network
 
-    _require("luxembourg-lust.osm")
+    data_file(LUXEMBOURG)
     return load_network("luxembourg")
 
 

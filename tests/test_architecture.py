@@ -74,9 +74,9 @@ def test_no_private_names_across_modules():
 
 def test_third_party_imports_are_declared_and_used():
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = declared["optional-dependencies"]
     names = {d.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
-             for d in declared["dependencies"] + declared["optional-dependencies"]["ray"]
-             + declared["optional-dependencies"]["sumo"]}
+             for d in declared["dependencies"] + extras["ray"] + extras["sumo"] + extras["svgp"]}
     used = set()
     for name, path in modules().items():
         for target, _ in imports(name, path):
@@ -94,8 +94,9 @@ def test_third_party_imports_are_declared_and_used():
 #: module is placed here.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("evroute", "evroute.errors", "evroute.geo", "evroute.progress", "evroute.validate",
-                    "evroute.specs", "evroute.io", "evroute.registry", "evroute.cache", "evroute.linalg")),
-    ("network", ("evroute.synthetic", "evroute.fetch", "evroute.osm", "evroute.network", "evroute.oracle",
+                    "evroute.specs", "evroute.io", "evroute.registry", "evroute.cache", "evroute.linalg",
+                    "evroute.components", "evroute.settings", "evroute.presets")),
+    ("network", ("evroute.datasets", "evroute.synthetic", "evroute.fetch", "evroute.osm", "evroute.network", "evroute.oracle",
                  "evroute.optimum")),
     ("energy", ("evroute.energy", "evroute.routes")),
     ("prior", ("evroute.kernels", "evroute.prior", "evroute.bounds")),
@@ -110,7 +111,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("runs", ("evroute.runs", "evroute.simulation")),
     ("experiment", ("evroute.grid", "evroute.executors", "evroute.summaries", "evroute.experiment")),
     ("report", ("evroute.report", "evroute.plots", "evroute.export")),
-    ("cli", ("evroute.cli_settings", "evroute.cli_experiment", "evroute.cli", "evroute.__main__")),
+    ("cli", ("evroute.cli_settings", "evroute.cli_run", "evroute.cli_networks", "evroute.cli_data", "evroute.cli_sumo",
+             "evroute.cli_experiment", "evroute.cli", "evroute.__main__")),
 ]
 
 
@@ -130,3 +132,53 @@ def test_imports_follow_the_layer_order():
     upward = [f"{a} ({names[layer[a]]}) imports {b} ({names[layer[b]]})" for a, b in sorted(g.edges)
               if a in layer and b in layer and layer[b] > layer[a] and a != "evroute"]
     assert upward == []
+
+
+def test_deferred_converters_name_functions_below_the_configuration():
+    """A setting's deferred converter ("module:function") exists, takes what it is given, and
+    lives in a layer the configuration may import (it is called when a config is made)."""
+    import importlib
+
+    from evroute.settings import RUN_SETTINGS
+
+    layer = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
+    config_layer = layer["evroute.config"]
+    deferred = {name: o.convert.target for name, o in RUN_SETTINGS.items() if hasattr(o.convert, "target")}
+    assert {"network", "vehicle", "policy", "model", "truth", "closures", "priors"} <= set(deferred)
+    for name, target in deferred.items():
+        module, _, attr = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr, None)), f"{name}: {target} does not exist"
+        assert layer[module] < config_layer, f"{name}: {target} is not below the configuration"
+
+
+def test_the_command_lines_help_imports_no_numerical_library():
+    """`evroute --version`, every command's --help and a usage error import neither numpy nor
+    pandas, scipy, networkx or torch (so they answer at once; timed in the closing notes, not here)."""
+    import subprocess
+
+    from evroute.cli import COMMANDS
+
+    heavy = ("numpy", "scipy", "pandas", "networkx", "torch", "osmnx", "matplotlib")
+    argvs = [["--version"], ["--help"], ["simulate", "--no-such-option"]] + [[c, "--help"] for c in COMMANDS] + [
+        ["networks", "info", "--help"], ["data", "fetch", "--help"], ["sumo", "atlas", "--help"]]
+    code = ("import sys\nfrom evroute.cli import main\n"
+            f"for argv in {argvs!r}:\n    main(argv)\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:] + out.stderr[-2000:]
+
+
+def test_the_command_table_matches_the_commands():
+    """`evroute --help` lists each command's own first line (the table in evroute.cli says it
+    without importing the command)."""
+    import importlib
+
+    import typer.main
+
+    from evroute.cli import COMMANDS
+
+    for name, (module, attr, summary) in COMMANDS.items():
+        group = typer.main.get_group(importlib.import_module(module).app)
+        command = group if attr is None else group.commands[attr]
+        own = " ".join((command.help or "").split("\n\n")[0].split())
+        assert own == summary, f"{name}: the table says {summary!r}, the command {own!r}"

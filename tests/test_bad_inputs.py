@@ -126,7 +126,15 @@ def workdir(template, tmp_path, monkeypatch):
     return root
 
 
-M = "monaco"  # a real network (EVROUTE_DATA_DIR)
+M = "monaco"  # a real network (the data folder)
+#: The cases that load a real network (skipped without the reference data)
+LOADS_REAL: set[tuple] = set()
+
+
+def real(*args: str) -> list[str]:
+    """A case's arguments that load the real network ``M`` (``evroute data fetch``)."""
+    LOADS_REAL.add(args)
+    return list(args)
 OUT = ["--out", "new-run"]
 SIM = ["simulate", "--horizon", "3", "--no-progress"]
 CMP = ["compare", "--out", "new-cmp", "--horizon", "3", "--seeds", "1", "--jobs", "1", "--no-progress"]
@@ -187,14 +195,14 @@ CASES = [
     (["networks", "osm", "synthetic"], "Missing option"),
     # ---- route
     (["route", "--route", "Q"], "unknown route"),
-    (["route", M, "--route", "Z"], "unknown route"),
+    (real("route", M, "--route", "Z"), "unknown route"),
     (["route", "--from", "1,1", "--to", "2,2"], "outside"),
     (["route", "--from", "oops", "--to", "2,2"], "LAT,LON"),
     (["route", "--from", "91,0", "--to", "0,0"], "latitude"),
     (["route", "--from", "nan,nan", "--to", "0,0"], "latitude"),
     (["route", "--from", "1,1"], "both --from and --to"),
     (["route", "--route", "A", "--from", "1,1", "--to", "2,2"], "either --route or --from/--to"),
-    (["route", M, "--from", "43.7350,7.4230", "--to", "43.7350,7.4230"], "same edge"),
+    (real("route", M, "--from", "43.7350,7.4230", "--to", "43.7350,7.4230"), "same edge"),
     (["route", "--vehicle", "absurd.json"], "mass_kg"),
     (["route", "--geojson", "notes.txt"], "not written by evroute"),
     (["route", "--geojson", "link.geojson", "--overwrite"], "symbolic link"),
@@ -303,7 +311,7 @@ CASES = [
     ([*SIM, "--osm", "/nonexistent.osm", "--network", M], "not found"),
     ([*SIM, "--dem", "/nonexistent.tif"], "not found"),
     ([*SIM, "--route", "Z"], "unknown route"),
-    ([*SIM, "--network", M, "--from", "43.7350,7.4230", "--to", "43.7350,7.4230"], "same edge"),
+    (real(*SIM, "--network", M, "--from", "43.7350,7.4230", "--to", "43.7350,7.4230"), "same edge"),
     ([*SIM, "--from", "0,0", "--to", "1,1"], "outside"),
     # ---- compare
     (["compare"], "Missing option"),
@@ -402,7 +410,9 @@ def test_at_least_150_bad_inputs():
     assert len(CASES) >= 150
 
 
-@pytest.mark.parametrize("args,phrase", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+@pytest.mark.parametrize("args,phrase", [
+    pytest.param(a, p, id=" ".join(a)[:60], marks=[pytest.mark.real] if tuple(a) in LOADS_REAL else [])
+    for a, p in CASES])
 def test_bad_input(args, phrase, workdir, capsys):
     before = _snapshot(workdir)
     code = main(list(args))

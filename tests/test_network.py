@@ -183,7 +183,7 @@ def test_bad_inputs(tmp_path):
 def test_missing_builtin_file_names_the_fix(monkeypatch, tmp_path):
     monkeypatch.setenv("EVROUTE_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("EVROUTE_CACHE_DIR", str(tmp_path / "cache"))
-    with pytest.raises(EvrouteError, match="networks fetch monaco"):
+    with pytest.raises(EvrouteError, match="evroute data fetch monaco"):
         load_network("monaco")
 
 
@@ -238,8 +238,8 @@ def test_monaco_turn_restrictions_applied(monaco):
     assert monaco.meta["turn_restrictions_applied"] >= 1
 
 
-def test_osm_from_cache_dir_when_no_data_dir(monkeypatch, tmp_path, small_osm):
-    monkeypatch.delenv("EVROUTE_DATA_DIR", raising=False)
+def test_osm_from_cache_dir_when_the_data_folder_lacks_it(monkeypatch, tmp_path, small_osm):
+    monkeypatch.setenv("EVROUTE_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("EVROUTE_CACHE_DIR", str(tmp_path / "c"))
     (tmp_path / "c" / "osm").mkdir(parents=True)
     (tmp_path / "c" / "osm" / "monaco.osm").write_bytes(Path(small_osm).read_bytes())

@@ -19,6 +19,8 @@ from evroute.oracle import Oracle
 from evroute.routes import edge_energies, resolve_route
 from evroute.sumo import SUMO_INSTALL, build_atlas, sumo_home, traversals, vtype_xml
 
+from .conftest import data_file
+
 
 def test_without_sumo_one_line_names_the_install(monkeypatch):
     import os
@@ -230,21 +232,19 @@ def test_type_ii_maximum_likelihood_recovers_known_hyperparameters():
     assert fit["lengthscale"] in (0.25, 0.5, 1.0)
 
 
-@pytest.mark.real
+@pytest.mark.real("luxembourg-lust.osm", "luxembourg-dem500.tif")
+@pytest.mark.needs("sumo")
 def test_luxembourg_osm_gets_evroutes_elevations(tmp_path):
     """netconvert of eclipse-sumo 1.28 reads no GeoTIFF: SUMO gets Luxembourg's elevations as
     `ele` tags, evroute's own where it kept the node (so SUMO's grades are E_det's), the DEM
     elsewhere; every node is tagged."""
-    import os
     import re
-    from pathlib import Path
 
     from evroute.sumo import osm_with_elevations
 
-    data = Path(os.environ["EVROUTE_DATA_DIR"])
-    dem = data / "luxembourg-dem500.tif"
+    dem = data_file("luxembourg-dem500.tif")
     net = load_network("luxembourg", dem=dem)
-    out = osm_with_elevations(data / "luxembourg-lust.osm", tmp_path / "lux.osm", net, dem)
+    out = osm_with_elevations(data_file("luxembourg-lust.osm"), tmp_path / "lux.osm", net, dem)
     text = out.read_text()
     nodes = re.findall(r"<node\b[^>]*\bid='(-?\d+)'[^>]*>\s*<tag k=\"ele\" v=\"([-\d.]+)\"/>", text)
     assert len(nodes) == text.count("<node ") > 10_000

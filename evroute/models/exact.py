@@ -564,6 +564,16 @@ def _update_rule(name, value):
     return choice(name, value, UPDATE_RULES)
 
 
+def _threads(name, value):
+    """``threads``: ``auto`` or 1..:data:`MAX_THREADS`."""
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    return int_range(1, MAX_THREADS, why="threads of a local update")(name, value)
+
+
+_threads.bounds = f"auto or [1, {MAX_THREADS}]"
+
+
 #: The options of ``--model exact[...]`` (defaults: measured in scripts/bench_models.py).
 OPTIONS = (
     Option("merge", _merge_rule, "auto", "when to fold the active block into the base: auto, always or never"),
@@ -576,8 +586,9 @@ OPTIONS = (
            "priors ignore it", "spec/local-posteriors.md"),
     Option("tol", in_range(0, TOL_MAX, lo_open=True, why="relative error bound"), 1e-8, "update=local: bound on the error of every mean (relative to sigma_0) and variance "
            "(to sigma_0^2)"),
-    Option("threads", int_range(1, MAX_THREADS, why="threads of a local update"), 1, "update=local: 1 or 2 threads "
-           "(chunks are conditioned in two lanes, or in pairs; the results are the same for either)"),
+    Option("threads", _threads, "auto", "update=local: 1 or 2 threads, or auto: 2 where the process may use two "
+           "CPUs or more (chunks are conditioned in two lanes, or in pairs; the results are the same bits for either)",
+           "measured: 100k gp-ucb 1.6x faster a round on two threads (docs/performance.md)"),
     Option("chunk", int_range(1, CHUNK_MAX, why="route edges conditioned at once"), CHUNK, "update=local: the most "
            "route edges conditioned at once, on one domain (a round's are cut into an even number of equal chunks; "
            "measured in docs/performance.md)"),

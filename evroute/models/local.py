@@ -77,6 +77,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..errors import EvrouteError, EvrouteWarning
+from ..io import usable_cpus
 from ..linalg import (
     SparseCholesky,
     SparseSolver,
@@ -91,7 +92,7 @@ from ..prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..validate import positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
 
-__all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", "MAX_THREADS", "LANES_FROM", "SEAM",
+__all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", "MAX_THREADS", "resolve_threads", "LANES_FROM", "SEAM",
            "LANE_TRIES"]
 
 #: The largest tolerance accepted (relative to σ₀ and σ₀²).
@@ -110,6 +111,14 @@ MAX_SWEEPS = 20
 SHRINK_BELOW = 0.02
 #: The most threads a local update uses (chunks are conditioned in two lanes, or in pairs).
 MAX_THREADS = 2
+
+
+def resolve_threads(threads: int | str) -> int:
+    """``threads`` of a local update: ``"auto"`` is two where the process may use two CPUs or more
+    (the results are the same bits for one thread or two), else one; a number is checked."""
+    if str(threads).strip().lower() == "auto":
+        return min(MAX_THREADS, usable_cpus())
+    return positive_int("threads", threads)
 #: A round of at least this many chunks is conditioned in two lanes (the route's two halves),
 #: fewer in pairs.
 LANES_FROM = 8
@@ -224,10 +233,11 @@ class LocalGMRFPosterior(PosteriorModel):
     max_radius : int
         A chunk never grows its domain beyond this many hops (the sweep and the global
         fallback take over).
-    threads : int
+    threads : int or "auto"
         1 or 2: the two lanes (or the two chunks of a pair) are conditioned side by side on two
         threads (SciPy's SuperLU releases the GIL). The results are the same, bit for bit, for
-        either value.
+        either value. ``"auto"`` (the default): two where this process may run on two CPUs or
+        more (:func:`evroute.io.usable_cpus`), else one.
 
     Attributes
     ----------
@@ -248,7 +258,7 @@ class LocalGMRFPosterior(PosteriorModel):
     capabilities = frozenset({JOINT_SAMPLES, SPARSE_PRECISION})
 
     def __init__(self, prior, noise_var: float, *, tol: float = 1e-8, chunk: int = CHUNK, radius: int = 4,
-                 max_radius: int = 40, threads: int = 1):
+                 max_radius: int = 40, threads: int | str = "auto"):
         if not getattr(prior, "is_markov", False):
             raise EvrouteError(f"{type(prior).__name__} has no sparse precision; the dense exact backend serves it")
         lam = prior.precision_min_eigenvalue()
@@ -263,7 +273,7 @@ class LocalGMRFPosterior(PosteriorModel):
         if self.chunk > CHUNK_MAX:
             raise EvrouteError(f"chunk must be 1 to {CHUNK_MAX}, got {chunk!r}")
         self.max_radius = positive_int("max_radius", max_radius)
-        self.threads = positive_int("threads", threads)
+        self.threads = resolve_threads(threads)
         if self.threads > MAX_THREADS:
             raise EvrouteError(f"threads must be 1 or {MAX_THREADS} (chunks are conditioned in two lanes, or in pairs), got {threads!r}")
         self._radius = min(positive_int("radius", radius), self.max_radius)

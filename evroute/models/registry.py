@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..components import MODELS
 from ..errors import EvrouteError
-from ..specs import Component, Entry, Option, Registry
+from ..specs import Component, Entry, Option
 from ..validate import positive_float
 from .base import CAPABILITIES, PosteriorModel
 
@@ -28,9 +29,7 @@ __all__ = ["Option", "Backend", "register_model", "unregister_model", "available
 #: A registered backend (:class:`evroute.specs.Entry`): name, factory, options, description.
 Backend = Entry
 
-_BACKENDS = Registry("model", sort=True, example="svgp[inducing=500]")
-#: The registry of posterior backends (``--model``).
-MODELS = _BACKENDS
+_BACKENDS = MODELS
 
 
 def register_model(name: str, factory: Callable[..., PosteriorModel], *, options: tuple[Option, ...] = (),

@@ -1,0 +1,197 @@
+"""Every setting of a run, declared once: its name, bounds, default, where the default comes from,
+and its help (:data:`RUN_SETTINGS`).
+
+``evroute simulate`` and ``evroute compare`` make their command-line options from these
+declarations (:mod:`evroute.cli_settings`), :class:`evroute.config.SimulationConfig` converts
+every value through them, and ``compare --sweep`` sweeps them. The module imports no numerical
+library, so ``--help`` answers at once: a setting whose check needs the network, a registry or
+a file reader names its converter by ``"module:function"`` (:func:`evroute.specs.deferred`),
+imported when a value is converted. The bounds of the settings that other modules check again
+(the kernel's κ, ν and lengthscales, the horizon, the exact optimum's time limit) are defined
+here and imported there.
+"""
+
+from __future__ import annotations
+
+from .components import component_names
+from .specs import Option, deferred
+from .validate import (
+    MAX_SEED,
+    choice,
+    existing_file,
+    flag,
+    in_range,
+    int_range,
+    parse_latlon,
+    text,
+    unit_rate,
+)
+
+__all__ = ["RUN_SETTINGS", "NETWORK_SETTINGS", "ROUTE_SETTINGS", "VEHICLE_SETTINGS", "AGENT_SETTINGS",
+           "LOOP_SETTINGS", "KERNEL_SETTINGS", "SCALE_SETTINGS", "ENVIRONMENT_SETTINGS", "PRIOR_SETTINGS",
+           "OPTIMUM_SETTINGS", "KERNEL_KINDS", "check_kappa", "check_nu", "check_lengthscale", "check_std_wh",
+           "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE", "MAX_TIME_LIMIT"]
+
+# --- network and trip (SPEC §1, §8) ---------------------------------------------------------
+
+#: The network settings of a run.
+NETWORK_SETTINGS = (
+    Option("network", deferred("evroute.network:check_network_name"), "synthetic", "network: synthetic "
+           "(embedded), synthetic-<N>k, monaco, luxembourg, or an OSM XML file", "the embedded synthetic city: runs "
+           "with no data and no internet", metavar="NAME"),
+    Option("osm", existing_file("OSM file"), None, "OSM XML file of a built-in network (default: the data folder, "
+           "where `evroute data fetch` puts it)", metavar="PATH"),
+    Option("dem", existing_file("DEM file"), None, "DEM raster (GeoTIFF/HGT) for node elevations, read "
+           "bilinearly (default: OSM ele tags, else flat)", metavar="PATH"),
+)
+
+
+def _point(name, value) -> str:
+    parse_latlon(value, name.replace("_point", ""))
+    return str(value).strip()
+
+
+#: The trip of a run: a named route, or two points snapped to the nearest edges.
+ROUTE_SETTINGS = (
+    Option("route", text, None, "named route: A or B (or NETWORK:A); default A", metavar="NAME"),
+    Option("from_point", _point, None, "start point LAT,LON, snapped to the nearest edge", flag="--from",
+           metavar="LAT,LON"),
+    Option("to_point", _point, None, "end point LAT,LON, snapped to the nearest edge", flag="--to",
+           metavar="LAT,LON"),
+)
+
+#: The vehicle of a run: E_det's parameters (003 Eq. 8, Table 2).
+VEHICLE_SETTINGS = (
+    Option("vehicle", deferred("evroute.energy:check_vehicle"), None, "vehicle preset (sumo-ev, compact-ev, "
+           "delivery-van, suv-ev) or JSON file; default sumo-ev", "003 App. B.3, Table 2: SUMO's EV defaults",
+           metavar="NAME|FILE"),
+)
+
+# --- the agent --------------------------------------------------------------------------------
+
+#: The agent's settings: which policy, on which posterior backend.
+AGENT_SETTINGS = (
+    Option("policy", deferred("evroute.agents:resolve_policy", value_only=True), "gp-ts",
+           lambda: f"policy: {', '.join(component_names('policy'))}; options as a spec, e.g. "
+           "gp-ucb[beta_scale=0.5], gp-bucb[xi=0.5] (see `evroute models`)", "003 Fig. 2: GP-TS had the lowest "
+           "regret", metavar="SPEC"),
+    Option("model", deferred("evroute.models:resolve_model", value_only=True), "exact",
+           lambda: f"GP backend of the gp-* policies: {', '.join(sorted(component_names('model')))}; options as a "
+           "spec, e.g. svgp[inducing=500,steps=2], nystrom[gamma=0.3] (see `evroute models`)", "003 Sec. 2.2: the "
+           "exact GP", metavar="SPEC"),
+)
+
+# --- the loop (Algorithm 1) -------------------------------------------------------------------
+
+#: Rough size of the logs (in memory, as DataFrames): per round and per edge driven.
+LOG_BYTES_PER_ROUND = 250
+LOG_BYTES_PER_EDGE = 100
+#: The longest run accepted. Each round is logged (one row, plus one per edge driven) and
+#: its time kept for the summary's median; beyond 10⁸ rounds the logs alone would be
+#: hundreds of GB and the run would take days at ~1 ms a round.
+MAX_HORIZON = 100_000_000
+
+#: The loop's settings of a run: how many rounds, and the seed of every stream.
+LOOP_SETTINGS = (
+    Option("horizon", int_range(1, MAX_HORIZON, why=f"rounds; every round is logged, ~{LOG_BYTES_PER_ROUND + 50 * LOG_BYTES_PER_EDGE:,} "
+                                                     "bytes for a 50-edge route, and 10^8 rounds would be ~500 GB of logs"),
+           500, "number of rounds T", "003 Sec. 4.2: T = 500", metavar="INT"),
+    Option("seed", int_range(0, MAX_SEED, why="seeds are stored as 64-bit integers"), 0,
+           "seed of the ground truth, the noise and the policy (streams [seed, k])", metavar="INT"),
+)
+
+# --- the prior kernel (003 App. B.1; SPEC §4) -------------------------------------------------
+
+#: Accepted values of ``combined_kernel(kind=...)``.
+KERNEL_KINDS = ("combined", "graph", "context")
+
+#: κ_G, the graph Matérn lengthscale (the paper's: 1). Its shift 2ν/κ² of the Laplacian's
+#: spectrum leaves nothing of the graph in the kernel below κ = 1e-3 (k_G is then the identity to
+#: working precision) and nothing more to learn above κ = 1e3 (the shift vanishes: k_G is the
+#: Laplacian's null space plus round-off); beyond them 2ν/κ² under- or overflows.
+check_kappa = in_range(1e-3, 1e3, why="graph Matérn lengthscale: outside, the kernel is numerically its limit")
+#: ν_G, the graph Matérn smoothness (the paper's: 2). Up to 10: the dense kernel costs ⌈ν/2⌉ E×E
+#: products and the sparse precision (2ν/κ² I + Δ)^ν couples ν line-graph hops, so the cost grows
+#: with ν (ν = 12 on 2,000 edges: 8 s against 2 s at ν = 4) while the kernel approaches its
+#: diffusion limit (ν → ∞); above ~100 the normalisation underflows (it used to fail after 28 s
+#: at ν = 1000 and to run for minutes at ν = 10000).
+check_nu = in_range(0, 10, lo_open=True, why="graph Matérn smoothness: the cost grows with nu while the kernel "
+                                               "approaches its nu -> infinity limit")
+#: The context lengthscales ℓ of k_f and k_f′ on the standardised context (unit variance per
+#: dimension, so ℓ is in standard deviations): below 1e-3 the kernel is the identity and above
+#: 1e3 a constant, to working precision.
+check_lengthscale = in_range(1e-3, 1e3, why="context lengthscale in standard deviations of the standardised "
+                                             "context: outside, the kernel is numerically its limit")
+
+#: The prior kernel's settings of a run.
+KERNEL_SETTINGS = (
+    Option("kernel", lambda name, v: choice(name, v, KERNEL_KINDS), "combined",
+           "prior kernel: combined (k_G k_f + k_f'), graph or context (the ablations)", "003 App. B.1",
+           metavar="KIND"),
+    Option("lengthscale", check_lengthscale, 1.0, "every context lengthscale of the agents' prior kernel",
+           "003 App. B.1: lengthscales 1", metavar="NUMBER"),
+    Option("kappa", check_kappa, 1.0, "graph Matérn kappa", "003 App. B.1: kappa_G = 1", metavar="NUMBER"),
+    Option("nu", check_nu, 2.0, "graph Matérn nu (an integer gives the sparse precision)", "003 App. B.1: nu_G = 2",
+           metavar="NUMBER"),
+)
+
+
+def check_std_wh(name, value):
+    """A standard deviation in Wh, or ``None`` (also ``none``, ``paper``: the paper's fraction of σ_det)."""
+    return None if value in (None, "none", "paper") else in_range(0, 1e6, lo_open=True, why="Wh")(name, value)
+
+
+#: The prior's and the noise's scale of a run: the paper's fractions of σ_det by default, or
+#: values in Wh (e.g. fitted by type-II maximum likelihood on an energy atlas: ``evroute sumo
+#: atlas --fit``). They set σ₀ of every agent's prior and ς of the agents and of Gaussian truths.
+SCALE_SETTINGS = (
+    Option("prior_std", check_std_wh, None, "sigma_0 of the agents' prior and of the GP truth (Wh); default the "
+           "paper's 0.25 sigma_det", "003 Sec. 4.1", metavar="WH"),
+    Option("noise_std", check_std_wh, None, "the observation noise sigma the agents assume, and that of the "
+           "Gaussian truths (Wh); default the paper's 0.1 sigma_det", "003 Sec. 4.1", metavar="WH"),
+)
+
+# --- the environment --------------------------------------------------------------------------
+
+#: The environment's settings of a run: what is true, how it changes, which roads close.
+ENVIRONMENT_SETTINGS = (
+    Option("truth", deferred("evroute.environments:resolve_truth", value_only=True), "gp",
+           lambda: f"the ground truth: {', '.join(component_names('truth'))}, with options as a spec, e.g. "
+           "rkhs[B=10]", "003 Sec. 4.1: a draw of the GP prior", metavar="SPEC"),
+    Option("truth_lengthscale", check_lengthscale, 1.0, "context lengthscale of the kernel the true f is drawn "
+           "from", "003: lengthscales 1", metavar="NUMBER"),
+    Option("drift", unit_rate, 0.0, "time-varying energies f_{t+1} = m + sqrt(1-eps)(f_t - m) + sqrt(eps) g_t "
+           "(paper 004); 0: static", metavar="NUMBER"),
+    Option("closures", deferred("evroute.environments:parse_closures", value_only=True), None,
+           lambda: f"road closures: {', '.join(component_names('closures'))}, with options as a spec, e.g. "
+           "random[rate=0.05]; default none", metavar="SPEC"),
+)
+
+#: The candidate priors of a run (paper 004: "which vehicle am I?").
+PRIOR_SETTINGS = (
+    Option("priors", deferred("evroute.candidates:check_priors"), None, "candidate priors of gp-pe/mle/fb/rb "
+           "(paper 004), comma-separated: vehicle presets or files, each with optional settings "
+           "VEHICLE[eps=0.01,lengthscale=0.5,kappa=1,nu=2,name=...], or a JSON candidates file; read once; default "
+           "every preset, the run's kernel, eps 0", metavar="LIST"),
+    Option("truth_prior", text, None, "the vehicle whose energies the truth is drawn around, or a --priors "
+           "candidate's name (its vehicle); sets sigma_0 and the noise for every agent; default --vehicle",
+           "paper 004: the truth drawn from one candidate", metavar="NAME"),
+)
+
+# --- the exact optimum (a diagnostic: the price of rectification) -----------------------------
+
+#: The longest time limit of the exact optimum's MILP (a week).
+MAX_TIME_LIMIT = 7 * 24 * 3600.0
+
+#: The exact optimum's settings of a run.
+OPTIMUM_SETTINGS = (
+    Option("exact_optimum", flag, False, "also compute the best vertex-simple route under f (a MILP when f has "
+           "negative cycles)", metavar="FLAG"),
+    Option("exact_optimum_time_limit", in_range(0, MAX_TIME_LIMIT, lo_open=True, why="seconds"), 300.0,
+           "seconds for the exact optimum", metavar="SECONDS"),
+)
+
+#: Every setting of a run, by name, in the order of help texts.
+RUN_SETTINGS: dict[str, Option] = {o.name: o for o in (
+    *NETWORK_SETTINGS, *ROUTE_SETTINGS, *VEHICLE_SETTINGS, *AGENT_SETTINGS, *LOOP_SETTINGS, *KERNEL_SETTINGS,
+    *SCALE_SETTINGS, *ENVIRONMENT_SETTINGS, *PRIOR_SETTINGS, *OPTIMUM_SETTINGS)}
