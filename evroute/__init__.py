@@ -3,7 +3,8 @@
 The documented entry points, importable from the package (the API reference, docs/api.md;
 the README's "Using evroute from Python"):
 
-- networks and trips: :func:`load_network`, :func:`resolve_route`, :class:`Oracle`;
+- networks and trips: :func:`load_network`, :func:`network_from_graph` (an osmnx graph),
+  :func:`resolve_route`, :class:`Oracle`; ``Network.to_gdfs()`` (GeoDataFrames);
 - the physics prior mean: :func:`load_vehicle`, :func:`edge_energies`;
 - priors over the edges: :func:`network_prior` (the paper's), :class:`NetworkPrior`,
   :class:`DensePrior`, :class:`DiagonalPrior`, :class:`PointsPrior` (arms that are points),
@@ -18,7 +19,10 @@ the README's "Using evroute from Python"):
 - running: :func:`run_loop` (an environment and an agent), :func:`simulate` with a
   :class:`SimulationConfig` (what ``evroute simulate`` runs), :func:`prepare_problem`;
 - comparing: :func:`make_grid`, :func:`run_grid` (what ``evroute compare`` runs);
-- reading runs: :func:`read_run_table`, :func:`verify_run`, :func:`read_run`.
+- reading runs: :func:`read_run_table`, :func:`verify_run`, :func:`read_run`, :func:`read_config`,
+  :func:`run_gdfs` (a run's routes and per-edge posteriors as GeoDataFrames);
+- figures: :func:`plot_network`, :func:`plot_run`, :func:`plot_regret_curves` (each returns
+  ``(fig, ax)``).
 
 Attributes are imported on first use, so ``import evroute`` stays cheap.
 """
@@ -31,7 +35,7 @@ __version__ = "0.1.0"
 
 #: public name → module that defines it
 _API = {
-    "load_network": "network", "Network": "network",
+    "load_network": "network", "Network": "network", "network_from_graph": "network",
     "resolve_route": "routes", "edge_energies": "routes",
     "Oracle": "oracle",
     "load_vehicle": "energy", "Vehicle": "energy",
@@ -53,7 +57,9 @@ _API = {
     "simulate": "simulation",
     "prepare_problem": "problem",
     "make_grid": "grid", "run_grid": "experiment",
-    "read_run_table": "runs", "verify_run": "runs", "read_run": "summaries",
+    "read_run_table": "runs", "verify_run": "runs", "read_run": "summaries", "read_config": "runs",
+    "run_gdfs": "export",
+    "plot_network": "plots", "plot_run": "plots", "plot_regret_curves": "plots",
     "EvrouteError": "errors",
 }
 

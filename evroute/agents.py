@@ -594,7 +594,7 @@ class PEAgent(Agent):
 
 
 _PE_OPTIONS: tuple[Option, ...] = (
-    Option("delta", nonneg_float, 0.05, "confidence delta of beta_t and xi (spec 004 Sec. 2.5's example: 0.05)"),
+    Option("delta", nonneg_float, 0.05, "confidence delta of beta_t and xi (paper 004's example: 0.05)"),
     Option("beta_scale", nonneg_float, 1.0, "multiplier of paper 004's beta_t (1: the theory's)"),
     Option("xi_scale", nonneg_float, 1.0, "multiplier of paper 004's xi(n) (1: the theory's; smaller eliminates "
            "sooner and voids the guarantee)"),
@@ -604,7 +604,7 @@ _PE_OPTIONS: tuple[Option, ...] = (
     Option("rank", positive_int, 256, "eigenpairs of tv_model=eigen"),
     Option("test", lambda n, v: choice(n, v, ("edge", "path")), "edge",
            "elimination test: edge (paper 004, W += beta_t sum sigma_e) or path (the tighter route-level "
-           "variant of spec 004 Sec. 2.5: W += beta'_t sqrt(1' Sigma_S 1), no |X| factor)"),
+           "variant of paper 004's test: W += beta'_t sqrt(1' Sigma_S 1), no |X| factor)"),
 )
 
 

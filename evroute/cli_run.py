@@ -115,6 +115,9 @@ def models_cmd() -> None:
 @app.command("simulate")
 @with_settings(tuple(RUN_SETTINGS))
 def simulate_cmd(
+    config: Annotated[Path | None, typer.Option(
+        "--config", metavar="CONFIG.json", help="Run a run directory's configuration again (its config.json, or "
+        "the directory); settings given as well replace its values.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<network>-<route>-<policy>-s<seed>).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
     csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.")] = False,
@@ -131,9 +134,10 @@ def simulate_cmd(
     from .grid import policy_tag
     from .progress import configure as configure_progress
     from .report import describe_run
+    from .runs import read_config
     from .simulation import simulate
 
-    cfg = SimulationConfig(**settings)
+    cfg = SimulationConfig(**settings) if config is None else read_config(config).replace(**settings)
     check_blas_threads(blas_threads)
     configure_progress(progress)
     if out is None:

@@ -29,11 +29,11 @@ def sumo_atlas_cmd(
     route: Annotated[str | None, typer.Option("--route", help="Probe vehicles drive every edge between this "
                                               "trip's ends (A or B; default A).")] = None,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
-    rate: Annotated[str, typer.Option(help="Background traffic: random trips an hour.")] = "1800",
-    hours: Annotated[str, typer.Option(help="Simulated hours.")] = "0.5",
-    probes: Annotated[str, typer.Option(help="Traversals of every edge between the trip's ends by probe "
-                                        "vehicles.")] = "3",
-    seed: Annotated[str, typer.Option(help="Seed of the demand and of SUMO.")] = "0",
+    rate: Annotated[float, typer.Option(help="Background traffic: random trips an hour; in (0, 1e6].")] = 1800.0,
+    hours: Annotated[float, typer.Option(help="Simulated hours; in (0, 24].")] = 0.5,
+    probes: Annotated[int, typer.Option(help="Traversals of every edge between the trip's ends by probe "
+                                        "vehicles; 0 to 100.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the demand and of SUMO; 0 to 2^31-1.")] = 0,
     demand: Annotated[str | None, typer.Option("--demand", metavar="ROUTES.xml", help="A SUMO route file as the "
                                                "background traffic instead of --rate random trips (its vehicles "
                                                "become --vehicle; trips may name OSM node ids with fromJunction/"

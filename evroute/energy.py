@@ -6,7 +6,7 @@ For an edge of length ℓ (m), inclination α = atan(grade) (rad) and speed v (m
     E_det = F·ℓ / (3600 η⁺)      if F·ℓ ≥ 0   (traction)
           = F·ℓ · η⁻ / 3600      if F·ℓ < 0   (regenerative braking)  [Wh]
 
-SPEC §2 splits the paper's single η into η⁺ (power train) and η⁻ (recuperation).
+evroute splits the paper's single η into η⁺ (power train) and η⁻ (recuperation), as SUMO does.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def traction_energy_j(length_m, incline_rad, speed_mps, vehicle: Vehicle) -> np.
 
 
 def edge_energy_wh(length_m, incline_rad, speed_mps, vehicle: Vehicle | None = None) -> np.ndarray:
-    """Deterministic energy E_det of each edge in Wh (Eq. 8 with η⁺ / η⁻, SPEC §2).
+    """Deterministic energy E_det of each edge in Wh (Eq. 8 with η⁺ / η⁻).
 
     Parameters
     ----------

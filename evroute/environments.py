@@ -126,13 +126,14 @@ class Truth:
 
 
 def register_truth(name: str, factory, *, options: tuple[Option, ...] = (), description: str = "",
-                   overwrite: bool = False) -> None:
+                   overwrite: bool = False, requires: tuple = ()) -> None:
     """Register a ground truth under ``name`` (``--truth NAME[key=value,...]``).
 
     ``factory(setup: TruthSetup, **options) -> Truth`` receives every declared option (given
-    values converted, the others at their defaults).
+    values converted, the others at their defaults). ``requires``: ``(modules, install)`` of an
+    extra it needs, checked when a run names it (one line naming the install command).
     """
-    TRUTHS.register(name, factory, options, description, overwrite)
+    TRUTHS.register(name, factory, options, description, overwrite, requires=requires)
 
 
 def truth_names() -> list[str]:
@@ -180,7 +181,7 @@ class StaticEnvironment(Environment):
     """A static truth f and Gaussian observation noise (paper 003, Sec. 4.1).
 
     The reference route is the one the rectified oracle returns when handed f: Dijkstra on
-    E[max(0, N(f_e, ς²))] (SPEC §3), so that regret measures learning, not rectification.
+    E[max(0, N(f_e, ς²))], so that regret measures learning, not rectification.
 
     Parameters
     ----------

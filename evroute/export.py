@@ -27,7 +27,7 @@ from .errors import EvrouteError
 from .grid import load_grid
 from .io import atomic_write_text, atomic_write_with, generator, is_stdout
 from .network import load_network
-from .report import feature_collection, path_coordinates, write_geojson
+from .report import COORD_DECIMALS, layers_geojson, path_geodataframe, write_geojson
 from .runs import (
     check_output_file,
     is_finished_run,
@@ -37,8 +37,9 @@ from .runs import (
 )
 from .validate import positive_int
 
-COORD_DECIMALS = 6
 ATTRIBUTION = "© OpenStreetMap contributors"
+
+__all__ = ["run_gdfs", "run_geojson", "export", "write_html", "write_geopackage", "resolve_run_dir", "COORD_DECIMALS"]
 
 
 def resolve_run_dir(directory: str | os.PathLike, run: str | None = None) -> Path:
@@ -69,21 +70,37 @@ def resolve_run_dir(directory: str | os.PathLike, run: str | None = None) -> Pat
     return d / "runs" / finished[0]
 
 
-def _path_line(net, edges) -> list[list[float]]:
-    return path_coordinates(net, edges, decimals=COORD_DECIMALS)
-
-
-def _feature(coords, props: dict) -> dict:
-    return {"type": "Feature", "geometry": {"type": "LineString", "coordinates": coords}, "properties": props}
-
-
-def _num(x) -> float | None:
+def _num(x) -> float:
     x = float(x)
-    return x if math.isfinite(x) else None
+    return x if math.isfinite(x) else math.nan
 
 
-def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
-    """The FeatureCollection of a run: edge, round and optimal layers (see the module doc)."""
+def run_gdfs(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
+    """A run as GeoDataFrames (EPSG:4326), the layers that ``evroute export`` writes.
+
+    Parameters
+    ----------
+    run_dir : path-like
+        A finished run directory.
+    last : int, optional
+        Only the last K rounds' routes.
+    net : evroute.network.Network, optional
+        The run's network (default: loaded as the run did, from its ``config.json``).
+
+    Returns
+    -------
+    dict of str to geopandas.GeoDataFrame
+        ``edge``: every edge with its visits, final posterior mean and standard deviation
+        (``post_mean_wh``, ``post_std_wh``), E_det and the true expected energy; ``round``: the
+        route driven in each round with ``t``, its energy, regret and the edges; ``optimal``: the
+        clairvoyant optimal route. Each frame's ``attrs`` holds the run's description (network,
+        route, policy, model, seed, horizon).
+
+    Examples
+    --------
+    >>> layers = run_gdfs("runs/first")          # doctest: +SKIP
+    >>> layers["edge"].plot(column="post_mean_wh")  # doctest: +SKIP
+    """
     run_dir = require_readable_run(run_dir)
     cfg, summary = read_run_json(run_dir)
     rounds = read_run_table(run_dir, "rounds")
@@ -92,40 +109,43 @@ def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -
         positive_int("--last", last)
         rounds = rounds.tail(last)
     if net is None:
-
         net = load_network(cfg["network"], osm=cfg.get("osm"), dem=cfg.get("dem"))
     if len(edges) != net.n_edges:
         raise EvrouteError(f"{run_dir}: {len(edges)} edges in the run but {net.n_edges} in network {net.name}; "
                            "the network changed since the run")
     if len(rounds) and any(len(p) and (min(p) < 0 or max(p) >= net.n_edges) for p in rounds.path):
         raise EvrouteError(f"{run_dir} is not a readable run: rounds.parquet names edges outside its network")
-    feats = []
-    for r in edges.itertuples(index=False):
-        feats.append(_feature(_path_line(net, [r.edge]), {
-            "layer": "edge", "edge": int(r.edge), "visits": int(r.visits),
-            "post_mean_wh": _num(r.post_mean_final), "post_std_wh": _num(r.post_std_final),
-            "energy_det_wh": _num(r.energy_det_wh), "energy_true_wh": _num(r.energy_true_wh),
-            "length_m": _num(r.length_m), "grade": _num(r.grade), "osm_way": int(r.osm_way)}))
-    for r in rounds.itertuples(index=False):
-        path = [int(e) for e in r.path]
-        feats.append(_feature(_path_line(net, path), {
-            "layer": "round", "t": int(r.t), "energy_wh": _num(r.expected_energy_wh),
-            "regret_wh": _num(r.regret_wh), "observed_energy_wh": _num(r.observed_energy_wh),
-            "cumulative_regret_wh": _num(r.cumulative_regret_wh), "beta": _num(r.beta),
-            "n_edges": len(path), "edges": path}))
-    optimal = [int(e) for e in summary.get("optimal_path", [])]
-    if optimal:
-        feats.append(_feature(_path_line(net, optimal), {
-            "layer": "optimal", "energy_wh": _num(summary["optimal_energy_wh"]), "n_edges": len(optimal),
-            "edges": optimal, "kind": "clairvoyant"}))
-    allc = np.concatenate([np.asarray(f["geometry"]["coordinates"]) for f in feats])
-    fc = feature_collection(
-        feats, network=net.name, route=summary.get("route"), policy=summary.get("policy"),
-        model=summary.get("model"), seed=summary.get("seed"), horizon=summary.get("horizon"),
-        run=run_dir.name, start_edge=summary.get("start_edge"), end_edge=summary.get("end_edge"),
-        rounds_exported=int(len(rounds)), units="Wh", attribution=ATTRIBUTION)
-    fc["bbox"] = [float(allc[:, 0].min()), float(allc[:, 1].min()), float(allc[:, 0].max()), float(allc[:, 1].max())]
-    return fc
+    e = edges
+    layers = {"edge": path_geodataframe(net, [[int(i)] for i in e.edge], {
+        "edge": e.edge.astype(np.int64).to_numpy(), "visits": e.visits.astype(np.int64).to_numpy(),
+        "post_mean_wh": e.post_mean_final.to_numpy(float), "post_std_wh": e.post_std_final.to_numpy(float),
+        "energy_det_wh": e.energy_det_wh.to_numpy(float), "energy_true_wh": e.energy_true_wh.to_numpy(float),
+        "length_m": e.length_m.to_numpy(float), "grade": e.grade.to_numpy(float),
+        "osm_way": e.osm_way.astype(np.int64).to_numpy()})}
+    paths = [[int(x) for x in p] for p in rounds.path]
+    layers["round"] = path_geodataframe(net, paths, {
+        "t": rounds.t.astype(np.int64).to_numpy(), "energy_wh": rounds.expected_energy_wh.to_numpy(float),
+        "regret_wh": rounds.regret_wh.to_numpy(float), "observed_energy_wh": rounds.observed_energy_wh.to_numpy(float),
+        "cumulative_regret_wh": rounds.cumulative_regret_wh.to_numpy(float), "beta": rounds.beta.to_numpy(float),
+        "n_edges": np.array([len(p) for p in paths], dtype=np.int64), "edges": paths})
+    optimal = [int(x) for x in summary.get("optimal_path", [])]
+    layers["optimal"] = path_geodataframe(net, [optimal] if optimal else [], {
+        "energy_wh": [_num(summary["optimal_energy_wh"])] if optimal else [], "n_edges": [len(optimal)] if optimal else [],
+        "edges": [optimal] if optimal else [], "kind": ["clairvoyant"] if optimal else []})
+    about = {"network": net.name, "route": summary.get("route"), "policy": summary.get("policy"),
+             "model": summary.get("model"), "seed": summary.get("seed"), "horizon": summary.get("horizon"),
+             "run": run_dir.name, "start_edge": summary.get("start_edge"), "end_edge": summary.get("end_edge"),
+             "rounds_exported": int(len(rounds)), "units": "Wh", "attribution": ATTRIBUTION}
+    for gdf in layers.values():
+        gdf.attrs.update(about)
+    return layers
+
+
+def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
+    """The FeatureCollection of a run: the layers of :func:`run_gdfs` (property ``layer``), as
+    geopandas writes them, with the run's description under ``properties``."""
+    layers = run_gdfs(run_dir, last=last, net=net)
+    return layers_geojson(layers, **layers["edge"].attrs)
 
 
 def write_html(path: str | os.PathLike, fc: dict) -> None:
@@ -182,21 +202,17 @@ def write_html(path: str | os.PathLike, fc: dict) -> None:
     atomic_write_text(path, html)
 
 
-def write_geopackage(path: str | os.PathLike, fc: dict) -> None:
-    """The layers of :func:`run_geojson` as a GeoPackage: one table per layer (``edge``,
+def write_geopackage(path: str | os.PathLike, layers: dict) -> None:
+    """The layers of :func:`run_gdfs` as a GeoPackage: one table per layer (``edge``,
     ``round``, ``optimal``), WGS84; edge lists are stored as space-separated ids.
     Written to a temporary file and renamed (a half-written file never has the name)."""
-    import geopandas as gpd
-
     frames = {}
-    for layer in ("edge", "round", "optimal"):
-        feats = [f for f in fc["features"] if f["properties"]["layer"] == layer]
-        if not feats:
+    for layer, gdf in layers.items():
+        if len(gdf) == 0:
             continue
-        gdf = gpd.GeoDataFrame.from_features(feats, crs="EPSG:4326")
         if "edges" in gdf:
-            gdf["edges"] = gdf["edges"].map(lambda e: " ".join(map(str, e)))
-        frames[layer] = gdf.drop(columns=["layer"])
+            gdf = gdf.assign(edges=gdf["edges"].map(lambda e: " ".join(map(str, e))))
+        frames[layer] = gdf
 
     def write(tmp: Path) -> None:
         staged = tmp.with_name(tmp.name + ".gpkg")  # GDAL wants the .gpkg extension
@@ -246,9 +262,10 @@ def export(directory: str | os.PathLike, geojson: str | os.PathLike | None = Non
     if len(set(paths)) != len(paths):
         raise EvrouteError("--geojson, --html and --gpkg name the same file; give each its own")
     run_dir = resolve_run_dir(directory, run)
-    fc = run_geojson(run_dir, last=last)
+    layers = run_gdfs(run_dir, last=last)
+    fc = layers_geojson(layers, **layers["edge"].attrs)
     writers = {"geojson": lambda t: write_geojson(t, fc, overwrite=True),  # (checked above)
-               "html": lambda t: write_html(t, fc), "gpkg": lambda t: write_geopackage(t, fc)}
+               "html": lambda t: write_html(t, fc), "gpkg": lambda t: write_geopackage(t, layers)}
     files = []
     for kind, t in targets:
         writers[kind](t)

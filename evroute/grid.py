@@ -308,10 +308,15 @@ def is_osm_file(name: str) -> bool:
     return name not in load_registry("networks") and Path(name).suffix.lower() in (".osm", ".xml")
 
 
-def parse_lengthscales(text: str) -> list[float]:
-    """``0.1,0.5,1`` → [0.1, 0.5, 1.0] (positive numbers, duplicates removed)."""
+def _items(value) -> list:
+    """A comma-separated text (the command line's form) or a list (Python's) as a list."""
+    return split_list(value) if isinstance(value, str) else list(value)
+
+
+def parse_lengthscales(text: str | Iterable[float]) -> list[float]:
+    """``0.1,0.5,1`` (or ``[0.1, 0.5, 1]``) → [0.1, 0.5, 1.0] (positive numbers, duplicates removed)."""
     out: list[float] = []
-    for item in split_list(text):
+    for item in _items(text):
         v = _positive(item, f"--lengthscales must be positive numbers separated by commas, got {item!r}")
         check_lengthscale("--lengthscales", v)
         if v not in out:
@@ -329,12 +334,17 @@ def parse_truth_lengthscale(text: str | float) -> float | str:
         text, f"--truth-lengthscale must be 'same' or a positive number, got {text!r}"))
 
 
-def parse_file_map(text: str | None, networks: list[str], what: str) -> dict:
-    """``--dem PATH`` (one network in the grid) or ``--dem luxembourg=PATH,monaco=PATH2``."""
+def parse_file_map(text, networks: list[str], what: str) -> dict:
+    """``--dem PATH`` (one network in the grid), ``--dem luxembourg=PATH,monaco=PATH2``, or from
+    Python a path or a mapping ``{"luxembourg": PATH}``."""
     if not text:
         return {}
+    if isinstance(text, dict):
+        text = [f"{net}={path}" for net, path in text.items()]
+    elif not isinstance(text, str | list | tuple):
+        text = str(text)  # a Path
     out = {}
-    for item in split_list(text):
+    for item in _items(text):
         net, sep, path = item.partition("=")
         if not sep:
             if len(networks) != 1:
@@ -352,6 +362,8 @@ def parse_sweep(items: Iterable[str] | str | None) -> tuple:
         return ()
     if isinstance(items, str):
         items = [items]
+    elif isinstance(items, dict):  # from Python: {"kappa": [0.5, 1, 2]}
+        items = [f"{k}={v if isinstance(v, str) else ','.join(format_value(x) for x in v)}" for k, v in items.items()]
     out: dict[str, tuple] = {}
     for item in items:
         name, sep, values = str(item).partition("=")
@@ -374,17 +386,52 @@ def parse_sweep(items: Iterable[str] | str | None) -> tuple:
     return tuple(out.items())
 
 
-def make_grid(*, preset: str | None = None, network: str | None = None, routes: str | None = None,
-              policies: str | None = None, seeds: int | None = None, lengthscales: str | None = None,
-              truth_lengthscale: str | None = None, osm: str | None = None, dem: str | None = None,
-              sweep: Iterable[str] | str | None = None, truth_kind: str | None = None, **settings) -> Grid:
-    """Build a grid from command-line values; options given (not None) override the preset's.
+def make_grid(*, preset: str | None = None, network: str | None = None, routes: str | Iterable[str] | None = None,
+              policies: str | Iterable | None = None, seeds: int | None = None,
+              lengthscales: str | Iterable[float] | None = None, truth_lengthscale: float | str | None = None,
+              osm=None, dem=None, sweep: Iterable[str] | str | dict | None = None, truth_kind: str | None = None,
+              **settings) -> Grid:
+    """A comparison grid, as ``evroute compare`` builds it; options given (not None) override the
+    preset's.
 
-    ``settings`` are any settings of a run (:data:`evroute.config.RUN_SETTINGS`, e.g. ``horizon``,
-    ``model``, ``vehicle``, ``kappa``, ``truth``, ``drift``), converted by their declarations as
-    ``evroute simulate``'s options are. With a preset and ``network`` but no ``routes``, the
-    preset's route letters are taken on ``network`` (``--preset paper-fig2 --network monaco`` →
-    monaco:A, monaco:B).
+    Parameters
+    ----------
+    preset : str, optional
+        A named grid (:data:`evroute.presets.PRESETS`: ``paper-fig2``, ``paper-fig3``, ...).
+    network : str, optional
+        The network of unqualified routes (default ``synthetic``).
+    routes : str or list of str, optional
+        ``"A,B"`` or ``["monaco:A", "luxembourg:B"]`` (default ``A``).
+    policies : str or list, optional
+        ``"gp-ucb,bi-ucb"`` or ``["gp-ucb", "gp-bucb[xi=0.5]"]`` (default the six of paper 003 Fig. 2).
+    seeds : int, optional
+        Seeds 0..N-1 (default 5).
+    lengthscales : str or list of float, optional
+        The agents' prior lengthscales (default 1).
+    truth_lengthscale : float or "same", optional
+        The truth kernel's lengthscale (default 1), or each run's own.
+    osm, dem : str, path or dict, optional
+        One file (a grid of one network), ``"NET=PATH,..."`` or ``{"luxembourg": PATH}``.
+    sweep : str, list of str or dict, optional
+        More settings to sweep: ``["kappa=0.5,1,2"]`` or ``{"kappa": [0.5, 1, 2]}``.
+    **settings
+        Any setting of a run (:data:`evroute.settings.RUN_SETTINGS`: ``horizon``, ``model``,
+        ``vehicle``, ``kappa``, ``truth``, ``drift``, ...), converted by its declaration as
+        ``evroute simulate``'s options are.
+
+    Returns
+    -------
+    Grid
+        The grid: its base configuration and axes (``grid.cells()``, ``grid.config(cell)``).
+
+    With a preset and ``network`` but no ``routes``, the preset's route letters are taken on
+    ``network`` (``--preset paper-fig2 --network monaco`` → monaco:A, monaco:B).
+
+    Examples
+    --------
+    >>> grid = make_grid(network="synthetic", routes="A", policies=["gp-ucb", "bi-ucb"], seeds=2, horizon=20)
+    >>> len(grid.cells()), [c.policy.label for c in grid.cells()][:2]
+    (4, ['gp-ucb', 'gp-ucb'])
     """
     base: dict = {}
     if preset is not None:
@@ -408,7 +455,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
             route_list = parse_routes(list(base["routes"]))
     else:
         route_list = parse_routes("A", network)
-    policy_texts = split_list(policies) if policies is not None else list(base.get("policies", DEFAULT_POLICIES))
+    policy_texts = _items(policies) if policies is not None else list(base.get("policies", DEFAULT_POLICIES))
     if not policy_texts:
         raise EvrouteError("--policies is empty")
     policy_list: list[Component] = [resolve_policy(text) for text in policy_texts]

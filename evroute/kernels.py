@@ -1,4 +1,4 @@
-"""Kernels on the edges of a road network (paper 003, App. B.1; SPEC §4).
+"""Kernels on the edges of a road network (paper 003, App. B.1).
 
 Pure functions over numpy / scipy arrays, float64 throughout:
 
@@ -329,7 +329,7 @@ def graph_matern(
 
     003 Eq. 134 (Borovitskiy et al. 2021 with the incidence Laplacian of the line graph):
     ``k_G = U (2ν/κ² I + Λ)^(−ν) Uᵀ`` for ``Δ = U Λ Uᵀ``, then divided by the mean of its
-    diagonal (SPEC §4).
+    diagonal.
 
     Parameters
     ----------
@@ -478,7 +478,7 @@ def combined_kernel(
     kind: str = "combined",
     prior_var: float = 1.0,
 ) -> np.ndarray:
-    """Prior covariance of the edge energies (SPEC §4; 003 App. B.1, Eq. 134-136).
+    """Prior covariance of the edge energies (003 App. B.1, Eq. 134-136).
 
     * ``kind="combined"``: ``σ₀² · normalise(K_G ∘ k_f(X, X) + k_f′(X, X))``
       (elementwise product; ``k_f`` and ``k_f′`` are Matérn-5/2 with their own lengthscales

@@ -1,6 +1,6 @@
 """Road networks: load OSM data, keep drivable roads, add features, build the line graph.
 
-The pipeline (SPEC §1) is
+The pipeline is
 
 1. read OSM XML with osmnx (or generate the embedded synthetic city);
 2. node elevations from OSM ``ele`` tags, a DEM raster, or flat (with a warning);
@@ -43,9 +43,11 @@ from .osm import (
     is_reversed,
     merge_segment_tags,
     node_elevations,
+    prepare_simplified_graph,
     read_osm_graph,
     read_restrictions,
     simplify_graph,
+    sort_merged_tags,
 )
 from .progress import stage
 from .registry import load_registry
@@ -57,7 +59,7 @@ PIPELINE_VERSION = 7
 
 #: Drivable ``highway`` values (the standard OSM classes a car may use). Non-standard
 #: values such as MoST's ``secondary_tunnel`` are not drivable classes and are dropped,
-#: which reproduces the sizes in ../shared/data/README.md.
+#: which reproduces the sizes of the MoST and LuST networks read with osmnx.
 DRIVABLE = (
     "motorway", "trunk", "primary", "secondary", "tertiary", "unclassified", "residential",
     "living_street", "road", "motorway_link", "trunk_link", "primary_link", "secondary_link",
@@ -136,6 +138,45 @@ class Network:
     def cache_key(self) -> str:
         """Identifies the prepared network (input hash + parameters)."""
         return self.meta["cache_key"]
+
+    def to_gdfs(self, nodes: bool = True, edges: bool = True):
+        """The network as GeoDataFrames in WGS84 (EPSG:4326), in the manner of
+        ``osmnx.graph_to_gdfs``.
+
+        Parameters
+        ----------
+        nodes, edges : bool
+            Which to return.
+
+        Returns
+        -------
+        geopandas.GeoDataFrame or tuple of them
+            ``nodes``: indexed by node id, ``lon``, ``lat``, ``elevation_m`` and Point geometry;
+            ``edges``: indexed by edge id (the row numbers every evroute table uses), the
+            columns of :attr:`edges` and LineString geometry from ``u`` to ``v``. Both when both
+            are asked for, as ``(nodes, edges)``.
+
+        Examples
+        --------
+        >>> net = load_network("synthetic")
+        >>> gdf_nodes, gdf_edges = net.to_gdfs()
+        >>> gdf_edges.crs.to_epsg(), len(gdf_edges) == net.n_edges
+        (4326, True)
+        """
+        import geopandas as gpd
+        import shapely
+
+        if not (nodes or edges):
+            raise EvrouteError("to_gdfs: ask for nodes, edges or both")
+        out = []
+        if nodes:
+            n = self.nodes
+            out.append(gpd.GeoDataFrame(n.copy(), geometry=shapely.points(n.lon.to_numpy(), n.lat.to_numpy()),
+                                        crs="EPSG:4326"))
+        if edges:
+            out.append(gpd.GeoDataFrame(self.edges.copy(), geometry=[shapely.LineString(g) for g in self.geometry],
+                                        crs="EPSG:4326"))
+        return tuple(out) if len(out) == 2 else out[0]
 
     def edge_midpoints(self) -> np.ndarray:
         """(E, 2) array of (lon, lat) at the middle vertex of each edge's geometry."""
@@ -460,8 +501,9 @@ def lipschitz_envelope(n_nodes: int, a: np.ndarray, b: np.ndarray, length: np.nd
 
 
 def build_network(graph, name: str, dem: Path | None = None, max_grade: float = DEFAULT_MAX_GRADE,
-                  restrictions: list[dict] | None = None) -> Network:
-    """Process an unsimplified osmnx-style MultiDiGraph into a :class:`Network`."""
+                  restrictions: list[dict] | None = None, simplified: bool = False) -> Network:
+    """Process an unsimplified osmnx-style MultiDiGraph into a :class:`Network` (``simplified``:
+    a graph :func:`evroute.osm.prepare_simplified_graph` made ready, not simplified again)."""
     n_input_nodes = graph.number_of_nodes()
     ele, elevation_source = node_elevations(graph, dem)
     for n, v in ele.items():
@@ -476,7 +518,7 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     n_drivable_nodes = graph.number_of_nodes()
     n_drivable_edges = graph.number_of_edges()
     km_drivable = sum(d.get("length", 0.0) for *_, d in graph.edges(data=True)) / 1000
-    graph = simplify_graph(graph)
+    graph = simplify_graph(graph) if not simplified else prepare_simplified_graph(graph)
     if graph.number_of_edges() < 2:
         raise EvrouteError(f"network {name!r} is empty after keeping the largest strongly connected component")
 
@@ -562,6 +604,59 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     }
     return Network(name=name, edges=edges, nodes=nodes, geometry=geometry, edge_ways=ways,
                    conn_src=conn_src, conn_dst=conn_dst, meta=meta)
+
+
+def network_from_graph(graph, name: str = "graph", *, dem: str | os.PathLike | None = None,
+                       max_grade: float = DEFAULT_MAX_GRADE) -> Network:
+    """A :class:`Network` from an osmnx road graph the user already has
+    (``osmnx.graph_from_place``, ``graph_from_bbox``, ``graph_from_xml``, ...).
+
+    The graph may be simplified or not, projected or in WGS84; it is not changed (a copy is
+    processed as an OSM file is: drivable roads, the largest strongly connected component of the
+    roads and of the line graph, speed limits imputed by road class, grades from node
+    elevations). An unsimplified graph (``simplify=False``) gives the network evroute reads from
+    the same OSM file; a graph osmnx simplified kept no per-segment tags, so where it merged
+    segments of different classes or limits the edge takes the smallest value (a drivable class
+    first), not the one covering the most length. Elevations come from the nodes' ``elevation`` (``osmnx.elevation``) or ``ele``
+    attributes, or from ``dem``. Turn restrictions are not in an osmnx graph: every turn but a
+    U-turn is legal. Not cached: the graph is already in memory.
+
+    Parameters
+    ----------
+    graph : networkx.MultiDiGraph
+        An osmnx graph.
+    name : str
+        The network's name in tables and figures.
+    dem : path-like, optional
+        A DEM raster for the node elevations, read bilinearly.
+    max_grade : float
+        The grade bound of :func:`load_network`.
+
+    Returns
+    -------
+    Network
+
+    Raises
+    ------
+    EvrouteError
+        When the graph holds no drivable road, or its nodes have no coordinates.
+    """
+    import osmnx as ox
+
+    g = graph.copy()
+    crs = g.graph.get("crs")
+    if crs is not None and str(crs).upper() not in ("EPSG:4326", "WGS84", "EPSG:4979"):
+        g = ox.projection.project_graph(g, to_latlong=True)
+    if any("x" not in d or "y" not in d for _, d in g.nodes(data=True)):
+        raise EvrouteError("the graph's nodes need x (longitude) and y (latitude), as osmnx gives them")
+    simplified = bool(g.graph.get("simplified"))
+    if simplified:
+        sort_merged_tags(g, DRIVABLE)
+    net = build_network(g, name=name, dem=None if dem is None else Path(dem).expanduser(),
+                        max_grade=positive_float("max_grade", max_grade), restrictions=[], simplified=simplified)
+    net.meta.update({"source": "osmnx graph", "cache_key": hash_bytes(name, "graph", str(net.n_edges),
+                                                                        net.edges.length_m.to_numpy().tobytes())})
+    return net
 
 
 def line_graph_arrays(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

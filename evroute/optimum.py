@@ -1,6 +1,6 @@
 """The exact optimum: the best vertex-simple route under per-edge energies that may be negative.
 
-SPEC §3 ("two optima"): the ground-truth energy f is a GP sample, which on real networks
+Two optima: the ground-truth energy f is a GP sample, which on real networks
 almost always has cycles of negative total energy, so "the shortest walk" does not exist and
 the best *simple* path (the paper's Eq. 1) is NP-hard in general. This module computes it:
 
@@ -30,7 +30,7 @@ the best *simple* path (the paper's Eq. 1) is NP-hard in general. This module co
    min-cut from r to each visited k (as in branch-and-cut for the prize-collecting Steiner
    tree and orienteering problems; Fischetti et al. 1997, Sec. 4) plus a cheap
    connected-components heuristic. The LP rounds (a cutting-plane root) run before each MILP
-   solve; on the road networks of SPEC §8 the LP usually ends integral or one MILP solve
+   solve; on the paper's road networks the LP usually ends integral or one MILP solve
    finishes the job.
 
 A solution of the relaxed model (any subset of the cuts) is an s–t path plus cycles that are
@@ -938,7 +938,7 @@ def exact_optimum(
     ends: str = "strict",
     method: str = "auto",
 ) -> OptimumResult:
-    """Best vertex-simple route from ``start`` to ``end`` under ``weights`` (SPEC §3, Eq. 1).
+    """Best vertex-simple route from ``start`` to ``end`` under ``weights`` (paper 003 Eq. 1).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The route oracle: shortest paths on the line graph L(G) (SPEC §7).
+"""The route oracle: shortest paths on the line graph L(G).
 
 Edges of the road network are the nodes of L(G); a route from start edge s to end edge t
 is a walk s → … → t along legal turns, and its cost is the sum of the per-edge weights

@@ -228,6 +228,31 @@ def _sample_dem(dem: Path, graph) -> np.ndarray:
     return vals
 
 
+def sort_merged_tags(graph, drivable=()) -> None:
+    """In a graph osmnx simplified, put the values it merged into lists in sorted order: osmnx
+    keeps them in a set's order, which follows Python's string-hash seed for text, so the
+    first of them (what :func:`first_tag` reads) would change from process to process. A merged
+    ``highway`` lists its ``drivable`` classes first (a road merged with a footway at a dead end
+    is still a road)."""
+    for *_, d in graph.edges(keys=True, data=True):
+        for key, value in d.items():
+            if isinstance(value, list):
+                d[key] = sorted(value, key=lambda x: (key == "highway" and x not in drivable, str(type(x)), str(x)))
+
+
+def prepare_simplified_graph(graph):
+    """A graph osmnx already simplified, made ready as :func:`simplify_graph` leaves a graph:
+    each edge's tags recorded as one segment (:data:`SEGMENTS`; osmnx kept no per-segment
+    lengths, so a merged tag's smallest value stands for the edge, after
+    :func:`sort_merged_tags`), the largest strongly connected component kept."""
+    import osmnx as ox
+
+    for *_, d in graph.edges(keys=True, data=True):
+        d[SEGMENTS] = [(first_tag(d.get("highway")), first_tag(d.get("maxspeed")), first_tag(d.get("lanes")),
+                        float(d.get("length", 0.0)))]
+    return ox.truncate.largest_component(graph, strongly=True)
+
+
 def simplify_graph(graph):
     """Simplify the topology (osmnx) and keep the largest strongly connected component
     (003 App. B.2), carrying every segment's tags along (:data:`SEGMENTS`).

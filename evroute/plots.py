@@ -534,7 +534,6 @@ def plot_exploration(runs: pd.DataFrame, out_dir: FigureSet | Path, nets: dict |
     (log scale), the clairvoyant optimal route of the lowest seed shown, start and end
     (003 Fig. 6–9)."""
     plt = _mpl()
-    from matplotlib.collections import LineCollection
     from matplotlib.colors import LogNorm
     from matplotlib.lines import Line2D
 
@@ -568,28 +567,11 @@ def plot_exploration(runs: pd.DataFrame, out_dir: FigureSet | Path, nets: dict |
         vmax = max(1, max(int(v.max()) for v in visits.values()))
         norm = LogNorm(vmin=1, vmax=max(vmax, 2))
         cmap = plt.get_cmap("plasma")
-        segs = [np.asarray(g, dtype=float) for g in net.geometry]
-        lat0 = float(np.mean(net.nodes.lat))
         fig, axes = _panels(plt, len(policies), kind="map", sharex=False, aspect=network_aspect(net))
         for ax, pol in zip(axes, policies, strict=True):
-            # the grey network as pixels in the SVG of a large network (100k edges: 16 MB of paths)
-            ax.add_collection(LineCollection(segs, colors="#d4d4d4", linewidths=0.5, zorder=1,
-                                             rasterized=len(segs) > RASTERIZE_FROM_EDGES))
             v = visits[pol]
-            idx = np.flatnonzero(v > 0)
-            idx = idx[np.argsort(v[idx], kind="stable")]  # most visited on top
-            if len(idx):
-                ax.add_collection(LineCollection([segs[i] for i in idx], colors=cmap(norm(v[idx])),
-                                                 linewidths=1.6, zorder=2))
-            if optimal:
-                xy = np.concatenate([segs[i] for i in optimal])
-                ax.plot(xy[:, 0], xy[:, 1], color="black", lw=1.1, ls=(0, (3, 2)), zorder=3)
-            ax.plot(*segs[start][0], marker="o", ms=7, color="#1a9850", mec="black", zorder=4)
-            ax.plot(*segs[end][-1], marker="s", ms=7, color="#d73027", mec="black", zorder=4)
-            ax.set_aspect(1.0 / math.cos(math.radians(lat0)))
-            ax.autoscale_view()
-            ax.set_xticks([])
-            ax.set_yticks([])
+            _draw_network(ax, net, np.where(v > 0, v, np.nan), norm=norm, cmap=cmap, route=optimal,
+                          ends=(start, end))
             n_seeds = int((rr.policy == pol).sum())
             ax.set_title(f"{_pretty(pol)} ({n_seeds} seed{'s' if n_seeds != 1 else ''})", fontsize="medium")
         sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
@@ -607,6 +589,170 @@ def plot_exploration(runs: pd.DataFrame, out_dir: FigureSet | Path, nets: dict |
         stem = f"explore-{Path(route.partition(':')[0]).stem}-{route.partition(':')[2]}"
         files += _save(fig, out_dir, stem)
     return files
+
+
+# --------------------------------------------------------------------------------------
+# Figures for Python users: each returns (fig, ax) and writes nothing
+# --------------------------------------------------------------------------------------
+
+
+def _draw_network(ax, net, values=None, *, norm=None, cmap=None, route=None, ends=None, linewidth: float = 1.6):
+    """The network in light grey on ``ax``; the edges with a finite value coloured by it (the
+    largest on top); a route as a dashed black line; the trip's start and end edges."""
+    from matplotlib.collections import LineCollection
+
+    segs = [np.asarray(g, dtype=float) for g in net.geometry]
+    # the grey network as pixels in the SVG of a large network (100k edges: 16 MB of paths)
+    ax.add_collection(LineCollection(segs, colors="#d4d4d4", linewidths=0.5, zorder=1,
+                                     rasterized=len(segs) > RASTERIZE_FROM_EDGES))
+    if values is not None:
+        v = np.asarray(values, dtype=float)
+        idx = np.flatnonzero(np.isfinite(v))
+        idx = idx[np.argsort(v[idx], kind="stable")]
+        if len(idx):
+            ax.add_collection(LineCollection([segs[i] for i in idx], colors=cmap(norm(v[idx])),
+                                             linewidths=linewidth, zorder=2))
+    if route is not None and len(route):
+        xy = np.concatenate([segs[int(i)] for i in route])
+        ax.plot(xy[:, 0], xy[:, 1], color="black", lw=1.1, ls=(0, (3, 2)), zorder=3)
+    if ends is not None:
+        ax.plot(*segs[int(ends[0])][0], marker="o", ms=7, color="#1a9850", mec="black", zorder=4)
+        ax.plot(*segs[int(ends[1])][-1], marker="s", ms=7, color="#d73027", mec="black", zorder=4)
+    ax.set_aspect(1.0 / math.cos(math.radians(float(np.mean(net.nodes.lat)))))
+    ax.autoscale_view()
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def plot_network(net, values=None, *, route=None, ends=None, ax=None, cmap: str = "plasma", log: bool = False,
+                 label: str | None = None):
+    """Draw a network, optionally with a value per edge and a route, in the manner of
+    ``osmnx.plot_graph``.
+
+    Parameters
+    ----------
+    net : evroute.network.Network
+        The network.
+    values : array-like of length E, optional
+        A value per edge (visits, a posterior mean, E_det, ...); edges whose value is NaN are left
+        grey.
+    route : sequence of int, optional
+        Edge ids of a route, drawn as a dashed black line.
+    ends : (int, int), optional
+        A trip's start and end edges (green circle, red square).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure).
+    cmap : str
+        The colour map of ``values``.
+    log : bool
+        A logarithmic colour scale (positive values).
+    label : str, optional
+        The colour bar's label (no colour bar without ``values``).
+
+    Returns
+    -------
+    (matplotlib.figure.Figure, matplotlib.axes.Axes)
+
+    Examples
+    --------
+    >>> net = load_network("synthetic")
+    >>> fig, ax = plot_network(net, net.edges.grade.to_numpy(), label="grade")
+    """
+    plt = _mpl()
+    from matplotlib.colors import LogNorm, Normalize
+
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(MAP_W + COLORBAR_W, MAP_H),
+                                                                  layout="constrained")
+    norm = colormap = None
+    if values is not None:
+        v = np.asarray(values, dtype=float)
+        if v.shape != (net.n_edges,):
+            raise EvrouteError(f"plot_network: values need one number per edge ({net.n_edges}), got shape {v.shape}")
+        finite = v[np.isfinite(v) & ((v > 0) if log else True)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 2.0)
+        norm = LogNorm(vmin=lo, vmax=max(hi, lo * 1.0001)) if log else Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1)
+        colormap = plt.get_cmap(cmap)
+    _draw_network(ax, net, values, norm=norm, cmap=colormap, route=route, ends=ends)
+    if values is not None:
+        fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=colormap), ax=ax, label=label or "", shrink=0.8)
+    return fig, ax
+
+
+def plot_run(run_dir: str | os.PathLike, column: str = "visits", *, ax=None, log: bool | None = None):
+    """Draw one run on its network: an edge table column per edge, the clairvoyant optimal
+    route, the trip's ends.
+
+    Parameters
+    ----------
+    run_dir : path-like
+        A finished run directory.
+    column : str
+        A column of the run's ``edges.parquet``: ``visits`` (default, log scale),
+        ``post_mean_final``, ``post_std_final``, ``energy_true_wh``, ``energy_det_wh``, ...
+        Unvisited edges are left grey for ``visits``.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure).
+    log : bool, optional
+        A logarithmic colour scale (default: for ``visits``).
+
+    Returns
+    -------
+    (matplotlib.figure.Figure, matplotlib.axes.Axes)
+    """
+    run_dir = require_readable_run(run_dir)
+    _, summary = read_run_json(run_dir)
+    edges = read_run_table(run_dir, "edges")
+    if column not in edges:
+        raise EvrouteError(f"{run_dir}: edges.parquet has no column {column!r} (columns: {', '.join(edges.columns)})")
+    net = _load_network_of(run_dir)
+    values = edges[column].to_numpy(dtype=float)
+    if column == "visits":
+        values = np.where(values > 0, values, np.nan)
+    fig, ax = plot_network(net, values, route=summary.get("optimal_path"),
+                           ends=(summary["start_edge"], summary["end_edge"]), ax=ax,
+                           log=column == "visits" if log is None else log, label=column)
+    ax.set_title(f"{summary['policy']} on {summary['route']}, seed {summary['seed']}", fontsize="medium")
+    return fig, ax
+
+
+def plot_regret_curves(directory: str | os.PathLike, route: str | None = None, *, ax=None):
+    """Cumulative regret over the rounds, mean ± 1 standard error over seeds, one line per
+    policy, for one route of a compare directory (or one run).
+
+    Parameters
+    ----------
+    directory : path-like
+        A compare directory or a run directory.
+    route : str, optional
+        The route (``synthetic:A``); default the first of the grid.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure).
+
+    Returns
+    -------
+    (matplotlib.figure.Figure, matplotlib.axes.Axes)
+    """
+    plt = _mpl()
+    run_dirs, _ = find_runs(directory)
+    runs = load_runs(run_dirs)
+    runs = runs[runs.lengthscale == _main_lengthscale(runs)]
+    routes = list(dict.fromkeys(runs.route))
+    route = routes[0] if route is None else route
+    if route not in routes:
+        raise EvrouteError(f"{directory} has no runs on route {route!r} (routes: {', '.join(routes)})")
+    sel = runs[runs.route == route]
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(PANEL_W + 1.2, PANEL_H),
+                                                                  layout="constrained")
+    styles = _policy_styles(list(dict.fromkeys(sel.policy)))
+    for pol, style in styles.items():
+        line = _mean_band(ax, sel[sel.policy == pol], "cumulative_regret_wh", style)
+        line.set_label(_pretty(pol))
+    ax.set_title(route, fontsize="medium")
+    ax.set_xlabel("round t")
+    ax.set_ylabel("cumulative regret (Wh)")
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False, fontsize="small")
+    return fig, ax
 
 
 # --------------------------------------------------------------------------------------

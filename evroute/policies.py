@@ -1,4 +1,4 @@
-"""Index rules and rectification (paper 003, Algorithm 2 and Theorem 3.1; SPEC §6).
+"""Index rules and rectification (paper 003, Algorithm 2 and Theorem 3.1).
 
 Energy is a cost, so every optimistic index is a *lower* bound on the expected energy.
 A policy turns a posterior model into one index μ̃_e per edge:
@@ -11,7 +11,7 @@ A policy turns a posterior model into one index μ̃_e per edge:
 
 and rectifies it (Algorithm 2, line 3): U_e = E[max(0, z)], z ~ N(μ̃_e, ς²), with ς² the
 observation noise variance, so that the weights are non-negative and Dijkstra applies.
-(The paper's Algorithm 2 uses ς²; its surrounding text says σ²_{t−1,e}; SPEC §6 fixes ς².)
+(The paper's Algorithm 2 uses ς²; its surrounding text says σ²_{t−1,e}; evroute uses ς².)
 """
 
 from __future__ import annotations

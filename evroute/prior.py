@@ -1,4 +1,4 @@
-"""Priors over the expected energy of every edge, as operators (SPEC §4; 003 App. B.1).
+"""Priors over the expected energy of every edge, as operators (003 App. B.1).
 
 A prior is the Gaussian process GP(m, k) restricted to the E edges of a network: a mean
 vector m and a covariance k, handed to the posterior backends as one object. Backends ask
@@ -185,7 +185,7 @@ class Prior(ABC):
     def precision_min_eigenvalue(self) -> float | None:
         """A lower bound on the smallest eigenvalue of :meth:`precision` (so k's largest
         eigenvalue is at most its inverse), where one is known in closed form; None otherwise.
-        The local GMRF updates' error bounds need it (``spec/local-posteriors.md``)."""
+        The local GMRF updates' error bounds need it."""
         return None
 
     def precision_ordering(self) -> np.ndarray:
@@ -526,7 +526,7 @@ def _matrix_power(P: sp.csc_matrix, nu: int) -> sp.csc_matrix:
 
 
 class GraphMaternPrior(Prior):
-    """The graph Matérn prior as a Gaussian Markov random field (003 Eq. 134; SPEC §4;
+    """The graph Matérn prior as a Gaussian Markov random field (003 Eq. 134;
     Borovitskiy et al. 2021): k = σ₀² P^−ν / s with P = 2ν/κ² I + Δ and s = mean diag(P^−ν),
     i.e. the same covariance as ``NetworkPrior(kind="graph")``, never formed: the precision
     Q = (s/σ₀²) P^ν is sparse (ν-hop neighbourhoods of the line graph).
@@ -644,8 +644,8 @@ def graph_kernel(net, nu: float = 2.0, kappa: float = 1.0) -> np.ndarray:
 
 def network_kernel(net, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
                    nu: float = 2.0, prior_var: float = 1.0) -> np.ndarray:
-    """Prior covariance over all edges as a dense matrix: σ₀² · normalise(k_G·k_f + k_f′)
-    (SPEC §4), or an ablation (``kind`` "graph", "context")."""
+    """Prior covariance over all edges as a dense matrix: σ₀² · normalise(k_G·k_f + k_f′), or an
+    ablation (``kind`` "graph", "context")."""
     x = standardize_context(net.context)
     k_g = graph_kernel(net, nu, kappa) if kind in ("combined", "graph") else None
     if k_g is None:
@@ -840,8 +840,8 @@ class NetworkPrior(Prior):
         return self.kind == "graph" and float(self.nu).is_integer()
 
     def precision(self) -> sp.csc_matrix:
-        """Q = k⁻¹ = (s/σ₀²)(2ν/κ² I + Δ)^ν for the graph kernel with integer ν (003 Eq. 134;
-        SPEC §4), s = mean diag((2ν/κ² I + Δ)^−ν) by selected inversion (no dense inverse)."""
+        """Q = k⁻¹ = (s/σ₀²)(2ν/κ² I + Δ)^ν for the graph kernel with integer ν (003 Eq. 134),
+        s = mean diag((2ν/κ² I + Δ)^−ν) by selected inversion (no dense inverse)."""
         if not self.is_markov:
             raise EvrouteError(f"the {self.kind!r} prior with nu={self.nu:g} has no sparse precision "
                                "(only the graph kernel with an integer nu is a Markov random field)")

@@ -1,5 +1,5 @@
 """A run's problem, set up from its configuration: the network, the trip, the physics prior
-mean, the noise, the ground truth (paper 003 Sec. 4.1; SPEC §3), and from them the
+mean, the noise, the ground truth (paper 003 Sec. 4.1), and from them the
 environment and the agent the loop runs.
 
 Per seed the true expected energy f is one draw of GP(E_det, k) over all edges, with

@@ -118,10 +118,38 @@ def path_coordinates(net, edges, decimals: int | None = None) -> list[list[float
     return coords
 
 
-def linestring_feature(net, edges, properties: dict) -> dict:
-    """A GeoJSON LineString Feature (RFC 7946: WGS84, lon/lat order) of a path."""
-    return {"type": "Feature", "geometry": {"type": "LineString", "coordinates": path_coordinates(net, edges)},
-            "properties": properties}
+#: Decimals of the coordinates evroute writes (about 0.1 m).
+COORD_DECIMALS = 6
+
+
+def path_geodataframe(net, paths: list, columns: dict):
+    """A GeoDataFrame (EPSG:4326) of paths of edges: one LineString per path (coordinates
+    rounded to :data:`COORD_DECIMALS`, consecutive duplicates removed) and the given columns."""
+    import geopandas as gpd
+    import shapely
+
+    geometry = [shapely.LineString(path_coordinates(net, p, decimals=COORD_DECIMALS)) for p in paths]
+    return gpd.GeoDataFrame(columns, geometry=geometry, crs="EPSG:4326")
+
+
+def layers_geojson(layers: dict, **properties) -> dict:
+    """One GeoJSON FeatureCollection (RFC 7946) of several layers of GeoDataFrames, written by
+    geopandas: every feature's properties begin with ``layer``, NaN is ``null``; the collection
+    carries evroute's generator mark, ``properties`` and its ``bbox``."""
+    feats = []
+    for name, gdf in layers.items():
+        if len(gdf) == 0:
+            continue
+        if name is not None:
+            gdf = gdf.copy()
+            gdf.insert(0, "layer", name)
+        feats += json.loads(gdf.to_json(drop_id=True, na="null"))["features"]
+    fc = feature_collection(feats, **properties)
+    bounds = np.array([g.total_bounds for g in layers.values() if len(g)])
+    if len(bounds):
+        fc["bbox"] = [float(bounds[:, 0].min()), float(bounds[:, 1].min()), float(bounds[:, 2].max()),
+                      float(bounds[:, 3].max())]
+    return fc
 
 
 def feature_collection(features: list[dict], **properties) -> dict:
@@ -144,9 +172,16 @@ def write_geojson(path: str | Path, collection: dict, overwrite: bool = False) -
     atomic_write_text(path, json.dumps(collection, separators=(",", ":")) + "\n")
 
 
+def routes_geodataframe(net, routes: list[dict], route_name: str):
+    """The routes of :func:`evroute.routes.reference_routes` as a GeoDataFrame (EPSG:4326)."""
+    return path_geodataframe(net, [r["edges"] for r in routes], {
+        "kind": [r["kind"] for r in routes], "route": [route_name] * len(routes),
+        "energy_wh": [r["energy_wh"] for r in routes], "length_m": [r["length_m"] for r in routes],
+        "time_s": [r["time_s"] for r in routes], "n_edges": [r["n_edges"] for r in routes],
+        "edges": [list(r["edges"]) for r in routes]})
+
+
 def routes_geojson(net, routes: list[dict], route_name: str) -> dict:
     """FeatureCollection of the routes from :func:`evroute.routes.reference_routes`."""
-    feats = [linestring_feature(net, r["edges"], {
-        "kind": r["kind"], "route": route_name, "energy_wh": r["energy_wh"], "length_m": r["length_m"],
-        "time_s": r["time_s"], "n_edges": r["n_edges"], "edges": r["edges"]}) for r in routes]
-    return feature_collection(feats, network=net.name, attribution="© OpenStreetMap contributors")
+    return layers_geojson({None: routes_geodataframe(net, routes, route_name)}, network=net.name,
+                          attribution="© OpenStreetMap contributors")

@@ -1,4 +1,4 @@
-"""Routes: the paper's start/end edges (SPEC §8) and coordinates snapped to edges.
+"""Routes: the paper's start/end edges and coordinates snapped to edges.
 
 A route is a start edge and an end edge of a :class:`~evroute.network.Network`. Named
 routes (``monaco:A``...) live in ``data/routes.json``; the synthetic network computes its
@@ -163,7 +163,7 @@ def resolve_route(net, route: str | None = None, from_point: str | None = None,
 
 
 def edge_energies(net, vehicle=None) -> np.ndarray:
-    """E_det (Wh) of every edge of ``net`` for ``vehicle`` (SPEC §2); an energy that is not a
+    """E_det (Wh) of every edge of ``net`` for ``vehicle``; an energy that is not a
     finite number is one line naming the vehicle."""
     e = net.edges
     with np.errstate(over="ignore", invalid="ignore"):

@@ -18,11 +18,12 @@ import numpy as np
 import pandas as pd
 
 from . import io
+from .config import SimulationConfig
 from .errors import EvrouteError
 from .io import atomic_write_json, atomic_write_with, directory_entries, make_public, short_list
 
 __all__ = ["RunResult", "RUN_FILES", "RUN_DIR_NAMES", "COMPARE_DIR_NAMES", "is_finished_run", "verify_run",
-           "require_readable_run", "read_run_json", "read_run_table", "is_run_directory", "stale_siblings", "check_out_dir",
+           "require_readable_run", "read_run_json", "read_run_table", "read_config", "is_run_directory", "stale_siblings", "check_out_dir",
            "prepare_out_dir", "write_run", "parquet_to_csv", "check_output_file"]
 
 
@@ -143,6 +144,44 @@ def read_run_json(run_dir: str | os.PathLike) -> tuple[dict, dict]:
             raise EvrouteError(f"{run_dir} is not a readable run: {why}")
         out.append(obj)
     return out[0], out[1]
+
+
+def read_config(path: str | os.PathLike) -> SimulationConfig:
+    """The configuration of a run: its ``config.json`` (or the run directory holding it), which
+    holds everything that reproduces the run (``evroute simulate --config``).
+
+    Parameters
+    ----------
+    path : path-like
+        A ``config.json`` (of any format evroute wrote) or a run directory.
+
+    Returns
+    -------
+    evroute.config.SimulationConfig
+        The configuration, every setting checked again.
+
+    Raises
+    ------
+    EvrouteError
+        One line naming ``path`` when it is missing, unreadable or not a run's configuration.
+    """
+    import json
+
+    path = Path(path)
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        obj = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EvrouteError(f"no such configuration: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise EvrouteError(f"{path} is not a readable configuration ({_first_line(exc)})") from None
+    why = _shape_problem(obj, CONFIG_SHAPE, CONFIG_OPTIONAL, "config.json")
+    if why is not None:
+        raise EvrouteError(f"{path} is not a run's configuration: {why}")
+    try:
+        return SimulationConfig.from_json(obj)
+    except EvrouteError as exc:
+        raise EvrouteError(f"{path}: {exc}") from None
 
 
 def verify_run(run_dir: str | os.PathLike) -> str | None:

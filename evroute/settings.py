@@ -32,7 +32,7 @@ __all__ = ["RUN_SETTINGS", "NETWORK_SETTINGS", "ROUTE_SETTINGS", "VEHICLE_SETTIN
            "OPTIMUM_SETTINGS", "KERNEL_KINDS", "check_kappa", "check_nu", "check_lengthscale", "check_std_wh",
            "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE", "MAX_TIME_LIMIT"]
 
-# --- network and trip (SPEC §1, §8) ---------------------------------------------------------
+# --- network and trip ---------------------------------------------------------
 
 #: The network settings of a run.
 NETWORK_SETTINGS = (
@@ -100,7 +100,7 @@ LOOP_SETTINGS = (
            "seed of the ground truth, the noise and the policy (streams [seed, k])", metavar="INT"),
 )
 
-# --- the prior kernel (003 App. B.1; SPEC §4) -------------------------------------------------
+# --- the prior kernel (003 App. B.1) -------------------------------------------------
 
 #: Accepted values of ``combined_kernel(kind=...)``.
 KERNEL_KINDS = ("combined", "graph", "context")

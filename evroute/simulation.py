@@ -1,12 +1,12 @@
 """One simulation run (paper 003, Algorithm 1): set up, run, summarise, write.
 
-Per seed, the true expected energy f is one sample of GP(E_det, k) over all edges (SPEC §3;
+Per seed, the true expected energy f is one sample of GP(E_det, k) over all edges (paper
 003 Sec. 4.1), with σ₀² = 0.25² σ²_det and ς² = 0.1² σ²_det. Each round the policy turns
 the posterior into rectified edge weights (Algorithm 2), the oracle (Dijkstra) picks a route,
 every edge on it is observed as r = f(e) + ε, and the posterior is updated.
 
 Regret. A GP sample is physically loose: it usually has cycles of negative total energy,
-so "the best route" is defined with care (SPEC §3):
+so "the best route" is defined with care:
 
 - ``optimal_energy_wh``: the clairvoyant route's true energy, i.e. the route the policy's own
   oracle returns when handed the true f (Dijkstra on E[max(0, N(f_e, ς²))]);

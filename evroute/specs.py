@@ -14,6 +14,7 @@ never raw text.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -220,6 +221,18 @@ class Entry:
     options: tuple[Option, ...] = ()
     description: str = ""
     capabilities: frozenset = frozenset()
+    #: (the modules it imports, how to install them): checked when it is resolved, before any work
+    requires: tuple = ()
+
+    def check_installed(self) -> None:
+        """One line naming the install command when a module the component needs is missing
+        (looked up, never imported)."""
+        if self.requires:
+            modules, install = self.requires
+            missing = [m for m in modules if importlib.util.find_spec(m) is None]
+            if missing:
+                raise EvrouteError(f"{self.kind} {self.name!r} needs {', '.join(missing)}, which is not installed: "
+                                   f"{install}")
 
     def resolve(self, given: Mapping) -> dict:
         """Every declared option: the given ones converted, the others at their defaults."""
@@ -228,6 +241,7 @@ class Entry:
     def component(self, given: Mapping | None = None) -> Component:
         """The resolved :class:`Component` of this entry with the ``given`` options."""
         values = self.resolve(given or {})
+        self.check_installed()
         missing = [o.name for o in self.options if o.required and values[o.name] is None]
         if missing:
             raise EvrouteError(f"{self.kind} {self.name!r} needs {', '.join(missing)}")
@@ -268,7 +282,8 @@ class Registry:
         self._catalogue = dict(catalogue or {})
 
     def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
-                 description: str = "", overwrite: bool = False, capabilities: Iterable[str] = ()) -> Entry:
+                 description: str = "", overwrite: bool = False, capabilities: Iterable[str] = (),
+                 requires: tuple = ()) -> Entry:
         key, extra = parse_spec(str(name), f"{self.kind} name")
         if extra or key != str(name).strip().lower():
             raise EvrouteError(f"invalid {self.kind} name {name!r}")
@@ -278,7 +293,7 @@ class Registry:
         if key in self._entries and not overwrite:
             raise EvrouteError(f"{self.kind} {key!r} is already registered")
         entry = self._entries[key] = Entry(self.kind, key, factory, tuple(options), description,
-                                           frozenset(capabilities))
+                                           frozenset(capabilities), tuple(requires))
         return entry
 
     def unregister(self, name: str) -> None:

@@ -609,7 +609,7 @@ def demand_file(name, value):
 
 register_truth("sumo", sumo_truth, options=(
     Option("rate", in_range(0, 1e6, lo_open=True, why="random trips an hour"), 1800.0,
-           "background traffic: random trips an hour", "sumo-notes: 1,800 trips over 30 min on Monaco"),
+           "background traffic: random trips an hour", "measured: 1,800 trips over 30 min give Monaco a realistic traffic"),
     Option("hours", in_range(0, 24, lo_open=True, why="simulated hours"), 0.5, "simulated time span (hours)"),
     Option("probes", int_range(0, 100, why="traversals of every edge between the trip's ends"), 3,
            "probe vehicles drive every edge on a route between the trip's ends this many times"),
@@ -621,7 +621,7 @@ register_truth("sumo", sumo_truth, options=(
     Option("demand", demand_file, None, "a SUMO route file as the background traffic instead of random trips "
            "(its vehicles become the run's car; the atlas is keyed by its content); default random"),
 ), description="per-edge energies from SUMO's EV model in simulated traffic (an atlas; needs "
-               f"{SUMO_INSTALL}); an observation is one recorded traversal")
+               f"{SUMO_INSTALL}); an observation is one recorded traversal", requires=(("sumo", "sumolib"), SUMO_INSTALL))
 
 
 # --------------------------------------------------------------------------------------

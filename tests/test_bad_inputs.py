@@ -135,6 +135,8 @@ def real(*args: str) -> list[str]:
     """A case's arguments that load the real network ``M`` (``evroute data fetch``)."""
     LOADS_REAL.add(args)
     return list(args)
+
+
 OUT = ["--out", "new-run"]
 SIM = ["simulate", "--horizon", "3", "--no-progress"]
 CMP = ["compare", "--out", "new-cmp", "--horizon", "3", "--seeds", "1", "--jobs", "1", "--no-progress"]
@@ -304,6 +306,15 @@ CASES = [
     ([*SIM, "--out", "run"], "not empty"),
     ([*SIM, "--out", "cmp", "--overwrite"], "not an evroute run directory"),
     ([*SIM, "--out", "pipe"], "not a directory"),
+    # ---- simulate: a run's configuration again
+    ([*SIM, "--config", "nope.json"], "no such configuration"),
+    ([*SIM, "--config", "notes.txt"], "not a readable configuration"),
+    ([*SIM, "--config", "adir"], "no such configuration"),
+    # ---- data
+    (["data", "fetch", "atlantis"], "unknown dataset 'atlantis'"),
+    (["data", "path", "atlantis"], "unknown dataset 'atlantis'"),
+    (["data", "fetch", "monaco", "--data-dir", "notes.txt/data"], "notes.txt"),
+    (["data", "path", "monaco", "--data-dir", "adir"], "evroute data fetch monaco"),
     # ---- simulate: networks and routes
     ([*SIM, "--network", "atlantis"], "unknown network"),
     ([*SIM, "--network", "notes.txt"], "not an OSM"),

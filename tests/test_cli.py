@@ -157,3 +157,19 @@ def test_networks_osm_writes_a_synthetic_city(capsys, tmp_path):
     assert code == 2 and "only synthetic" in err and not (tmp_path / "m.osm").exists()
     code, stdout, _ = run(capsys, "networks", "info", str(out))
     assert code == 0 and "edges" in stdout
+
+
+def test_a_component_whose_extra_is_missing_is_one_line_naming_the_extra(capsys, monkeypatch, tmp_path):
+    """Without torch, --model svgp stops before any work with the install command (also
+    without SUMO for --truth sumo)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.split(".")[0] in ("torch", "sumo") else real(name, *a))
+    monkeypatch.chdir(tmp_path)
+    for args, extra in ((["--model", "svgp"], "svgp"), (["--truth", "sumo"], "sumo")):
+        code, out, err = run(capsys, "simulate", "--horizon", "2", *args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and f'pip install "evroute[{extra}]"' in lines[0], err
+    assert list(tmp_path.iterdir()) == []

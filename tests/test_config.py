@@ -99,9 +99,9 @@ def test_candidate_files_are_read_once(tmp_path):
     assert SimulationConfig.from_json(cfg.to_json()).priors == cfg.priors
 
 
+@pytest.mark.needs("svgp")
 def test_a_missing_capability_names_the_backends_that_have_it():
     cfg = SimulationConfig(policy="gp-ts[joint=true]", model="svgp", horizon=2)
-    pytest.importorskip("gpytorch")
     with pytest.raises(EvrouteError, match=r"joint samples.*backends that can: bi, bkb, eigen, exact, kalman, "
                                            r"nystrom, window"):
         make_agent(cfg, prepare_problem(cfg))

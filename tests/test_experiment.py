@@ -298,6 +298,7 @@ def test_lock_and_stale_cleanup(tmp_path):
             run_grid(tiny_grid(), tmp_path, jobs=1, progress=False, log=lambda m: None)
 
 
+@pytest.mark.needs("ray")
 def test_local_and_ray_executors_identical(tmp_path):
     ray = pytest.importorskip("ray")
     grid = make_grid(network="synthetic", routes="A,B", policies="gp-ts,gp-ucb,bi-bucb", seeds=2, horizon=8)
@@ -615,3 +616,14 @@ def test_energy_saved_is_summarised_by_hand(tmp_path):
     assert row.saved_vs_fastest_mean_wh == pytest.approx(40.0) and row.saved_vs_fastest_pct == pytest.approx(25.0)
     assert row.saved_vs_shortest_mean_wh == pytest.approx(-10.0)
     assert row.saved_vs_shortest_pct == pytest.approx(-100 * 10 / 110)
+
+
+def test_make_grid_takes_lists_where_the_command_line_takes_commas():
+    """The Python entry point takes lists (and a dict of sweeps) for the comma-separated texts of
+    `evroute compare`, and builds the same grid."""
+    text = make_grid(network="synthetic", routes="A,B", policies="gp-ucb,gp-bucb[xi=0.5]", seeds=2,
+                     lengthscales="0.5,1", sweep=["kappa=0.5,2"], horizon=5)
+    lists = make_grid(network="synthetic", routes=["A", "B"], policies=["gp-ucb", "gp-bucb[xi=0.5]"], seeds=2,
+                      lengthscales=[0.5, 1.0], sweep={"kappa": [0.5, 2]}, horizon=5)
+    assert lists.to_dict() == text.to_dict()
+    assert [lists.config(c).to_json() for c in lists.cells()] == [text.config(c).to_json() for c in text.cells()]

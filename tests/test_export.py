@@ -145,3 +145,21 @@ def test_export_bad_input_one_line_exit_2(tmp_path, capsys, args, msg):
     lines = [x for x in err.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and msg in lines[0], err
     assert not (tmp_path / "o.geojson").exists()
+
+
+def test_run_gdfs_are_the_geojsons_layers(run_dir, synthetic):
+    """The run as GeoDataFrames (EPSG:4326) with the same features the GeoJSON holds (which
+    geopandas writes from them)."""
+    from evroute.export import run_gdfs
+
+    layers = run_gdfs(run_dir, net=synthetic)
+    fc = run_geojson(run_dir, net=synthetic)
+    assert {k: len(v) for k, v in layers.items()} == {"edge": synthetic.n_edges, "round": HORIZON, "optimal": 1}
+    assert all(g.crs.to_epsg() == 4326 for g in layers.values())
+    feats = [f for f in fc["features"] if f["properties"]["layer"] == "round"]
+    for f, (_, row) in zip(feats, layers["round"].iterrows(), strict=True):
+        assert f["properties"]["edges"] == row.edges
+        np.testing.assert_allclose(f["geometry"]["coordinates"], np.asarray(row.geometry.coords))
+    edges = pd.read_parquet(run_dir / "edges.parquet")
+    np.testing.assert_array_equal(layers["edge"].post_mean_wh.to_numpy(), edges.post_mean_final.to_numpy())
+    assert layers["edge"].attrs["policy"] == "gp-ts" and fc["properties"]["seed"] == 2

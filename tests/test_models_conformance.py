@@ -58,18 +58,17 @@ def fed(name, s, seed=0):
 
 
 BACKENDS = available_models()
+#: backends that need an extra installed
+EXTRA = {"svgp": "svgp"}
 
 
-def _needs_torch(name):
-    if name == "svgp":
-        pytest.importorskip("torch")
-        pytest.importorskip("gpytorch")
+def _backends(names):
+    return [pytest.param(n, marks=[pytest.mark.needs(EXTRA[n])] if n in EXTRA else []) for n in names]
 
 
-@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("name", _backends(BACKENDS))
 def test_every_backend_passes_the_shipped_checks(name):
     """evroute.testing.check_backend: the contract, and every capability the backend declares."""
-    _needs_torch(name)
     spec = f"{name}[{','.join(f'{k}={v}' for k, v in FAST[name].items())}]" if name in FAST else name
     ran = check_backend(spec)
     assert {"prior before data", "counts and sums", "deterministic", "bad rounds"} <= set(ran)
@@ -197,9 +196,8 @@ AGREEMENT = {"bi": _agree_bi, "exact": _agree_exact, "svgp": _agree_svgp, "kalma
              "bkb": _agree_dictionary("bkb", {"qbar": 1e9})}
 
 
-@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("name", _backends(BACKENDS))
 def test_agrees_with_the_exact_posterior_where_it_should(name, small):
-    _needs_torch(name)
     assert name in AGREEMENT, f"backend {name!r}: add where it must agree with 'exact' to AGREEMENT"
     (mu, sd), (mu_ref, sd_ref), rtol = AGREEMENT[name](small)
     scale = float(np.sqrt(small["prior"].prior_var))

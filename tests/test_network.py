@@ -1,6 +1,8 @@
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -287,3 +289,59 @@ def test_merged_edge_tags_in_a_network(small):
     assert e.highway.iat[i] == "tertiary"
     assert e.speed_mps.iat[i] == pytest.approx(20 * 0.44704)
     assert small.edge_ways[i] == (101, 104)  # path order
+
+
+# --- GeoDataFrames and osmnx graphs ---------------------------------------------------------
+
+def test_to_gdfs_are_the_networks_own_arrays(small):
+    nodes, edges = small.to_gdfs()
+    assert nodes.crs.to_epsg() == 4326 and edges.crs.to_epsg() == 4326
+    assert list(edges.index) == list(range(small.n_edges)) and list(nodes.index) == list(small.nodes.index)
+    for e in range(small.n_edges):
+        np.testing.assert_array_equal(np.asarray(edges.geometry.iloc[e].coords), small.geometry[e])
+    np.testing.assert_array_equal(edges.length_m.to_numpy(), small.edges.length_m.to_numpy())
+    np.testing.assert_array_equal(nodes.geometry.x.to_numpy(), small.nodes.lon.to_numpy())
+    assert small.to_gdfs(nodes=False).shape[0] == small.n_edges
+    with pytest.raises(EvrouteError):
+        small.to_gdfs(nodes=False, edges=False)
+
+
+def _edge_table(net, tags=True):
+    e = net.edges
+    cols = [e.u, e.v, e.length_m.round(6), e.grade.round(9), e.speed_mps.round(9)] + ([e.highway] if tags else [])
+    return sorted(zip(*cols, strict=True))
+
+
+def test_a_network_from_an_osmnx_graph_is_the_one_from_its_file(small_osm, small):
+    """An unsimplified osmnx graph of an OSM file gives the same edges as the file read by
+    path (turn restrictions aside: an osmnx graph has none); a simplified one of its drivable
+    roads, and the same projected, the same geometry, lengths, grades and speeds."""
+    import osmnx as ox
+
+    from evroute.network import DRIVABLE, network_from_graph
+    from evroute.osm import first_tag, read_osm_graph
+
+    raw = read_osm_graph(small_osm)
+    before = raw.number_of_edges()
+    net = network_from_graph(raw, name="mine")
+    assert raw.number_of_edges() == before  # the user's graph is not changed
+    assert _edge_table(net) == _edge_table(small) and net.name == "mine"
+    assert net.n_connections >= small.n_connections  # (the file's restriction removes turns)
+    drive = raw.copy()
+    drive.remove_edges_from([(u, v, k) for u, v, k, d in raw.edges(keys=True, data=True)
+                             if first_tag(d.get("highway")) not in DRIVABLE])
+    drive.remove_nodes_from([n for n in list(drive.nodes) if drive.degree(n) == 0])
+    simplified = ox.simplify_graph(drive)
+    a = network_from_graph(simplified)
+    assert _edge_table(a, tags=False) == _edge_table(small, tags=False)
+    b = network_from_graph(ox.projection.project_graph(simplified))
+    assert _edge_table(b) == _edge_table(a)
+
+
+def test_merged_tags_of_a_simplified_graph_do_not_follow_the_hash_seed(small_osm, tmp_path):
+    code = ("import sys, osmnx as ox\nfrom evroute.network import network_from_graph\n"
+            f"g = ox.graph_from_xml({str(small_osm)!r}, simplify=True, retain_all=True)\n"
+            "print(sorted(zip(network_from_graph(g).edges.u, network_from_graph(g).edges.highway)))")
+    outs = {subprocess.run([sys.executable, "-W", "ignore", "-c", code], env={**os.environ, "PYTHONHASHSEED": str(h)},
+                           capture_output=True, text=True, timeout=120).stdout for h in (1, 2, 3)}
+    assert len(outs) == 1 and "residential" in outs.pop()

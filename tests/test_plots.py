@@ -168,3 +168,36 @@ def test_coverage_only_for_bounds(tmp_path, synthetic):
     img = png_pixels(tmp_path / "figs" / "coverage.png")
     assert_not_blank(img)
     assert img.shape[:2] == expected_px((2 * plots.PANEL_W, plots.PANEL_H + plots.LEGEND_H))
+
+
+def test_the_public_figures_return_fig_and_ax_and_write_nothing(grid_dir, synthetic, tmp_path, monkeypatch):
+    """plot_network, plot_run and plot_regret_curves return (fig, ax), draw what they are given
+    (every edge once, the coloured ones as many as have a value; the regret lines are the means
+    over the seeds) and write no file."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    import evroute
+
+    monkeypatch.chdir(tmp_path)
+    values = np.full(synthetic.n_edges, np.nan)
+    values[:10] = np.arange(10.0)
+    fig, ax = evroute.plot_network(synthetic, values, route=[0, 1], ends=(0, 1), label="x")
+    grey, coloured = ax.collections[0], ax.collections[1]
+    assert len(grey.get_segments()) == synthetic.n_edges and len(coloured.get_segments()) == 10
+    with pytest.raises(EvrouteError, match="one number per edge"):
+        evroute.plot_network(synthetic, np.zeros(3))
+    run = grid_dir / "runs" / "synthetic-A-gp-ucb-s0"
+    fig2, ax2 = plt.subplots()
+    assert evroute.plot_run(run, "post_mean_final", ax=ax2) == (fig2, ax2)
+    visits = pd.read_parquet(run / "edges.parquet").visits
+    _, ax3 = evroute.plot_run(run)
+    assert len(ax3.collections[1].get_segments()) == int((visits > 0).sum())
+    _, ax4 = evroute.plot_regret_curves(grid_dir, "synthetic:B")
+    lines = {line.get_label(): line.get_ydata() for line in ax4.get_lines()}
+    assert set(lines) == {"GP-UCB", "GP-BUCB [xi=0.5]", "BI-TS"}
+    finals = [pd.read_parquet(grid_dir / "runs" / f"synthetic-B-bi-ts-s{s}" / "rounds.parquet").cumulative_regret_wh
+              for s in (0, 1)]
+    np.testing.assert_allclose(lines["BI-TS"], (finals[0] + finals[1]) / 2)
+    assert list(tmp_path.iterdir()) == []
+    plt.close("all")

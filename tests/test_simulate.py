@@ -470,3 +470,21 @@ def test_baseline_routes_avoid_closed_roads(tmp_path):
         path = _networkx_route(net, w, problem.route.start, problem.route.end, mask)
         assert mask is None or mask[path].all()
         assert rounds.fastest_energy_wh.iat[t - 1] == pytest.approx(env.expected(t)[path].sum(), rel=1e-12, abs=1e-9)
+
+
+def test_simulate_config_runs_a_run_directory_again(tmp_path, capsys):
+    """`evroute simulate --config RUN/config.json` reproduces the run (the same tables, timing
+    aside); a setting given as well replaces the file's."""
+    import pandas as pd
+
+    from evroute.cli import main
+
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    assert main(["simulate", "--policy", "gp-ucb", "--seed", "3", "--horizon", "12", "--route", "B", "--out", str(a)]) == 0
+    assert main(["simulate", "--config", str(a / "config.json"), "--out", str(b)]) == 0
+    assert main(["simulate", "--config", str(a), "--seed", "4", "--out", str(c)]) == 0
+    for table in ("rounds", "observations"):
+        ta, tb = (pd.read_parquet(d / f"{table}.parquet").drop(columns=["seconds"], errors="ignore") for d in (a, b))
+        pd.testing.assert_frame_equal(ta, tb)
+    cfg = json.loads((c / "config.json").read_text())
+    assert (cfg["seed"], cfg["policy"], cfg["route"], cfg["horizon"]) == (4, "gp-ucb", "B", 12)

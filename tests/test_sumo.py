@@ -92,6 +92,7 @@ def atlas():
     return net, a, kw, first
 
 
+@pytest.mark.needs("sumo")
 def test_the_atlas_maps_covers_and_is_cached(atlas):
     net, a, kw, first = atlas
     s = a.summary
@@ -108,6 +109,7 @@ def test_the_atlas_maps_covers_and_is_cached(atlas):
     pd.testing.assert_frame_equal(again.table, a.table)
 
 
+@pytest.mark.needs("sumo")
 def test_eq_8_against_the_atlas(atlas):
     """How good the paper's prior mean is in traffic: E_det against the mean SUMO energy per edge
     (edges with ≥ 5 traversals). sumo-notes measured r = 0.92 on Monaco."""
@@ -119,6 +121,7 @@ def test_eq_8_against_the_atlas(atlas):
     assert ok.sum() > 200 and r > 0.85
 
 
+@pytest.mark.needs("sumo")
 def test_the_sumo_truth_through_simulate(atlas, tmp_path, capsys):
     from evroute.cli import main
 
@@ -168,6 +171,7 @@ def _drive_alone(tmp_path, grade: float, speed: float, length: float = 1000.0) -
     return float(on.electricity.sum()), float(on.speed.mean()), float(on.speed.std()), len(on)
 
 
+@pytest.mark.needs("sumo")
 @pytest.mark.parametrize("grade", [0.0, 0.04, -0.04])
 def test_one_car_at_constant_speed_matches_eq_8(tmp_path, grade):
     """SUMO's battery model at constant speed is Eq. 8: on a flat 1 km road, a 4 % climb and a 4 %
@@ -184,6 +188,7 @@ def test_one_car_at_constant_speed_matches_eq_8(tmp_path, grade):
     assert energy == pytest.approx(e_det, rel=0.01)
 
 
+@pytest.mark.needs("sumo")
 def test_atlas_command_writes_its_files_and_refuses_a_users_file(atlas, tmp_path, capsys):
     from evroute.cli import main
 
@@ -254,6 +259,7 @@ def test_luxembourg_osm_gets_evroutes_elevations(tmp_path):
     assert 200 < min(ele.values()) and max(ele.values()) < 450  # Luxembourg City: 233-396 m
 
 
+@pytest.mark.needs("sumo")
 def test_sumo_home_keeps_projs_paths(monkeypatch):
     """Importing the sumo package points PROJ_DATA/PROJ_LIB at SUMO's own proj.db, with which
     rasterio cannot read Luxembourg's DEM (EPSG:2169); sumo_home puts them back."""
@@ -302,6 +308,7 @@ def test_a_time_window_of_the_atlas_through_the_truth(monkeypatch):
         sumo_truth(setup, rate=1.0, hours=2.0, probes=0, atlas_seed=0, hour=3, min_traversals=2)
 
 
+@pytest.mark.needs("sumo")
 def test_users_demand_becomes_the_runs_car(atlas, tmp_path, capsys):
     """``--demand ROUTES.xml``: the user's trips and flows (here by OSM node id) are the
     background; their own vehicle type (a 9-tonne lorry) is replaced by the run's car, so their
@@ -340,3 +347,21 @@ def test_users_demand_becomes_the_runs_car(atlas, tmp_path, capsys):
     (tmp_path / "empty.xml").write_text("<routes/>")
     with pytest.raises(EvrouteError, match="no <vehicle>"):
         build_atlas(net, "synthetic", load_vehicle(None), demand=str(tmp_path / "empty.xml"), **{**kw, "probes": 0})
+
+
+def test_the_atlas_commands_numbers_are_the_truths_defaults_and_typed():
+    """`evroute sumo atlas` types --rate/--hours/--probes/--seed as numbers, with the defaults the
+    truth sumo[...] declares (one atlas for both)."""
+    import inspect
+    import typing
+
+    from evroute.cli_sumo import sumo_atlas_cmd
+    from evroute.environments import TRUTHS
+
+    declared = {o.name: o for o in TRUTHS.get("sumo").options}
+    hints = typing.get_type_hints(sumo_atlas_cmd, include_extras=True)
+    params = inspect.signature(sumo_atlas_cmd).parameters
+    for flag, option in (("rate", "rate"), ("hours", "hours"), ("probes", "probes"), ("seed", "atlas_seed")):
+        assert params[flag].default == declared[option].default, flag
+        kind = typing.get_args(hints[flag])[0]
+        assert kind in (int, float) and type(declared[option].default) is kind, flag

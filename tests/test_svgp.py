@@ -16,6 +16,7 @@ from evroute.prior import NOISE_SCALE, PRIOR_SCALE, DensePrior, NetworkPrior
 from evroute.runs import RUN_FILES
 from evroute.simulation import simulate
 
+pytestmark = pytest.mark.needs("svgp")
 torch = pytest.importorskip("torch")
 pytest.importorskip("gpytorch")
 

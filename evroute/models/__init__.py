@@ -1,4 +1,4 @@
-"""Posterior backends over the expected energy of every edge (SPEC §5): a plug-in family.
+"""Posterior backends over the expected energy of every edge: a plug-in family.
 
 Every backend implements :class:`PosteriorModel` (:mod:`evroute.models.base`) and is created
 from a :class:`evroute.prior.Prior` through the registry (:mod:`evroute.models.registry`):
@@ -100,5 +100,5 @@ register_model("window", window.make_window, options=window.OPTIONS,
                capabilities={COVARIANCE, JOINT_SAMPLES, EVIDENCE, TIME_VARYING},
                description="time-varying energies on any network: two staggered restarted static posteriors "
                            "(a sliding window, R-GP-UCB; covariance blocks where its base gives them)")
-register_model("svgp", svgp.make_svgp, options=svgp.OPTIONS,
-               description="sparse variational GP in GPyTorch (003 Algorithm 3)")
+register_model("svgp", svgp.make_svgp, options=svgp.OPTIONS, requires=svgp.REQUIRES,
+               description="sparse variational GP in GPyTorch (003 Algorithm 3; pip install \"evroute[svgp]\")")

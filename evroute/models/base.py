@@ -1,4 +1,4 @@
-"""The interface every posterior backend implements (SPEC §5).
+"""The interface every posterior backend implements.
 
 A backend holds a belief about the expected energy f(e) of every edge e = 0..E-1: it starts
 from a :class:`evroute.prior.Prior`, consumes one round's observations at a time

@@ -191,7 +191,7 @@ def _psd_sqrt(P: np.ndarray) -> np.ndarray:
 #: Options of ``--model eigen[...]``.
 OPTIONS = (
     Option("eps", unit_rate, 0.01, "forgetting rate of the (1 - eps)^(|t - t'|/2) kernel (paper 004; 0: static)"),
-    Option("rank", positive_int, 256, "eigenpairs kept (wave2-notes: O(r^2 L + r^3) a round; rank = E is exact)"),
+    Option("rank", positive_int, 256, "eigenpairs kept (O(r^2 L + r^3) a round; rank = E is exact)"),
 )
 
 

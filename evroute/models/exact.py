@@ -555,8 +555,8 @@ def _merge_rule(name, value):
     return choice(name, value, MERGE_RULES)
 
 
-#: How a sparse-precision posterior is updated: ``local`` (certified, on domains around the
-#: route; spec/local-posteriors.md) or ``global`` (one factorisation of Q + D per merge).
+#: How a sparse-precision posterior is updated: ``local`` (with error bounds, on domains around the
+#: route) or ``global`` (one factorisation of Q + D per merge).
 UPDATE_RULES = ("local", "global")
 
 
@@ -582,10 +582,11 @@ OPTIONS = (
            "drift check fails)"),
     Option("check_tol", positive_float, 1e-8, "drift-check tolerance, relative to the largest prior variance"),
     Option("update", _update_rule, "local", "sparse-precision priors: local (each update on a domain around the "
-           "route, with certified error bounds) or global (one factorisation of Q + D; the reference); dense "
-           "priors ignore it", "spec/local-posteriors.md"),
-    Option("tol", in_range(0, TOL_MAX, lo_open=True, why="relative error bound"), 1e-8, "update=local: bound on the error of every mean (relative to sigma_0) and variance "
-           "(to sigma_0^2)"),
+           "route, with error bounds: rigorous for the means, first-order for the variances) or global (one "
+           "factorisation of Q + D; the reference); dense "
+           "priors ignore it", "docs/performance.md: local updates"),
+    Option("tol", in_range(0, TOL_MAX, lo_open=True, why="relative error bound"), 1e-8, "update=local: bound on the error of every mean (relative to sigma_0; a rigorous "
+           "bound) and variance (to sigma_0^2; a first-order bound)"),
     Option("threads", _threads, "auto", "update=local: 1 or 2 threads, or auto: 2 where the process may use two "
            "CPUs or more (chunks are conditioned in two lanes, or in pairs; the results are the same bits for either)",
            "measured: 100k gp-ucb 1.6x faster a round on two threads (docs/performance.md)"),
@@ -603,7 +604,7 @@ def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refac
     The representation follows the prior's: :class:`ExactGPModel` (kernel rows and
     diagonal) for a dense prior; for a sparse precision (the prior's ``representation`` is
     ``"sparse"``) :class:`evroute.models.local.LocalGMRFPosterior` (``update="local"``: local
-    updates with certified error bounds ≤ ``tol``) or :class:`evroute.models.gmrf.GMRFPosterior`
+    updates with error bounds ≤ ``tol``: rigorous for the means, first-order for the variances) or :class:`evroute.models.gmrf.GMRFPosterior`
     (``update="global"``). All give the exact posterior of paper 003 Eq. 2–3 (the local one
     within its stated bounds).
     """

@@ -1,7 +1,8 @@
-"""Local, certified updates of the exact GMRF posterior (``--model exact[update=local]``).
+"""Local updates of the exact GMRF posterior with error bounds (``--model exact[update=local]``):
+a rigorous bound on every mean, a first-order bound on every variance.
 
-The method is ``spec/local-posteriors.md`` (after Rue & Held 2005, Ch. 2, for conditioning a
-GMRF; the a-posteriori bounds are the spec's): a round's observations are conditioned chunk by
+The method (after Rue & Held 2005, Ch. 2, for conditioning a GMRF; the a-posteriori bounds
+are evroute's own, derived below): a round's observations are conditioned chunk by
 chunk, each on a domain Ω of the precision's graph around the chunk's edges, and what the
 truncation to Ω leaves out is kept as the residual of the mean equation, whose effect on every
 edge is bounded without any reference solve.
@@ -213,8 +214,9 @@ class _Lanes:
 
 
 class LocalGMRFPosterior(PosteriorModel):
-    """Exact GP posterior on a sparse-precision prior, every update local and certified
-    (see the module docstring; ``spec/local-posteriors.md``).
+    """Exact GP posterior on a sparse-precision prior, every update local and bounded (the means
+    rigorously, the variances to first order)
+    (see the module docstring).
 
     Parameters
     ----------

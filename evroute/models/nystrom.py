@@ -573,9 +573,9 @@ def _opt_mu(name, value):
 
 _COMMON = (
     Option("m_max", positive_int, 2000, "most anchors (a safety cap; capping voids the guarantees)"),
-    Option("jitter", nonneg_float, 1e-8, "jitter on K_ZZ, relative to the largest prior variance (spec J.7)"),
+    Option("jitter", nonneg_float, 1e-8, "jitter on K_ZZ, relative to the largest prior variance"),
     Option("dup_tol", nonneg_float, 1e-6, "near-duplicate anchors below this residual variance, relative to the "
-           "largest prior variance, are not added (spec 5, J.7)"),
+           "largest prior variance, are not added"),
     Option("scoring", _scoring, "downdate", "all-edge variances: 'downdate' (rank-B Woodbury term of the round "
            "while the dictionary is fixed, exact) or 'full' (recomputed, m^2 E flops)"),
     Option("refresh", positive_int, 20, "rounds of downdates between full recomputations"),
@@ -584,12 +584,12 @@ _COMMON = (
 NYSTROM_OPTIONS = (
     Option("mu", _opt_mu, None, "KORS ridge mu; default the noise variance (001 Sec. 4: mu = lambda)"),
     Option("eps", positive_float, 0.5, "KORS accuracy epsilon (001 Prop. 4.1 and the authors' code: 0.5)"),
-    Option("gamma", positive_float, 1.0, "KORS oversampling gamma (practice 1-10, spec J.7; the theory's "
+    Option("gamma", positive_float, 1.0, "KORS oversampling gamma (practice 1-10, paper 001 App. F; the theory's "
            "12 log(n/delta) keeps nearly every edge)"),
 ) + _COMMON
 #: Options of ``--model bkb[...]``.
 BKB_OPTIONS = (
-    Option("qbar", positive_float, 3.0, "oversampling qbar of the resampling (spec J.7: 3-10; the authors' code "
+    Option("qbar", positive_float, 3.0, "oversampling qbar of the resampling (practice 3-10; the authors' code "
            "default is 1)"),
     Option("lazy", flag, False, "BBKB: keep the dictionary while 1 + sum of the round's variances <= ratio"),
     Option("ratio", positive_float, 2.0, "the BBKB trigger C (the authors' code default: 2)"),

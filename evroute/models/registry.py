@@ -33,7 +33,7 @@ _BACKENDS = MODELS
 
 
 def register_model(name: str, factory: Callable[..., PosteriorModel], *, options: tuple[Option, ...] = (),
-                   description: str = "", overwrite: bool = False, capabilities=()) -> Backend:
+                   description: str = "", overwrite: bool = False, capabilities=(), requires: tuple = ()) -> Backend:
     """Register a posterior backend under ``name``.
 
     Parameters
@@ -52,11 +52,19 @@ def register_model(name: str, factory: Callable[..., PosteriorModel], *, options
     capabilities : iterable of str
         What the backend can offer (:data:`evroute.models.base.CAPABILITIES`), on some prior: the
         models it makes declare what they offer on theirs (:attr:`PosteriorModel.capabilities`).
+    requires : tuple, optional
+        ``(modules, install)``: modules the backend imports that an extra installs, and the
+        command that installs them; asking for the backend without them is one line naming it.
+
+    Returns
+    -------
+    evroute.specs.Entry
+        The registration.
     """
     unknown = sorted(set(capabilities) - set(CAPABILITIES))
     if unknown:
         raise EvrouteError(f"model {name!r}: unknown capabilities {', '.join(unknown)}; known: {', '.join(CAPABILITIES)}")
-    return _BACKENDS.register(name, factory, options, description, overwrite, capabilities)
+    return _BACKENDS.register(name, factory, options, description, overwrite, capabilities, requires)
 
 
 def unregister_model(name: str) -> None:

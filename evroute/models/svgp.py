@@ -20,7 +20,7 @@ u = f(Z). Every round (:meth:`SVGPModel.update`, Algorithm 3):
 
 Defaults follow 003 App. B.3: M = 1000, B = 2500, G = 1, NGD lr 0.1, Adam lr 0.01.
 
-Kernel (SPEC §4; 003 App. B.1). Inputs are rows (e, x_e) with the edge id e in column 0 and
+Kernel (003 App. B.1). Inputs are rows (e, x_e) with the edge id e in column 0 and
 the standardised context x_e ∈ R³ in the others. For ``kernel_kind="combined"``
 
     k((e, x), (e', x')) = s · (k_G[e, e'] · k_f(x, x') + k_f'(x, x')),
@@ -85,7 +85,13 @@ from .base import aggregate_observations, readonly
 
 # Also available, built on first access (they need torch): SVGPModel, EdgeContextKernel,
 # EdgePriorMean, SVGPModule.
-__all__ = ["make_svgp", "OPTIONS", "NGD_LR", "ADAM_LR"]
+__all__ = ["make_svgp", "OPTIONS", "NGD_LR", "ADAM_LR", "REQUIRES"]
+
+#: What the backend imports, and how to get it: PyPI's Linux torch is a multi-GB CUDA build, the
+#: CPU build is enough here.
+REQUIRES = (("torch", "gpytorch", "linear_operator"),
+            'pip install "evroute[svgp]" (for the CPU build of torch, first: pip install torch --index-url '
+            "https://download.pytorch.org/whl/cpu)")
 #: Natural-gradient learning rate of q(u) (003 App. B.3).
 NGD_LR = 0.1
 #: Adam learning rate of the hyperparameters and inducing contexts (003 App. B.3).
