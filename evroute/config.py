@@ -120,6 +120,9 @@ class SimulationConfig:
         if self.family == "bi" and self.model.name not in ("exact", "bi"):
             raise EvrouteError(f"--model {self.model.label} is a GP backend for the gp-* policies; "
                                f"{self.policy.label} uses its own Bayesian-inference model (leave --model out)")
+        if self.family == "gp":  # an extra that is not installed: one line now, not after the network loads
+            MODELS.get(self.model.name).check_installed()
+        TRUTHS.get(self.truth.name).check_installed()
         if self.truth_prior is not None:
             load_vehicle(self.truth_vehicle())
 

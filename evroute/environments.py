@@ -144,7 +144,9 @@ def truth_names() -> list[str]:
 def make_truth(spec, setup: TruthSetup) -> Truth:
     """The :class:`Truth` a spec or resolved component names, for ``setup``."""
     comp = TRUTHS.resolve(spec)
-    truth = TRUTHS.get(comp.name).factory(setup, **comp.options)
+    entry = TRUTHS.get(comp.name)
+    entry.check_installed()
+    truth = entry.factory(setup, **comp.options)
     truth.description = {"truth": comp.label, **truth.description}
     return truth
 

@@ -241,7 +241,6 @@ class Entry:
     def component(self, given: Mapping | None = None) -> Component:
         """The resolved :class:`Component` of this entry with the ``given`` options."""
         values = self.resolve(given or {})
-        self.check_installed()
         missing = [o.name for o in self.options if o.required and values[o.name] is None]
         if missing:
             raise EvrouteError(f"{self.kind} {self.name!r} needs {', '.join(missing)}")

@@ -121,4 +121,5 @@ def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) ->
     """
     comp = _BACKENDS.resolve(spec, **options)
     noise_var = positive_float("noise_var", noise_var)
+    get_backend(comp.name).check_installed()
     return get_backend(comp.name).factory(prior, noise_var=noise_var, seed=int(seed), **comp.options)
