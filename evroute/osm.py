@@ -194,6 +194,26 @@ def node_elevations(graph, dem: Path | None) -> tuple[dict, str]:
     return dict.fromkeys(nodes, 0.0), "none"  # load_network warns on every load
 
 
+def bilinear(grid: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Bilinear interpolation of a raster at fractional (row, column) positions of its cell
+    centres (cell centre (i, j) at row i, column j); positions outside the centres are clamped to
+    the border cells; NaN where a cell used is NaN (no data).
+
+    A DEM's cells are far longer than a street segment (500 m in Luxembourg's): the nearest cell
+    gives most edges a grade of 0 and the few that cross a cell border a cliff, while the
+    bilinear surface is continuous, so the grades of short edges stay those of the terrain.
+    """
+    n_rows, n_cols = grid.shape
+    r = np.clip(np.asarray(rows, dtype=float), 0.0, n_rows - 1)
+    c = np.clip(np.asarray(cols, dtype=float), 0.0, n_cols - 1)
+    r0 = np.minimum(np.floor(r).astype(np.int64), max(n_rows - 2, 0))
+    c0 = np.minimum(np.floor(c).astype(np.int64), max(n_cols - 2, 0))
+    r1, c1 = np.minimum(r0 + 1, n_rows - 1), np.minimum(c0 + 1, n_cols - 1)
+    fr, fc = r - r0, c - c0
+    return ((1 - fr) * (1 - fc) * grid[r0, c0] + (1 - fr) * fc * grid[r0, c1]
+            + fr * (1 - fc) * grid[r1, c0] + fr * fc * grid[r1, c1])
+
+
 def _sample_dem(dem: Path, graph) -> np.ndarray:
     try:
         import rasterio
@@ -213,13 +233,17 @@ def _sample_dem(dem: Path, graph) -> np.ndarray:
             if inside.mean() < 0.99:
                 raise EvrouteError(f"the DEM {dem} does not cover the network "
                                    f"({100 * (1 - inside.mean()):.1f}% of the nodes lie outside it)")
-            vals = np.array([v[0] for v in src.sample(zip(xs, ys, strict=True))], dtype=float)
-            nodata = src.nodata
+            grid = src.read(1).astype(float)
+            if src.nodata is not None:
+                grid[grid == src.nodata] = np.nan
+            inv = ~src.transform  # map → fractional pixel coordinates (cell corners at integers)
+            cols, rows = inv.a * xs + inv.b * ys + inv.c, inv.d * xs + inv.e * ys + inv.f
+            vals = bilinear(grid, rows - 0.5, cols - 0.5)
     except EvrouteError:
         raise
     except Exception as exc:
         raise EvrouteError(f"cannot read the DEM {dem}: {str(exc).splitlines()[0][:200]}") from None
-    bad = ~np.isfinite(vals) | ((vals == nodata) if nodata is not None else False) | ~inside
+    bad = ~np.isfinite(vals) | ~inside
     if bad.mean() > 0.01:
         raise EvrouteError(f"the DEM {dem} does not cover the network ({100 * bad.mean():.1f}% of the "
                            "nodes have no elevation)")

@@ -36,6 +36,12 @@ def describe_run(summary: dict) -> list[str]:
     s, trips = summary, summary["horizon"]
     lines = [f"{s['policy_label'] if 'policy_label' in s else s['policy']} on the {s['model']} posterior, "
              f"{s['route']}, seed {s['seed']}, {trips:,} trips"]
+    fastest = s["fastest_total_energy_wh"] / trips
+    if fastest <= 0 and "trip_climb_m" in s:  # a trip that recovers energy: say why, plainly
+        slope = f"descends {-s['trip_climb_m']:.0f} m" if s["trip_climb_m"] < 0 else f"climbs {s['trip_climb_m']:.0f} m"
+        lines.append(f"this trip {slope} and, under this truth, recovers energy: {fastest:,.1f} Wh a trip on the "
+                     f"fastest route (the physics prior alone: {s['fastest_energy_det_wh']:+,.1f} Wh; the truth is "
+                     f"{s.get('truth', 'gp')}, drawn around it for seed {s['seed']})")
     lines.append(f"energy driven: {_energy(s['total_energy_wh'])} in all, {s['total_energy_wh'] / trips:,.1f} Wh a trip")
     parts = []
     for k in ("fastest", "shortest"):
@@ -44,7 +50,7 @@ def describe_run(summary: dict) -> list[str]:
         if s[f"saved_vs_{k}_pct"] is not None:
             text += f" ({s[f'saved_vs_{k}_pct']:.1f} %)"
         else:  # a percentage of an energy the route recovers would mislead
-            text += f" (that route recovers energy under this truth: {base / trips:,.1f} Wh a trip)"
+            text += " (no percentage: that route recovers energy)"
         parts.append(f"{text} against always driving the {k} route")
     lines.append("saved " + "; ".join(parts))
     lines.append(f"regret (energy lost while learning, against the best route under the truth, "

@@ -85,6 +85,16 @@ def baseline_routes(problem: Problem) -> dict:
     return {name: router(w) for name, w in weights.items()}
 
 
+def trip_description(problem: Problem) -> dict:
+    """What the trip is, physically: the climb between its ends (m) and the physics prior's energy
+    (E_det) of its fastest route, beside which the truth's energies can be judged."""
+    net, route = problem.net, problem.route
+    h = net.nodes.elevation_m
+    climb = float(h.loc[net.edges.v.iat[route.end]] - h.loc[net.edges.u.iat[route.start]])
+    fastest = baseline_routes(problem)["fastest"](None)
+    return {"trip_climb_m": climb, "fastest_energy_det_wh": float(np.asarray(problem.prior_mean)[fastest].sum())}
+
+
 def energy_saved(res) -> dict:
     """The energy the agent drove over the run against always driving each baseline route (Wh,
     and % of the baseline's energy where that is positive): what an EV driver cares about."""
@@ -143,7 +153,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "distinct_edges_observed": int(agent.n_distinct),
         "last_route_regret_wh": res.last_regret,
         "truth_prior": cfg.truth_prior,
-        **energy_saved(res),
+        **energy_saved(res), **trip_description(problem),
     }
     if problem.ground_truth is not None:  # what the truth says of itself (a simulated truth: its source)
         summary.update({k: v for k, v in problem.ground_truth.description.items() if k != "truth"})

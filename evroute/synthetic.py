@@ -578,7 +578,7 @@ def synthetic_route_points(
     dict
         ``{"A": ((lat, lon), (lat, lon)), "B": (...)}``, start then end, each an
         intersection of the largest strongly connected component. ``A`` crosses the
-        city from its east edge to its west edge (over the river, many alternative
+        city from its west edge to its east edge (over the river, many alternative
         routes); ``B`` climbs from a low point to a high point at least half the city's
         diameter away, maximising the height gained.
     """
@@ -624,8 +624,7 @@ def route_points_of(lat: np.ndarray, lon: np.ndarray, ele: np.ndarray,
         hull = XY
     diam = float(np.max(np.linalg.norm(hull[:, None, :] - hull[None, :, :], axis=2)))
 
-    # A: east edge -> west edge, near the middle latitude (on the embedded city a gentle climb: a
-    # trip that consumes energy under every truth drawn around E_det, as the README's main job)
+    # A: west edge -> east edge, near the middle latitude
     ymid = float(np.median(Y))
     west = int(np.argmin(X - X.min() + 0.5 * np.abs(Y - ymid)))
     east = int(np.argmin(X.max() - X + 0.5 * np.abs(Y - ymid)))
@@ -649,7 +648,7 @@ def route_points_of(lat: np.ndarray, lon: np.ndarray, ele: np.ndarray,
     def pt(k: int) -> tuple[float, float]:
         return (float(lat[k]), float(lon[k]))
 
-    return {"A": (pt(east), pt(west)), "B": (pt(start), pt(end))}
+    return {"A": (pt(west), pt(east)), "B": (pt(start), pt(end))}
 
 
 #: Tertiary links of the array-built city join points this far apart (metres): an arterial

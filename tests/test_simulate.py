@@ -488,3 +488,20 @@ def test_simulate_config_runs_a_run_directory_again(tmp_path, capsys):
         pd.testing.assert_frame_equal(ta, tb)
     cfg = json.loads((c / "config.json").read_text())
     assert (cfg["seed"], cfg["policy"], cfg["route"], cfg["horizon"]) == (4, "gp-ucb", "B", 12)
+
+
+def test_the_closing_lines_explain_the_trip(tmp_path, capsys):
+    """The closing lines of `evroute simulate`: percentages where the baseline route consumes
+    energy, and a plain line when the trip recovers energy under the truth."""
+    from evroute.cli import main
+    from evroute.report import describe_run
+
+    assert main(["simulate", "--horizon", "20", "--route", "B", "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    s = json.loads((tmp_path / "b" / "summary.json").read_text())
+    pct = 100 * s["saved_vs_fastest_wh"] / s["fastest_total_energy_wh"]
+    assert s["fastest_total_energy_wh"] > 0 and f"({pct:.1f} %)" in out and "recovers" not in out
+    assert s["trip_climb_m"] > 100  # route B climbs
+    lines = describe_run({**s, "fastest_total_energy_wh": -100.0, "trip_climb_m": -46.0, "saved_vs_fastest_pct": None})
+    assert any("descends 46 m" in line and "recovers energy" in line for line in lines)
+    assert "no percentage" in " ".join(lines)

@@ -17,7 +17,7 @@ from evroute.runs import RUN_FILES
 from evroute.simulation import simulate
 
 pytestmark = pytest.mark.needs("svgp")
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason='needs the svgp extra: pip install "evroute[svgp]"')
 pytest.importorskip("gpytorch")
 
 
