@@ -45,7 +45,6 @@ def describe_run(summary: dict) -> list[str]:
     lines.append(f"energy driven: {_energy(s['total_energy_wh'])} in all, {s['total_energy_wh'] / trips:,.1f} Wh a trip")
     parts = []
     for k in ("fastest", "shortest"):
-        base = s[f"{k}_total_energy_wh"]
         text = f"{_energy(s[f'saved_vs_{k}_wh'])}"
         if s[f"saved_vs_{k}_pct"] is not None:
             text += f" ({s[f'saved_vs_{k}_pct']:.1f} %)"

@@ -98,9 +98,8 @@ def test_alternate_closures_hide_the_best_corridor_every_other_round(tmp_path):
 
     from evroute.config import SimulationConfig
     from evroute.network import load_network
-    from evroute.simulation import simulate
-
     from evroute.problem import make_environment, prepare_problem
+    from evroute.simulation import simulate
 
     cfg = SimulationConfig(policy="gp-ucb", horizon=6, closures="alternate")
     net = load_network("synthetic", size=70)
