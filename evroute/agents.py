@@ -745,7 +745,13 @@ def policy_family(name) -> str:
 
 def make_agent(name, setup: AgentSetup, **options) -> Agent:
     """Create the agent of a policy (a name, a spec ``gp-bucb[xi=0.5]`` or a resolved component) for
-    ``setup``, with options as declared by the policy."""
+    ``setup``, with options as declared by the policy.
+
+    Returns
+    -------
+    Agent
+        The agent: ``select(t, available, rng)`` a route, ``observe(path, values)``.
+    """
     comp = _AGENTS.resolve(name, **options)
     return _AGENTS.get(comp.name).factory(setup, **comp.options)
 

@@ -131,6 +131,11 @@ def parse_candidates(text: str | None) -> list[Candidate]:
     """The candidate priors of ``--priors`` (see the module docstring), checked.
 
     ``None`` gives every vehicle preset, with the run's kernel and ε = 0.
+
+    Returns
+    -------
+    list of Candidate
+        The candidate priors, in the order given (every vehicle preset when ``text`` is None).
     """
     if text is None:
         return [Candidate(name=v, vehicle=v) for v in vehicle_names()]

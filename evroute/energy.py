@@ -110,6 +110,11 @@ def load_vehicle(spec: str | None = None) -> Vehicle:
         fields of :class:`Vehicle`: every one, or some with ``"base": "<preset>"`` to
         inherit the others from that preset (nothing is filled in silently).
         ``None`` gives the paper's vehicle.
+
+    Returns
+    -------
+    Vehicle
+        The vehicle's parameters (Eq. 8).
     """
     spec = spec or DEFAULT_VEHICLE
     presets = load_registry("vehicles")

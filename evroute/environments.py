@@ -244,6 +244,11 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
     ``lengthscale`` is the context lengthscale of the kernel (the paper's is 1; κ = 1, ν = 2).
     The same z (stream ``[seed, 1]``) for every lengthscale: the seed fixes the draw, the
     lengthscale its smoothness.
+
+    Returns
+    -------
+    numpy.ndarray
+        The true expected energy f of every edge (Wh), shape (E,): cached, the same for the same arguments.
     """
     prior_mean = np.asarray(prior_mean, dtype=np.float64)
     prior = NetworkPrior(net, prior_mean, "combined", lengthscale, 1.0, 2.0, prior_var)
@@ -279,7 +284,13 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
     with ``anchors`` distinct random edges z_i, w ~ N(0, I) and b = B/√(wᵀ K_ZZ w), so that
     ‖f − m‖_K = B exactly in the RKHS of the truth's kernel K (the paper's combined kernel,
     σ₀², context lengthscale ``lengthscale``). Rows of K only: no E×E matrix. Stream
-    ``[seed, 3]``."""
+    ``[seed, 3]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The true expected energy f of every edge (Wh), shape (E,), with ‖f − m‖ = B in the kernel's RKHS.
+    """
     B = positive_float("B", B)
     anchors = positive_int("anchors", anchors)
     m = np.asarray(prior_mean, dtype=np.float64)

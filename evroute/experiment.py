@@ -216,6 +216,11 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
     progress : bool, optional
         Rich progress bar on stderr (default: when stderr is a terminal; otherwise one
         line per finished run).
+
+    Returns
+    -------
+    CompareResult
+        The summary table (per route and policy: mean ± standard error of the final regret), the runs kept and computed, the files written.
     """
     t_start = time.perf_counter()
     check_executor(executor)

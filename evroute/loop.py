@@ -181,6 +181,11 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
         (the fastest route on the open edges, ...). Each round their energy under f_t is logged
         as ``<name>_energy_wh``, so that a run says how much energy the agent saved against
         always driving them.
+
+    Returns
+    -------
+    LoopResult
+        The per-round and per-observation tables, the visits, the cumulative regret and the energy driven.
     """
     rng_policy = np.random.default_rng([seed, 3])
     log_dir = Path(log_dir) if log_dir is not None else None

@@ -374,6 +374,11 @@ def load_network(
         Synthetic network parameters (defaults from the registry).
     use_cache : bool
         Read and write the on-disk cache.
+
+    Returns
+    -------
+    Network
+        The prepared network: edges (the row number is the edge id), nodes, line graph, geometry.
     """
     positive_float("max grade", max_grade)
     name_path = Path(name)

@@ -864,6 +864,11 @@ def network_prior(net, mean, kind: str = "combined", lengthscale: float = 1.0, k
 
     ``prior_var`` defaults to the paper's σ₀² = (:data:`PRIOR_SCALE` σ_det)², σ_det the standard deviation
     of ``mean`` over the edges (003 Sec. 4.1).
+
+    Returns
+    -------
+    NetworkPrior
+        The prior as an operator: ``mean``, ``diag()``, ``rows(idx)``, ``sample(rng)``, and ``precision()`` where it is a Markov random field.
     """
     if prior_var is None:
         sigma_det = float(np.std(np.asarray(mean, dtype=np.float64)))

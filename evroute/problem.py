@@ -63,7 +63,13 @@ class Problem:
 
 def prepare_problem(cfg, net=None) -> Problem:
     """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed
-    (the truth ``cfg.truth`` names, made by its registered factory)."""
+    (the truth ``cfg.truth`` names, made by its registered factory).
+
+    Returns
+    -------
+    Problem
+        The run's network, trip, prior mean and scales, truth and oracle.
+    """
     vehicle = load_vehicle(cfg.vehicle)
     truth_vehicle = load_vehicle(cfg.truth_vehicle()) if cfg.truth_prior is not None else vehicle
     net = net or load_network(cfg.network, osm=cfg.osm, dem=cfg.dem)

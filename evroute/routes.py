@@ -125,6 +125,11 @@ def resolve_route(net, route: str | None = None, from_point: str | None = None,
     """Resolve a named route (``A``, ``B`` or ``NET:A``) or two ``LAT,LON`` points.
 
     With neither given, the network's route ``A``.
+
+    Returns
+    -------
+    RouteSpec
+        The trip: its name, start and end edge ids and the points asked for.
     """
     if (from_point is None) != (to_point is None):
         raise EvrouteError("give both --from and --to (or a --route)")
@@ -164,7 +169,13 @@ def resolve_route(net, route: str | None = None, from_point: str | None = None,
 
 def edge_energies(net, vehicle=None) -> np.ndarray:
     """E_det (Wh) of every edge of ``net`` for ``vehicle``; an energy that is not a
-    finite number is one line naming the vehicle."""
+    finite number is one line naming the vehicle.
+
+    Returns
+    -------
+    numpy.ndarray
+        E_det of every edge, Wh (negative where the car recuperates), shape (E,).
+    """
     e = net.edges
     with np.errstate(over="ignore", invalid="ignore"):
         out = edge_energy_wh(e.length_m.to_numpy(), e.incline_rad.to_numpy(), e.speed_mps.to_numpy(), vehicle)

@@ -194,6 +194,11 @@ def verify_run(run_dir: str | os.PathLike) -> str | None:
     ``rounds.parquet`` has one row per round of the configured horizon, ``observations.parquet``
     one row per edge driven (the sum of ``rounds.n_edges``), and ``edges.parquet`` one row per
     edge, numbered 0..E-1, with the summary's route inside it.
+
+    Returns
+    -------
+    str or None
+        None when the run is complete and readable, else why not (one phrase).
     """
     import pyarrow.parquet as pq
 
@@ -246,7 +251,13 @@ def require_readable_run(run_dir: str | os.PathLike) -> Path:
 
 
 def read_run_table(run_dir: str | os.PathLike, name: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """``<name>.parquet`` of a run directory; a missing or damaged file is one EvrouteError line."""
+    """``<name>.parquet`` of a run directory; a missing or damaged file is one EvrouteError line.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table (``rounds``, ``observations`` or ``edges``), read from Parquet.
+    """
     path = Path(run_dir) / f"{name}.parquet"
     try:
         return pd.read_parquet(path, columns=columns)

@@ -200,6 +200,11 @@ def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwr
         BLAS threads during the run (default 1, as ``evroute compare`` uses, so that the
         numbers do not depend on the machine's core count; None or 0: the libraries'
         default).
+
+    Returns
+    -------
+    RunResult
+        The tables (rounds, observations, edges) and the summary, also written to ``out``.
     """
     if blas_threads is not None:
         nonneg_int("blas_threads", blas_threads)

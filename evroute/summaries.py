@@ -36,7 +36,13 @@ RUN_COLUMNS = ("name", "network", "route", "policy", "policy_name", "model", "le
 
 def read_run(run_dir: str | os.PathLike) -> dict:
     """One row describing a finished run (from its ``config.json`` and ``summary.json``, checked
-    by :func:`evroute.runs.read_run_json`)."""
+    by :func:`evroute.runs.read_run_json`).
+
+    Returns
+    -------
+    dict
+        The run's summary and configuration, flattened, with its final regret (``final_regret_wh``) and the directory.
+    """
     run_dir = Path(run_dir)
     cfg, summary = read_run_json(run_dir)
     try:  # config.json of any format, its policy as a resolved component

@@ -131,3 +131,15 @@ def test_the_docstring_examples_run(tmp_path, monkeypatch):
     for name in modules:
         result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, name
+
+
+def test_every_public_function_says_what_it_returns():
+    """The API reference's functions have a numpy Returns section, except those that return
+    nothing (the registrations)."""
+    import inspect
+
+    for name in sorted(set(evroute.__all__) - {"__version__"}):
+        obj = getattr(evroute, name)
+        if not inspect.isfunction(obj) or inspect.signature(obj).return_annotation in ("None", None):
+            continue
+        assert "Returns\n-------" in (inspect.getdoc(obj) or ""), f"{name} does not say what it returns"

@@ -73,7 +73,13 @@ def unregister_model(name: str) -> None:
 
 
 def available_models() -> list[str]:
-    """Names of the registered backends, sorted."""
+    """Names of the registered backends, sorted.
+
+    Returns
+    -------
+    list of str
+        The registered backends' names, sorted.
+    """
     return _BACKENDS.names()
 
 
@@ -118,6 +124,11 @@ def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) ->
         Seeds the backend's own randomness (minibatches, dictionaries), if it has any.
     **options
         Backend options; given both here and in ``spec`` is an error.
+
+    Returns
+    -------
+    PosteriorModel
+        A fresh posterior over the edges, at the prior.
     """
     comp = _BACKENDS.resolve(spec, **options)
     noise_var = positive_float("noise_var", noise_var)
