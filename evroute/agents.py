@@ -34,7 +34,7 @@ from .models import (
     require_capability,
     resolve_model,
 )
-from .policies import BETA_RULES, MODEL_FAMILIES, RULES, make_policy, rectified_mean
+from .policies import BETA_RULES, MODEL_FAMILIES, RULES, make_policy, route_weights
 from .prior import DiagonalPrior, ScaledPrior, ShiftedPrior
 from .specs import Component, Option
 from .validate import choice, flag, nonneg_float, positive_float, positive_int
@@ -110,8 +110,10 @@ class IndexAgent(Agent):
     """One posterior model and one index rule (paper 003, Algorithm 1–2).
 
     Each round: per-edge indices μ̃ from the rule (:meth:`evroute.policies.Policy.indices`),
-    rectified weights U = E[max(0, N(μ̃, ς²))] (Algorithm 2, line 3), Dijkstra from the
-    start to the end edge over the available edges.
+    the oracle's weights by the weight rule (:func:`evroute.policies.route_weights`: paper 003's
+    rectified U = E[max(0, N(μ̃, ς²))], Algorithm 2 line 3, or the floor-and-potential rule that
+    keeps regeneration), Dijkstra from the start to the end edge over the available edges, the
+    junctions' known costs added where the truth has turns.
 
     Parameters
     ----------
@@ -123,24 +125,36 @@ class IndexAgent(Agent):
     prior_mean : array (E,)
         The model's prior mean (logged with each observation).
     rectify : bool
-        Rectify the indices (default); False hands μ̃ to the oracle as it is (it must then
-        be non-negative).
+        Weigh the indices by ``weights`` (default); False hands μ̃ to the oracle as it is (it
+        must then be non-negative).
+    weights : {"rectified", "potential"}
+        The weight rule; ``potential`` needs ``floor`` and ``potential`` (Wh per edge) and, with
+        turns, ``turn_potential`` (:func:`evroute.policies.turn_potential`).
+    turns : evroute.environments.Turns, optional
+        The junctions' costs, known to the agent (the truth's), added to its routes.
     """
 
-    def __init__(self, policy, model, oracle, start: int, end: int, prior_mean, rectify: bool = True):
+    def __init__(self, policy, model, oracle, start: int, end: int, prior_mean, rectify: bool = True, *,
+                 weights: str = "rectified", floor=None, potential=None, turns=None, turn_potential=None):
         self.policy = policy
         self.model = model
         self.oracle = oracle
         self.start, self.end = int(start), int(end)
         self.prior_mean = np.asarray(prior_mean, dtype=np.float64)
         self.rectify = bool(rectify)
+        self.weights, self.floor, self.potential, self.turns = weights, floor, potential, turns
+        self.turn_potential = turn_potential
 
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.model.mean_std()
         idx, beta = self.policy.indices(self.model, t, rng)
-        weights = rectified_mean(idx, math.sqrt(self.model.noise_var)) if self.rectify else idx
-        path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
-                          dtype=np.int64)
+        if self.rectify:
+            weights, arc = route_weights(idx, self.weights, math.sqrt(self.model.noise_var), self.floor,
+                                         self.potential, self.turns, self.turn_potential)
+        else:
+            weights, arc = idx, None
+        path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available,
+                                                    turn_weights=arc).edges, dtype=np.int64)
         return Decision(path, float(beta), np.asarray(idx, dtype=np.float64)[path], mu[path].copy(),
                         sd[path].copy(), self.prior_mean[path])
 
@@ -688,6 +702,12 @@ class AgentSetup:
     candidates: dict | None = None
     #: the run's horizon T (paper 004's β uses it); 0 when unknown
     horizon: int = 0
+    #: how indices become the oracle's weights (:data:`evroute.policies.WEIGHT_RULES`)
+    weights: str = "rectified"
+    #: the junctions' costs of a truth of edges plus turns, known to the agents (None: none)
+    turns: object = None
+    #: with turns, what the potential weight rule needs (:class:`evroute.policies.TurnPotential`)
+    turn_potential: object = None
 
     def __post_init__(self) -> None:
         self.model = resolve_model(self.model)
@@ -797,7 +817,9 @@ def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
             model = make_model(setup.model, setup.prior, noise_var=setup.noise_var, seed=setup.seed)
         if options.get("joint"):
             require_capability(model, JOINT_SAMPLES, f"{family}-{rule}[joint=true]")
-        return IndexAgent(policy, model, setup.oracle, setup.start, setup.end, setup.prior.mean)
+        return IndexAgent(policy, model, setup.oracle, setup.start, setup.end, setup.prior.mean,
+                          weights=setup.weights, floor=setup.energy_floor, potential=setup.potential,
+                          turns=setup.turns, turn_potential=setup.turn_potential)
 
     return factory
 

@@ -46,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "networks": ("evroute.cli_networks", None, "Road networks: list, inspect, download today's OSM."),
     "data": ("evroute.cli_data", None, "The reference datasets (Monaco, Luxembourg, Luxembourg's terrain): "
              "download, verify, list."),
+    "drives": ("evroute.cli_drives", None, "Drives in: GPS traces with energy map-matched into the network's "
+               "edges."),
     "sumo": ("evroute.cli_sumo", None, "SUMO's EV model in simulated traffic, a physical truth (pip install "
              "\"evroute[sumo]\")."),
 }

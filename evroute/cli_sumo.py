@@ -23,6 +23,38 @@ app = typer.Typer(help="SUMO's EV model in simulated traffic, a physical truth (
                   no_args_is_help=True, **HELP_STYLE)
 
 
+def conservation_lines(c: dict, trip: str) -> list[str]:
+    """What :func:`evroute.sumo.atlas_conservation` found, for people: one line per question."""
+    whole, split = c["whole"], c["split"]
+
+    def cycle(x):
+        return (f"a cycle of {x['cycle_edges']} edges makes {-x['cycle_energy_wh']:.1f} Wh" if x["negative_cycle"]
+                else "no cycle makes energy")
+
+    lines = [f"energy conserved? booked whole on edges: {100 * whole['below_floor_share']:.1f} % of "
+             f"{whole['edges_checked']:,} edges below the physical floor, {cycle(whole)}; edges plus turns: "
+             f"{100 * split['below_floor_share']:.1f} % below the floor, {cycle(split)}"
+             + (f" ({split['turn_violations']:,} turns' means below the kinetic bound)" if split["turn_violations"]
+                else "")
+             + (f"; the truth breaks {split['cycles_broken']} such cycles, adding {split['energy_added_wh']:.0f} Wh"
+                if split.get("cycles_broken") else "")]
+    if split["drives"]:
+        lines.append(f"SUMO's drives ({split['drives']:,}, in-sample): the truth (edges plus turns) predicts them "
+                     f"within {100 * split['drive_error_median']:.1f} % (median; bias "
+                     f"{100 * split['drive_bias']:+.1f} %), whole traversals on edges within "
+                     f"{100 * whole['drive_error_median']:.1f} % (bias {100 * whole['drive_bias']:+.1f} %)")
+    if split.get("optimum_wh") is not None:
+        status = "" if split["optimum_status"] == "optimal" else f" ({split['optimum_status']})"
+        simple = split.get("simple_optimum_wh")
+        lines.append(f"trip {trip} under the truth: least energy {split['optimum_wh']:.1f} Wh{status}"
+                     + (f" (the best route that passes no junction twice: {simple:.1f} Wh)"
+                        if simple is not None and abs(simple - split["optimum_wh"]) > 1e-6 else "")
+                     + f"; handed the truth, --weights potential drives {split['potential_wh']:.1f} Wh, rectified "
+                     f"{split['rectified_wh']:.1f} Wh; fastest {split['fastest_wh']:.1f} Wh, shortest "
+                     f"{split['shortest_wh']:.1f} Wh")
+    return lines
+
+
 @app.command("atlas")
 def sumo_atlas_cmd(
     network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
@@ -56,7 +88,7 @@ def sumo_atlas_cmd(
     from .progress import stage
     from .routes import edge_energies, resolve_route
     from .runs import check_output_file
-    from .sumo import build_atlas, edet_agreement, fit_hyperparameters
+    from .sumo import atlas_conservation, build_atlas, edet_agreement, fit_hyperparameters
 
     options = TRUTHS.get("sumo").resolve({"rate": rate, "hours": hours, "probes": probes, "atlas_seed": seed,
                                           "demand": demand})
@@ -74,6 +106,8 @@ def sumo_atlas_cmd(
     mean, counts = atlas.mean_energy(net.n_edges)
     e_det = edge_energies(net, veh)
     stats = {**atlas.summary, "key": atlas.key, **edet_agreement(e_det, mean)}
+    with stage("energy conservation: floors, cycles, drives and the trip's exact optimum"):
+        stats["conservation"] = atlas_conservation(atlas, net, veh, e_det, spec.start, spec.end)
     if fit:
         with stage("type-II maximum likelihood on the atlas's first half"):
             stats["fit"] = fit_hyperparameters(atlas, net, e_det)
@@ -93,6 +127,8 @@ def sumo_atlas_cmd(
     if stats["r_edet_sumo"] is not None:
         print(f"E_det (Eq. 8) against the mean SUMO energy per edge: r = {stats['r_edet_sumo']:.3f}, median "
               f"ratio SUMO / E_det {stats['median_ratio_sumo_edet']:.3f}")
+    for line in conservation_lines(stats["conservation"], spec.name):
+        print(line)
     background = f"demand={options['demand']}" if options["demand"] else f"rate={options['rate']:g}"
     print(f"atlas {atlas.key} (cached); --truth \"sumo[{background},hours={options['hours']:g},"
           f"probes={options['probes']},atlas_seed={options['atlas_seed']}]\" uses it")
@@ -106,3 +142,63 @@ def sumo_atlas_cmd(
               f"--lengthscale {f['lengthscale']:g}")
     for f in files:
         print(f"wrote {f}")
+
+
+@app.command("drives")
+def sumo_drives_cmd(
+    network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
+    out: Annotated[Path, typer.Option("--out", help="Folder for traces.csv (the GPS traces with the energy used "
+                                      "so far), answer.parquet (SUMO's own traversals: the answer key) and "
+                                      "drives.json.")] = Path("drives"),
+    vehicles: Annotated[int, typer.Option("--vehicles", help="Cars that record their drives; 1 to 10000.")] = 20,
+    seed: Annotated[int, typer.Option(help="Seed of the demand, of SUMO and of the GPS noise; 0 to 2^31-1.")] = 0,
+    gps_noise: Annotated[float, typer.Option("--gps-noise", help="GPS noise, metres (independent Gaussian east "
+                                             "and north); 0 to 500.")] = 0.0,
+    rate_hz: Annotated[float, typer.Option("--rate", help="Fixes a second; in (0, 1] (SUMO steps once a "
+                                           "second).")] = 1.0,
+    traffic: Annotated[float, typer.Option("--traffic", help="Background traffic: random trips an hour; in "
+                                           "(0, 1e6].")] = 1800.0,
+    hours: Annotated[float, typer.Option(help="Simulated hours; in (0, 24].")] = 0.5,
+    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
+    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+) -> None:
+    """Realistic drives from SUMO with an answer key: GPS traces with energy (CSV) of cars in
+    background traffic, and SUMO's own per-edge energies of the same drives kept apart."""
+    from .energy import load_vehicle
+    from .errors import EvrouteError
+    from .io import atomic_path, atomic_write_parquet, atomic_write_text, generator
+    from .network import load_network
+    from .progress import configure as configure_progress
+    from .runs import check_output_file
+    from .sumo import sumo_drives
+
+    for ok, what in ((1 <= vehicles <= 10000, f"--vehicles must be 1 to 10000, got {vehicles}"),
+                     (0 <= seed < 2**31, f"--seed must be 0 to 2^31-1, got {seed}"),
+                     (0 <= gps_noise <= 500, f"--gps-noise must be 0 to 500 metres, got {gps_noise:g}"),
+                     (0 < rate_hz <= 1, f"--rate must be in (0, 1] fixes a second, got {rate_hz:g}"),
+                     (0 < traffic <= 1e6, f"--traffic must be in (0, 1e6] trips an hour, got {traffic:g}"),
+                     (0 < hours <= 24, f"--hours must be in (0, 24], got {hours:g}")):
+        if not ok:
+            raise EvrouteError(what)
+    configure_progress(progress)
+    for name in ("traces.csv", "answer.parquet", "drives.json"):
+        check_output_file(out / name, overwrite)  # before any work
+    veh = load_vehicle(vehicle)
+    net = load_network(network, osm=osm, dem=dem)
+    d = sumo_drives(net, network, veh, vehicles=vehicles, seed=seed, rate=traffic, hours=hours, gps_noise_m=gps_noise,
+                    sample_hz=rate_hz, osm=str(osm) if osm else None, dem=str(dem) if dem else None)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out / "traces.csv") as tmp:
+        with open(tmp, "w") as fh:
+            fh.write(f"# generator: {generator()}\n")
+            d.traces.to_csv(fh, index=False, float_format="%.10g")
+    atomic_write_parquet(out / "answer.parquet", d.answer)
+    atomic_write_text(out / "drives.json", json.dumps({"generator": generator(), **d.summary}, indent=2))
+    if as_json:
+        print(json.dumps(d.summary))
+        return
+    s = d.summary
+    print(f"{s['vehicles']:,} drives on {net.name}: {s['fixes']:,} fixes at {s['sample_hz']:g} Hz, GPS noise "
+          f"{s['gps_noise_m']:g} m; answer key {s['answer_traversals']:,} traversals ({s['teleports']} teleports)")
+    print(f"wrote {out / 'traces.csv'}, {out / 'answer.parquet'}, {out / 'drives.json'}")
+    print(f"import them: evroute drives import {out / 'traces.csv'} --network {network} --out DRIVES")

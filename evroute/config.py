@@ -92,6 +92,7 @@ class SimulationConfig:
     to_point: str | None = _setting("to_point")
     policy: Component = _setting("policy")
     model: Component = _setting("model")
+    weights: str = _setting("weights")
     horizon: int = _setting("horizon")
     seed: int = _setting("seed")
     kernel: str = _setting("kernel")

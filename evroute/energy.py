@@ -166,6 +166,42 @@ def edge_energy_wh(length_m, incline_rad, speed_mps, vehicle: Vehicle | None = N
     return np.where(work >= 0, work / (3600.0 * vehicle.eta_plus), work * vehicle.eta_minus / 3600.0)
 
 
+#: The mass equivalent of the rotating parts (wheels, motor) that SUMO's energy model adds to the
+#: vehicle's in the kinetic energy, kg: SUMO 1.28's default (``EnergyParams``), pinned in
+#: :func:`evroute.sumo.vtype_xml` so that the kinetic split uses the car SUMO drove.
+ROTATING_MASS_KG = 40.0
+
+
+def kinetic_wh(speed, last_speed, electricity, vehicle: Vehicle | None = None) -> np.ndarray:
+    """The part of each step's electricity that changed the car's kinetic energy, Wh.
+
+    SUMO's energy model (Kurczveil et al. 2014; ``HelpersEnergy``) sums a step's powers (the
+    potential, the kinetic ½ (m + m_rot)(v² − v_prev²)/Δt, drag, rolling) and divides the total by
+    η⁺ when it is drawn from the battery, multiplies it by η⁻ when it is recuperated; the sign of
+    the step's electricity says which. The kinetic term through that efficiency is what this
+    returns: a step's electricity minus it is the energy the step would have used at a constant
+    speed (:func:`evroute.sumo.traversals`, :func:`evroute.drives.trip_traversals`).
+
+    Parameters
+    ----------
+    speed, last_speed : array
+        The speed at the step's end and at its start (m/s).
+    electricity : array
+        The step's energy (Wh; its sign picks the efficiency).
+    vehicle : Vehicle, optional
+        Mass and efficiencies (default the paper's EV).
+
+    Returns
+    -------
+    numpy.ndarray
+        Wh per step.
+    """
+    vehicle = vehicle or Vehicle()
+    v, v0 = np.asarray(speed, dtype=np.float64), np.asarray(last_speed, dtype=np.float64)
+    dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (v * v - v0 * v0) / 3600.0
+    return dke * np.where(np.asarray(electricity) > 0, 1.0 / vehicle.eta_plus, vehicle.eta_minus)
+
+
 def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A physical lower bound of each edge's energy and a potential that makes it non-negative.
 

@@ -33,13 +33,13 @@ import numpy as np
 from .cache import cached_arrays, hash_bytes
 from .components import CLOSURES, TRUTHS
 from .errors import EvrouteError
-from .policies import rectified_mean
+from .policies import route_weights
 from .prior import NetworkPrior
 from .progress import stage
 from .specs import Component, Option
 from .validate import nonneg_float, positive_float, positive_int, unit_rate
 
-__all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "Truth", "TruthSetup", "register_truth",
+__all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "Truth", "Turns", "TruthSetup", "register_truth",
            "truth_names", "make_truth", "TRUTHS", "register_closures", "CLOSURES", "ClosurePattern",
            "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "RKHS_ANCHORS", "parse_closures", "resolve_truth"]
 
@@ -93,6 +93,39 @@ class TruthSetup:
 
 
 @dataclass
+class Turns:
+    """The energy of the junctions: a truth of edges plus turns (SUMO's kinetic energy booked at
+    the junction where the car brakes and accelerates, :mod:`evroute.sumo`).
+
+    Attributes
+    ----------
+    costs : numpy.ndarray
+        The expected energy of each legal turn (Wh), in the order of the network's
+        ``conn_src``/``conn_dst``: paid by a route where it turns from one edge into the next.
+    potential : numpy.ndarray (E,)
+        A kinetic potential ψ per edge (Wh; η⁻ ½ m v² at the edge's typical top speed): a turn
+        from a fast road onto a slow one gives energy back (costs < 0), but no car's turn costs
+        less than ψ_next − ψ_prev (it recovers at most η⁻ of its braking, pays at least its
+        rise), a bound that telescopes along a route; :meth:`violations` counts the turns whose
+        (mean) cost is below it.
+    conn_src, conn_dst : numpy.ndarray
+        The turns (the network's line graph).
+    """
+
+    costs: np.ndarray
+    potential: np.ndarray
+    conn_src: np.ndarray
+    conn_dst: np.ndarray
+
+    def violations(self, tol: float = 1e-9) -> tuple[int, float]:
+        """The turns whose reduced cost is below −``tol``, and the sum of those (Wh, ≤ 0): means
+        over different cars going below what any one car can (:func:`evroute.sumo.atlas_turns`)."""
+        r = self.costs - (self.potential[self.conn_dst] - self.potential[self.conn_src])
+        bad = r < -tol
+        return int(bad.sum()), float(r[bad].sum())
+
+
+@dataclass
 class Truth:
     """A ground truth: the expected energy f of every edge, and how one traversal is observed.
 
@@ -111,6 +144,9 @@ class Truth:
         What the run's summary records about it.
     supports_drift : bool
         Whether energies drifting in time (``--drift``) can be layered on it.
+    turns : Turns, optional
+        The junctions' energies, for a truth of edges plus turns; a route's energy is then
+        Σ f over its edges plus Σ over its turns.
     """
 
     values: np.ndarray
@@ -118,6 +154,7 @@ class Truth:
     rkhs_norm: float = float("nan")
     description: dict = field(default_factory=dict)
     supports_drift: bool = True
+    turns: Turns | None = None
 
     def observe(self, rng: np.random.Generator, path: np.ndarray, expected: np.ndarray) -> np.ndarray:
         """The energies measured on the edges of ``path`` when their expected energies are
@@ -175,15 +212,28 @@ class Environment(ABC):
     def reference_route(self, t: int) -> np.ndarray:
         """The clairvoyant route of round t (the oracle handed f_t, on the available edges)."""
 
+    #: The junctions' energies of a truth of edges plus turns (None: edges only).
+    turns: Turns | None = None
+
+    def route_energy(self, t: int, path) -> float:
+        """The true expected energy of driving ``path`` in round t: f_t over its edges, plus its
+        turns' where the truth has them."""
+        path = np.asarray(path, dtype=np.int64)
+        energy = float(self.expected(t)[path].sum())
+        if self.turns is not None:
+            energy += float(self.turns.costs[self.oracle.turn_index(path)].sum())
+        return energy
+
     def optimal_energy(self, t: int) -> float:
         """True energy of :meth:`reference_route` in round t."""
-        return float(self.expected(t)[self.reference_route(t)].sum())
+        return self.route_energy(t, self.reference_route(t))
 
 class StaticEnvironment(Environment):
     """A static truth f and Gaussian observation noise (paper 003, Sec. 4.1).
 
-    The reference route is the one the rectified oracle returns when handed f: Dijkstra on
-    E[max(0, N(f_e, ς²))], so that regret measures learning, not rectification.
+    The reference route is the one the agents' oracle returns when handed f: Dijkstra on the
+    weights of the run's rule (:func:`evroute.policies.route_weights`: paper 003's rectified
+    E[max(0, N(f_e, ς²))] by default), so that regret measures learning, not the weight rule.
 
     Parameters
     ----------
@@ -198,10 +248,15 @@ class StaticEnvironment(Environment):
     seed : int
         Seeds the noise generator (stream ``[seed, 2]``).
     rectify : bool
-        Reference route on rectified weights (default, as the agents) or on f itself.
+        Reference route on the agents' weights (default) or on f itself.
+    weigh : callable, optional
+        ``weigh(f) -> (edge weights, turn weights)``: the agents' weight rule
+        (:func:`evroute.policies.route_weights` with the run's rule); default paper 003's
+        rectified weights.
     """
 
-    def __init__(self, truth, noise_std: float, oracle, start: int, end: int, seed: int, rectify: bool = True):
+    def __init__(self, truth, noise_std: float, oracle, start: int, end: int, seed: int, rectify: bool = True,
+                 *, weigh=None):
         self._truth = truth if isinstance(truth, Truth) else None
         f = np.array(truth.values if self._truth is not None else truth, dtype=np.float64)
         if f.ndim != 1 or not np.all(np.isfinite(f)):
@@ -213,6 +268,8 @@ class StaticEnvironment(Environment):
         self.oracle = oracle
         self.start, self.end = int(start), int(end)
         self.rectify = bool(rectify)
+        self.turns = self._truth.turns if self._truth is not None else None
+        self._weigh = weigh or (lambda f: route_weights(f, "rectified", self.noise_std, turns=self.turns))
         self._rng = np.random.default_rng([int(seed), 2])
         self._reference: np.ndarray | None = None
 
@@ -230,8 +287,12 @@ class StaticEnvironment(Environment):
 
     def reference_route(self, t: int) -> np.ndarray:
         if self._reference is None:
-            w = rectified_mean(self._f, self.noise_std) if self.rectify else self._f
-            self._reference = np.asarray(self.oracle.shortest_path(w, self.start, self.end).edges, dtype=np.int64)
+            if self.rectify:
+                w, arc = self._weigh(self._f)
+            else:
+                w, arc = self._f, (None if self.turns is None else self.turns.costs)
+            self._reference = np.asarray(self.oracle.shortest_path(w, self.start, self.end, turn_weights=arc).edges,
+                                         dtype=np.int64)
             self._reference.flags.writeable = False
         return self._reference
 
@@ -435,13 +496,14 @@ class RoadEnvironment(Environment):
       :data:`CLOSURES`) says which edges are open in each round.
 
     Regret is measured against each round's own clairvoyant route on the open edges (the
-    rectified oracle handed f_t, as :class:`StaticEnvironment`). Rounds are visited in order.
+    agents' oracle handed f_t, as :class:`StaticEnvironment`). Rounds are visited in order.
     ``truth`` may be a :class:`Truth` (its :meth:`Truth.observe` draws the observations) or f.
     """
 
     def __init__(self, truth, mean, sample_dev, noise_std: float, oracle, start: int, end: int, seed: int, *,
-                 eps: float = 0.0, closures=None):
+                 eps: float = 0.0, closures=None, weigh=None):
         self._truth = truth if isinstance(truth, Truth) else None
+        self.turns = self._truth.turns if self._truth is not None else None
         f = np.array(truth.values if self._truth is not None else truth, dtype=np.float64)
         if f.ndim != 1 or not np.all(np.isfinite(f)):
             raise EvrouteError("the truth must be a 1-d array of finite numbers")
@@ -456,6 +518,7 @@ class RoadEnvironment(Environment):
         self.oracle = oracle
         self.start, self.end = int(start), int(end)
         self.seed = int(seed)
+        self._weigh = weigh or (lambda f: route_weights(f, "rectified", self.noise_std, turns=self.turns))
         self._rng = np.random.default_rng([self.seed, 2])
         comp = parse_closures(closures) if not isinstance(closures, Component | ClosurePattern) else closures
         if isinstance(comp, Component):
@@ -467,7 +530,7 @@ class RoadEnvironment(Environment):
             self.closures.attach(self)
 
     def route_for(self, f, mask) -> np.ndarray:
-        """The rectified oracle's route under energies ``f`` on the open edges ``mask``."""
+        """The agents' oracle's route under energies ``f`` on the open edges ``mask``."""
         return self._route(f, mask)
 
     def connected(self, mask) -> bool:
@@ -475,8 +538,9 @@ class RoadEnvironment(Environment):
         return self._connected(mask)
 
     def _route(self, f, mask) -> np.ndarray:
-        w = rectified_mean(f, self.noise_std)
-        return np.asarray(self.oracle.shortest_path(w, self.start, self.end, available=mask).edges, dtype=np.int64)
+        w, arc = self._weigh(f)
+        return np.asarray(self.oracle.shortest_path(w, self.start, self.end, available=mask, turn_weights=arc).edges,
+                          dtype=np.int64)
 
     def _connected(self, mask) -> bool:
         try:

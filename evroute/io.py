@@ -162,7 +162,7 @@ def written_by_evroute(path: str | os.PathLike) -> bool:
     a GeoJSON ``"generator"`` member first after ``"type"``, an HTML comment after the doctype, the
     ``Software`` text of a PNG, the ``Creator`` of an SVG, the layer descriptions of a GeoPackage,
     the ``generator`` attribute of an OSM XML file, a JSON object's first member ``"generator"``, a
-    Parquet file's ``generator`` metadata."""
+    Parquet file's ``generator`` metadata, a CSV's first line ``# generator: ...``."""
     path = Path(path)
     if not path.is_file() or path.is_symlink():
         return False
@@ -183,6 +183,8 @@ def written_by_evroute(path: str | os.PathLike) -> bool:
         return True
     if head.startswith(b"PAR1"):
         return _parquet_generator(path)
+    if head.startswith(b"# generator: " + mark):  # a CSV with a comment line first
+        return True
     return False
 
 

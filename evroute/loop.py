@@ -158,10 +158,15 @@ class LoopResult:
     #: each baseline route of ``run_loop(baselines=...)`` (the fastest, the shortest route)
     total_energy: float = 0.0
     baseline_energy: dict = field(default_factory=dict)
+    #: with ``run_loop(exact_energy=...)``: the regret against the exact least-energy route
+    #: summed over the rounds, and the first round whose route came within 1 % of it (None: none)
+    cumulative_exact_regret: float | None = None
+    first_within_1pct: int | None = None
 
 
 def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
-             log_dir: str | os.PathLike | None = None, baselines: dict | None = None) -> LoopResult:
+             log_dir: str | os.PathLike | None = None, baselines: dict | None = None,
+             exact_energy: float | None = None) -> LoopResult:
     """Algorithm 1 for ``horizon`` rounds.
 
     Parameters
@@ -181,6 +186,10 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
         (the fastest route on the open edges, ...). Each round their energy under f_t is logged
         as ``<name>_energy_wh``, so that a run says how much energy the agent saved against
         always driving them.
+    exact_energy : float, optional
+        The energy of the exact least-energy route under a static truth: each round's regret
+        against it is logged as ``exact_regret_wh`` (beside ``regret_wh``, against the
+        clairvoyant route of the agents' own weight rule).
 
     Returns
     -------
@@ -199,6 +208,7 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
     total = 0.0
     baselines = dict(baselines or {})
     baseline_total = dict.fromkeys(baselines, 0.0)
+    exact_total, within = (0.0 if exact_energy is not None else None), None
     try:
         for t in range(1, horizon + 1):
             tic = time.perf_counter()
@@ -213,15 +223,20 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
             seconds = time.perf_counter() - tic
             f = env.expected(t)
             optimal = env.optimal_energy(t)
-            expected = float(f[path].sum())
+            expected = env.route_energy(t, path)  # f_t over the route's edges (and its turns')
             regret = expected - optimal
             cumulative += regret
             seconds_all[t - 1] = seconds
             np.add.at(visits, path, 1)
             total += expected
             driven = {}
+            if exact_energy is not None:
+                driven["exact_regret_wh"] = expected - exact_energy
+                exact_total += expected - exact_energy
+                if within is None and expected - exact_energy <= 0.01 * abs(exact_energy):
+                    within = t
             for name, route in baselines.items():  # after the timing: not the agent's cost
-                driven[f"{name}_energy_wh"] = e = float(f[route(available)].sum())
+                driven[f"{name}_energy_wh"] = e = env.route_energy(t, route(available))
                 baseline_total[name] += e
             log.add({"t": t, "path": path.tolist(), "n_edges": len(path), "expected_energy_wh": expected,
                      "observed_energy_wh": float(observed.sum()), "optimal_energy_wh": optimal,
@@ -238,4 +253,4 @@ def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
         log.abort()
         raise
     return LoopResult(rounds, observations, seconds_all, visits, float(cumulative), float(regret), float(total),
-                      baseline_total)
+                      baseline_total, exact_total, within)

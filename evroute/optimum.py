@@ -50,8 +50,11 @@ for monaco:B). ``"auto"`` tries ``"strict"`` and, only if no strict route exists
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
+import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -69,7 +72,7 @@ from scipy.sparse.csgraph import (
 from .errors import EvrouteError
 from .settings import MAX_TIME_LIMIT
 
-__all__ = ["ENDS", "OptimumResult", "exact_optimum", "is_vertex_simple", "path_energy",
+__all__ = ["ENDS", "OptimumResult", "exact_optimum", "is_vertex_simple", "negative_cycle", "feasible_potential", "break_negative_cycles", "path_energy",
            "MAX_TIME_LIMIT"]
 
 
@@ -122,11 +125,15 @@ class OptimumResult:
     ends: str = "strict"
 
 
-def path_energy(path, weights) -> float:
-    """Sum of ``weights`` over the edges of ``path`` (0.0 for an empty path)."""
+def path_energy(path, weights, turns: dict | None = None) -> float:
+    """Sum of ``weights`` over the edges of ``path`` (0.0 for an empty path), plus the cost of
+    each turn the path takes where ``turns`` (``{(edge, next edge): cost}``) has one."""
     if len(path) == 0:
         return 0.0
-    return float(np.asarray(weights, dtype=np.float64)[np.asarray(path, dtype=np.int64)].sum())
+    total = float(np.asarray(weights, dtype=np.float64)[np.asarray(path, dtype=np.int64)].sum())
+    if turns:
+        total += sum(turns.get((int(a), int(b)), 0.0) for a, b in zip(path[:-1], path[1:], strict=True))
+    return total
 
 
 def is_vertex_simple(path, edge_u, edge_v, ends: str = "strict") -> bool:
@@ -163,7 +170,7 @@ def _as_int_array(a, name: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def _check_inputs(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end):
+def _check_inputs(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end, turn_weights=None):
     try:
         n_edges, start, end = int(n_edges), int(start), int(end)
     except (TypeError, ValueError) as exc:
@@ -184,6 +191,9 @@ def _check_inputs(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, e
         raise EvrouteError(f"connection edge ids must lie in 0..{n_edges - 1}")
     if not np.all(np.isfinite(w)):
         raise EvrouteError("weights must be finite")
+    arc = np.zeros(src.size) if turn_weights is None else np.asarray(turn_weights, dtype=np.float64)
+    if arc.shape != (src.size,) or not np.all(np.isfinite(arc)):
+        raise EvrouteError(f"turn_weights must be {src.size} finite numbers, one per connection")
     for name, e in (("start", start), ("end", end)):
         if not 0 <= e < n_edges:
             raise EvrouteError(f"{name} edge {e} is not in 0..{n_edges - 1}")
@@ -194,7 +204,7 @@ def _check_inputs(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, e
             f"connection {i} ({src[i]} -> {dst[i]}) does not join the head of edge {src[i]} "
             f"to the tail of edge {dst[i]}"
         )
-    return n_edges, src, dst, eu, ev, w, start, end
+    return n_edges, src, dst, eu, ev, w, start, end, arc
 
 
 def _reachable(n: int, src: np.ndarray, dst: np.ndarray, root: int) -> np.ndarray:
@@ -243,8 +253,9 @@ def _has_pred_cycle(pred: np.ndarray) -> bool:
     return bool(np.any(p[:n] != n))
 
 
-def _bellman_ford(n, src, dst, w, start):
-    """Vectorised Bellman–Ford on L(G) with vertex weights (a walk's cost includes ``start``).
+def _bellman_ford(n, src, dst, w, start, arc=None):
+    """Vectorised Bellman–Ford on L(G) with vertex weights and, where given, arc weights (a
+    walk's cost includes ``start``).
 
     Synchronous rounds that relax only the connections out of edges whose distance changed
     in the previous round. Returns ``(dist, pred, negative_cycle)``. A negative cycle
@@ -254,6 +265,7 @@ def _bellman_ford(n, src, dst, w, start):
     reach = _reachable(n, src, dst, start)
     keep = reach[src]
     src, dst = src[keep], dst[keep]
+    arc = np.zeros(src.size) if arc is None else np.asarray(arc, dtype=np.float64)[keep]
     n_reach = int(reach.sum())
     dist = np.full(n, np.inf)
     pred = np.full(n, -1, dtype=np.int64)
@@ -263,7 +275,7 @@ def _bellman_ford(n, src, dst, w, start):
     for it in range(1, n_reach + 1):
         m = active[src]
         cs, cd = src[m], dst[m]
-        cand = dist[cs] + w[cd]
+        cand = dist[cs] + w[cd] + arc[m]
         better = cand < dist[cd]
         if not better.any():
             return dist, pred, False
@@ -280,6 +292,210 @@ def _bellman_ford(n, src, dst, w, start):
         if it % 32 == 0 and _has_pred_cycle(pred):
             return dist, pred, True
     return dist, pred, True
+
+
+def negative_cycle(n_edges, conn_src, conn_dst, weights, turn_weights=None) -> list[int] | None:
+    """A cycle of negative total energy anywhere in the network, or None where there is none.
+
+    A truth with such a cycle creates energy: a car driving it ends where it began with more
+    charge. Bellman–Ford (Bellman 1958) on the line graph L(G) from every edge at once (a virtual
+    root joined to all), vertex weights ``weights`` and, where given, ``turn_weights`` per legal
+    turn; a cycle is read off the predecessor graph and its energy checked.
+
+    Parameters
+    ----------
+    n_edges : int
+        Number of edges E.
+    conn_src, conn_dst : array of int
+        The legal turns (L(G)).
+    weights : array of float (E,)
+        Per-edge energy.
+    turn_weights : array of float, optional
+        Per-turn energy, one per connection.
+
+    Returns
+    -------
+    list of int or None
+        The edges of a negative cycle in driving order, from its lowest edge id (its energy:
+        their weights plus the turns between them, the last back into the first), or None.
+
+    Examples
+    --------
+    >>> negative_cycle(2, [0, 1], [1, 0], [1.0, -2.0])
+    [0, 1]
+    >>> negative_cycle(2, [0, 1], [1, 0], [1.0, -0.5]) is None
+    True
+    """
+    return _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights)[1]
+
+
+def feasible_potential(n_edges, conn_src, conn_dst, weights, turn_weights=None) -> np.ndarray | None:
+    """A potential h per edge with ``turn_weights[i] + weights[conn_dst[i]] + h[conn_src[i]] −
+    h[conn_dst[i]] ≥ 0`` on every legal turn i, or None where a negative cycle makes one
+    impossible.
+
+    Johnson's reweighting (Johnson 1977, "Efficient algorithms for shortest paths in sparse
+    networks", J. ACM 24:1–13) on the line graph: h is the Bellman–Ford distance from a virtual
+    root joined to every edge at cost 0. Along any route the reduced weights sum to its weight
+    plus h(start) − h(end) less the start edge's weight, the same for every route between two
+    edges, so Dijkstra on them finds the route that is shortest under the signed weights.
+
+    Parameters
+    ----------
+    n_edges : int
+        Number of edges E.
+    conn_src, conn_dst : array of int
+        The legal turns (L(G)).
+    weights : array of float (E,)
+        Per-edge weights (may be negative).
+    turn_weights : array of float, optional
+        Per-turn weights (may be negative).
+
+    Returns
+    -------
+    numpy.ndarray (E,) or None
+
+    Examples
+    --------
+    >>> h = feasible_potential(3, [0, 1], [1, 2], [1.0, -2.0, 1.0])
+    >>> bool(np.all(np.array([0.0, 0.0]) + np.array([-2.0, 1.0]) + h[[0, 1]] - h[[1, 2]] >= 0))
+    True
+    """
+    dist, cycle, _ = _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights, root_cost_zero=True)
+    return None if cycle is not None else dist
+
+
+def break_negative_cycles(n_edges, conn_src, conn_dst, weights, turn_weights, weight_room=None, turn_room=None,
+                          max_cycles: int = 100_000):
+    """Raise weights, cycle by cycle, until no cycle of L(G) has negative total weight.
+
+    For each negative cycle :func:`negative_cycle` finds, its deficit is taken from the room its
+    edges and turns have (``weight_room``, ``turn_room``: how far each may be raised, e.g. up to
+    a physical bound), in proportion to that room; what the room cannot cover is spread evenly
+    over the cycle's turns. Costs are only ever raised, and only on cycles that create energy.
+
+    Parameters
+    ----------
+    n_edges : int
+    conn_src, conn_dst : array of int
+        The legal turns.
+    weights : array (E,)
+        Per-edge weights.
+    turn_weights : array
+        Per-turn weights, one per connection.
+    weight_room, turn_room : array, optional
+        How far each edge and turn may be raised first (default 0: turns only, evenly).
+    max_cycles : int
+        Give up (an error) after this many cycles.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, int, float)
+        The weights, the turn weights, the number of cycles broken and the total raise.
+
+    Examples
+    --------
+    >>> w, arc, n, added = break_negative_cycles(2, [0, 1], [1, 0], [1.0, -2.0], [0.0, 0.0])
+    >>> n, round(added, 6), negative_cycle(2, [0, 1], [1, 0], w, arc) is None
+    (1, 1.0, True)
+    """
+    src, dst = _as_int_array(conn_src, "conn_src"), _as_int_array(conn_dst, "conn_dst")
+    w = np.array(weights, dtype=np.float64)
+    arc = np.array(turn_weights, dtype=np.float64)
+    wr = np.zeros(w.size) if weight_room is None else np.maximum(np.array(weight_room, dtype=np.float64), 0.0)
+    ar = np.zeros(arc.size) if turn_room is None else np.maximum(np.array(turn_room, dtype=np.float64), 0.0)
+    n_cycles, added = 0, 0.0
+    while True:
+        _, cycle, turns = _bellman_ford_all(n_edges, src, dst, w, arc)
+        if cycle is None:
+            break
+        if n_cycles >= max_cycles or turns is None:
+            raise EvrouteError(f"more than {max_cycles} cycles of negative energy")
+        edges = np.asarray(cycle, dtype=np.int64)
+        deficit = -(float(w[edges].sum()) + float(arc[turns].sum()))
+        deficit += 1e-9 * (1.0 + deficit)  # strictly non-negative afterwards
+        room = float(wr[edges].sum() + ar[turns].sum())
+        if room > 0:
+            share = min(1.0, deficit / room)
+            w[edges] += share * wr[edges]
+            arc[turns] += share * ar[turns]
+            wr[edges] -= share * wr[edges]
+            ar[turns] -= share * ar[turns]
+            rest = deficit - share * room
+        else:
+            rest = deficit
+        if rest > 0:
+            arc[turns] += rest / turns.size
+        n_cycles += 1
+        added += deficit
+    return w, arc, n_cycles, added
+
+
+def _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights=None, root_cost_zero: bool = False):
+    """Bellman–Ford on L(G) from a virtual root joined to every edge: ``(dist, cycle)``, cycle a
+    negative cycle (list of edges) or None. Synchronous rounds relax only the turns out of edges
+    whose distance changed."""
+    n = int(n_edges)
+    src, dst = _as_int_array(conn_src, "conn_src"), _as_int_array(conn_dst, "conn_dst")
+    w = np.asarray(weights, dtype=np.float64)
+    arc = np.zeros(src.size) if turn_weights is None else np.asarray(turn_weights, dtype=np.float64)
+    if w.shape != (n,) or arc.shape != src.shape or src.shape != dst.shape:
+        raise EvrouteError(f"weights must have length {n} and turn_weights one entry per connection")
+    if not (np.all(np.isfinite(w)) and np.all(np.isfinite(arc))):
+        raise EvrouteError("weights must be finite")
+    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
+        raise EvrouteError(f"connection edge ids must lie in 0..{n - 1}")
+    dist = np.zeros(n) if root_cost_zero else np.minimum(w, 0.0)
+    pred = np.full(n, -1, dtype=np.int64)
+    pred_arc = np.full(n, -1, dtype=np.int64)  # the turn each edge's distance came through
+    active = np.ones(n, dtype=bool)
+    all_arcs = np.arange(src.size)
+    for it in range(1, n + 2):
+        m = active[src]
+        cs, cd, ca, ci = src[m], dst[m], arc[m], all_arcs[m]
+        cand = dist[cs] + ca + w[cd]
+        better = cand < dist[cd] - 1e-12 * (1.0 + np.abs(dist[cd]))
+        if not better.any():
+            return dist, None, None
+        cs, cd, cand, ci = cs[better], cd[better], cand[better], ci[better]
+        order = np.lexsort((cand, cd))
+        cd_sorted = cd[order]
+        first = np.ones(cd_sorted.size, dtype=bool)
+        first[1:] = cd_sorted[1:] != cd_sorted[:-1]
+        idx = order[first]
+        dist[cd[idx]] = cand[idx]
+        pred[cd[idx]] = cs[idx]
+        pred_arc[cd[idx]] = ci[idx]
+        active[:] = False
+        active[cd[idx]] = True
+        if it % 16 == 0 or it > n:
+            cycle = _pred_cycle(pred)
+            if cycle is not None:
+                turns = pred_arc[np.roll(np.asarray(cycle), -1)]  # the turn out of each edge of the cycle
+                if float(w[cycle].sum()) + float(arc[turns].sum()) < 0:
+                    return dist, cycle, turns
+    cycle = _pred_cycle(pred)  # improving after n rounds: a negative cycle, whatever the predecessors say
+    return dist, (cycle if cycle is not None else []), (pred_arc[np.roll(np.asarray(cycle), -1)] if cycle else None)
+
+
+def _pred_cycle(pred: np.ndarray) -> list[int] | None:
+    """A cycle of the predecessor graph, in forward (driving) order, or None."""
+    if not _has_pred_cycle(pred):
+        return None
+    n = pred.size
+    p = np.append(np.where(pred < 0, n, pred), n)
+    for _ in range(int(n).bit_length() + 1):
+        p = p[p]
+    v = int(np.flatnonzero(p[:n] != n)[0])
+    v = int(p[v])  # after doubling, a node on a cycle
+    cycle = [v]
+    u = int(pred[v])
+    while u != v:
+        cycle.append(u)
+        u = int(pred[u])
+    cycle.reverse()  # pred points backwards
+    i = cycle.index(min(cycle))
+    return cycle[i:] + cycle[:i]
 
 
 def _walk_from_pred(pred, start, end) -> list[int]:
@@ -304,7 +520,8 @@ def _reduce(n_edges, src, dst, eu, ev, start, end, ends):
     edge's tail and edges other than the end edge entering its head (and the start/end edge
     itself if it makes the route revisit a node); turns into the start edge or out of the
     end edge; then all not reachable from the start edge or not co-reachable to the end edge.
-    Returns ``(alive_edge_mask, src, dst)`` or ``None`` when the end edge is cut off.
+    Returns ``(alive_edge_mask, kept)`` (``kept``: the indices of the turns kept) or ``None``
+    when the end edge is cut off.
     """
     idx = np.arange(n_edges)
     terminal = (idx == start) | (idx == end)
@@ -318,14 +535,13 @@ def _reduce(n_edges, src, dst, eu, ev, start, end, ends):
             return None
     if not (ok[start] and ok[end]):
         return None
-    keep = ok[src] & ok[dst] & (dst != start) & (src != end)
-    src, dst = src[keep], dst[keep]
-    fwd = _reachable(n_edges, src, dst, start)
+    kept = np.flatnonzero(ok[src] & ok[dst] & (dst != start) & (src != end))
+    fwd = _reachable(n_edges, src[kept], dst[kept], start)
     if not fwd[end]:
         return None
-    alive = fwd & _reachable(n_edges, dst, src, end)
-    keep = alive[src] & alive[dst]
-    return alive, src[keep], dst[keep]
+    alive = fwd & _reachable(n_edges, dst[kept], src[kept], end)
+    kept = kept[alive[src[kept]] & alive[dst[kept]]]
+    return alive, kept
 
 
 def _highs_class():
@@ -348,7 +564,7 @@ class _CutModel:
     the end edge; the root r is the start edge's head.
     """
 
-    def __init__(self, src, dst, eu_idx, ev_idx, w, start, end, n_nodes):
+    def __init__(self, src, dst, eu_idx, ev_idx, w, start, end, n_nodes, arc=None):
         self.src, self.dst = src, dst
         self.eu, self.ev, self.w = eu_idx, ev_idx, w
         self.s, self.t = start, end
@@ -356,7 +572,7 @@ class _CutModel:
         self.n_nodes = n_nodes
         n_e, n_c = w.size, src.size
         self.n_c = n_c
-        self.c = w[dst].astype(np.float64)
+        self.c = w[dst].astype(np.float64) + (0.0 if arc is None else np.asarray(arc, dtype=np.float64))
         self.const = float(w[start])
         self.into_t = dst == end
         self.head_of_c = ev_idx[dst]  # node entered by turn c
@@ -717,6 +933,26 @@ class _CutModel:
         return None
 
 
+@contextlib.contextmanager
+def _quiet_stdout():
+    """The process's standard output (file descriptor 1) sent to /dev/null for the duration: a
+    library's C code that prints there (HiGHS's banner, before any option can be set) would
+    otherwise end up in evroute's output (``--json``, ``--geojson -``)."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (an embedding host): nothing to protect
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 class _WarmLP:
     """The LP relaxation of a :class:`_CutModel` kept in one HiGHS instance.
 
@@ -727,7 +963,8 @@ class _WarmLP:
 
     def __init__(self, model: _CutModel, highs_cls, model_status, max_age: int = 3):
         self.model, self.status_enum, self.max_age = model, model_status, max_age
-        h = highs_cls()
+        with _quiet_stdout():  # HiGHS prints its banner on the process's stdout when it is made
+            h = highs_cls()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("presolve", "off")  # keeps the basis valid between rounds
         h.setOptionValue("simplex_scale_strategy", 0)  # measured: faster warm re-solves
@@ -808,7 +1045,7 @@ def _relative_gap(best: float, bound: float) -> float:
 
 
 def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, stats,
-                warm_lp=True):
+                warm_lp=True, arc=None):
     def result(path, energy, status, gap):
         stats["cuts"] = model.n_cuts if model is not None else 0
         return OptimumResult(path, energy, "milp", status, gap, time.perf_counter() - t0, stats, ends)
@@ -817,7 +1054,10 @@ def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, st
     red = _reduce(n_edges, src, dst, eu, ev, start, end, ends)
     if red is None:
         return result([], math.nan, "infeasible", math.inf)
-    alive, rsrc, rdst = red
+    alive, kept = red
+    rsrc, rdst = src[kept], dst[kept]
+    arc = np.zeros(src.size) if arc is None else arc
+    turns = {(int(a), int(b)): float(c) for a, b, c in zip(src, dst, arc, strict=True) if c != 0.0}
     local_to_edge = np.flatnonzero(alive)
     edge_to_local = np.full(n_edges, -1, dtype=np.int64)
     edge_to_local[local_to_edge] = np.arange(local_to_edge.size)
@@ -825,7 +1065,7 @@ def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, st
     node_ids, node_idx = np.unique(np.concatenate([eu[alive], ev[alive]]), return_inverse=True)
     model = _CutModel(
         edge_to_local[rsrc], edge_to_local[rdst], node_idx[:m], node_idx[m:], w[alive],
-        int(edge_to_local[start]), int(edge_to_local[end]), node_ids.size,
+        int(edge_to_local[start]), int(edge_to_local[end]), node_ids.size, arc=arc[kept],
     )
     stats.update(reduced_edges=int(m), reduced_connections=int(model.n_c),
                  reduced_nodes=int(node_ids.size), lp_rounds=0, milp_rounds=0)
@@ -837,7 +1077,7 @@ def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, st
     def offer(local_path):
         nonlocal best, best_path
         path = local_to_edge[np.asarray(local_path)].tolist()
-        energy = path_energy(path, w)
+        energy = path_energy(path, w, turns)
         if energy < best and is_vertex_simple(path, eu, ev, ends):
             best, best_path = energy, path
 
@@ -937,6 +1177,8 @@ def exact_optimum(
     *,
     ends: str = "strict",
     method: str = "auto",
+    turn_weights=None,
+    walks: bool = False,
 ) -> OptimumResult:
     """Best vertex-simple route from ``start`` to ``end`` under ``weights`` (paper 003 Eq. 1).
 
@@ -962,6 +1204,14 @@ def exact_optimum(
         time limit); :attr:`OptimumResult.ends` says which.
     method : {"auto", "milp"}
         ``"auto"``: Bellman–Ford first and the MILP only if needed; ``"milp"``: MILP only.
+    turn_weights : array of float, length of ``conn_src``, optional
+        A cost per legal turn (the energy of the junction between two edges, which a truth of
+        edges plus turns has), added where a route takes the turn; may be negative.
+    walks : bool
+        Where no negative cycle is reachable, return the best walk of L(G) (the least-energy
+        route Dijkstra's oracle can drive, which may pass a node of G twice: around a block
+        rather than through a costly turn) instead of the best vertex-simple route. With
+        negative cycles the best walk does not exist and the vertex-simple optimum is returned.
 
     Returns
     -------
@@ -981,17 +1231,18 @@ def exact_optimum(
         raise EvrouteError(f"time_limit must be positive, got {time_limit!r}")
     if ends == "auto":
         res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end,
-                            time_limit, ends="strict", method=method)
+                            time_limit, ends="strict", method=method, turn_weights=turn_weights, walks=walks)
         left = float(time_limit) - (time.perf_counter() - t0)
         if res.status != "infeasible" or res.stats.get("timed_out_without_route") or left <= 0:
             return res
         res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end,
-                            left, ends="open", method=method)
+                            left, ends="open", method=method, turn_weights=turn_weights, walks=walks)
         res.seconds = time.perf_counter() - t0
         return res
-    n_edges, src, dst, eu, ev, w, start, end = _check_inputs(
-        n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end
+    n_edges, src, dst, eu, ev, w, start, end, arc = _check_inputs(
+        n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end, turn_weights
     )
+    turns = {(int(a), int(b)): float(c) for a, b, c in zip(src, dst, arc, strict=True) if c != 0.0}
     stats: dict = {}
     if start == end:
         ok = is_vertex_simple([start], eu, ev, ends)
@@ -1001,13 +1252,13 @@ def exact_optimum(
     if not _reachable(n_edges, src, dst, start)[end]:
         raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
     if method == "auto":
-        _, pred, negative_cycle = _bellman_ford(n_edges, src, dst, w, start)
+        _, pred, negative_cycle = _bellman_ford(n_edges, src, dst, w, start, arc)
         stats["negative_cycle"] = negative_cycle
         if not negative_cycle:
             path = _walk_from_pred(pred, start, end)
             stats["walk_vertex_simple"] = is_vertex_simple(path, eu, ev, ends)
-            if stats["walk_vertex_simple"]:
-                return OptimumResult(path, path_energy(path, w), "bellman-ford", "optimal",
+            if stats["walk_vertex_simple"] or walks:
+                return OptimumResult(path, path_energy(path, w, turns), "bellman-ford", "optimal",
                                      0.0, time.perf_counter() - t0, stats, ends)
     return _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends,
-                       t0 + float(time_limit), t0, stats)
+                       t0 + float(time_limit), t0, stats, arc=arc)

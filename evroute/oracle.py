@@ -48,6 +48,7 @@ class Oracle:
         src = np.asarray(conn_src, dtype=np.int64)
         dst = np.asarray(conn_dst, dtype=np.int64)
         order = np.lexsort((dst, src))
+        self._order = order  # CSR position → the connection's index in (conn_src, conn_dst)
         self._indices = dst[order].astype(np.int32)
         indptr = np.searchsorted(src[order], np.arange(self.n_edges + 1)).astype(np.int32)
         # Explicit entries are kept even when their value is 0: csgraph treats explicit
@@ -72,9 +73,39 @@ class Oracle:
                 raise EvrouteError(f"{label} edge {e} is not an edge of the network (0..{self.n_edges - 1})")
         return w
 
-    def _graph(self, w: np.ndarray) -> sp.csr_matrix:
-        self._csr.data = w[self._indices]
+    def _graph(self, w: np.ndarray, turns: np.ndarray | None = None) -> sp.csr_matrix:
+        self._csr.data = w[self._indices] if turns is None else w[self._indices] + turns[self._order]
         return self._csr
+
+    def turn_index(self, path) -> np.ndarray:
+        """The connection (index into ``conn_src``/``conn_dst``) of each turn a path takes: one
+        per consecutive pair of its edges.
+
+        Raises
+        ------
+        EvrouteError
+            When two consecutive edges are not joined by a legal turn.
+        """
+        p = np.asarray(path, dtype=np.int64)
+        if p.size < 2:
+            return np.zeros(0, dtype=np.int64)
+        a, b = p[:-1], p[1:]
+        lo, hi = self._csr.indptr[a], self._csr.indptr[a + 1]
+        pos = np.array([lo_ + np.searchsorted(self._indices[lo_:hi_], b_) for lo_, hi_, b_ in zip(lo, hi, b, strict=True)],
+                       dtype=np.int64)
+        ok = (pos < hi) & (self._indices[np.minimum(pos, len(self._indices) - 1)] == b)
+        if not ok.all():
+            k = int(np.flatnonzero(~ok)[0])
+            raise EvrouteError(f"no legal turn from edge {a[k]} into edge {b[k]}")
+        return self._order[pos]
+
+    def _check_turns(self, turns) -> np.ndarray | None:
+        if turns is None:
+            return None
+        t = np.asarray(turns, dtype=np.float64)
+        if t.shape != (len(self._order),) or not np.all(np.isfinite(t)):
+            raise EvrouteError(f"expected {len(self._order)} finite turn weights, one per connection")
+        return t
 
     @staticmethod
     def _walk_back(pred: np.ndarray, start: int, end: int) -> list[int]:
@@ -95,7 +126,7 @@ class Oracle:
                                f"got {mask.dtype} of shape {mask.shape}")
         return mask
 
-    def shortest_path(self, weights, start: int, end: int, available=None) -> Route:
+    def shortest_path(self, weights, start: int, end: int, available=None, turn_weights=None) -> Route:
         """Dijkstra from ``start`` to ``end`` for non-negative ``weights``.
 
         Parameters
@@ -103,6 +134,14 @@ class Oracle:
         available : numpy.ndarray of bool, optional
             Edges that may be driven (volatile arms, closures): the others are left out of
             the search, and their weights may be anything, ``inf`` included.
+        turn_weights : numpy.ndarray, optional
+            A non-negative weight per legal turn (in the order of ``conn_src``), added where the
+            route takes the turn: the cost of a junction (a truth of edges plus turns).
+
+        Returns
+        -------
+        Route
+            The edges of the route and its cost (edges and turns).
 
         Raises
         ------
@@ -119,8 +158,11 @@ class Oracle:
             w = np.where(mask, w, 0.0)
         if np.any(w < 0):
             raise EvrouteError("Dijkstra needs non-negative edge weights; use bellman_ford_path")
+        turns = self._check_turns(turn_weights)
+        if turns is not None and np.any(turns < 0):
+            raise EvrouteError("Dijkstra needs non-negative turn weights")
         if mask is None:
-            graph = self._graph(w)
+            graph = self._graph(w, turns)
         else:
             # keep only the turns into available edges (rows of unavailable edges are then
             # never reached, since nothing enters them)
@@ -128,7 +170,8 @@ class Oracle:
             rows = np.repeat(np.arange(self.n_edges), np.diff(self._csr.indptr))
             indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=self.n_edges))])
             idx = self._indices[keep]
-            graph = sp.csr_matrix((w[idx], idx, indptr.astype(np.int32)), shape=(self.n_edges, self.n_edges))
+            data = w[idx] if turns is None else w[idx] + turns[self._order[keep]]
+            graph = sp.csr_matrix((data, idx, indptr.astype(np.int32)), shape=(self.n_edges, self.n_edges))
         dist, pred = csgraph.dijkstra(graph, directed=True, indices=int(start), return_predecessors=True)
         if not np.isfinite(dist[end]):
             if mask is not None and self.reachable(int(start))[end]:
@@ -136,7 +179,8 @@ class Oracle:
                                    f"({int((~mask).sum())} unavailable)")
             raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
         path = self._walk_back(pred, int(start), int(end))
-        return Route(path, float(w[path].sum()))
+        cost = float(w[path].sum()) + (float(turns[self.turn_index(path)].sum()) if turns is not None else 0.0)
+        return Route(path, cost)
 
     def k_shortest_paths(self, weights, start: int, end: int, k: int, available=None) -> list[Route]:
         """The ``k`` shortest loopless routes for non-negative ``weights``, cheapest first (Yen

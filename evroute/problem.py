@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .agents import AgentSetup
 from .agents import make_agent as make_named_agent
-from .cache import CacheEntry, make_key
+from .cache import CacheEntry, hash_bytes, make_key
 from .candidates import candidate_priors
 from .energy import energy_floor_wh, load_vehicle
 from .environments import RoadEnvironment, StaticEnvironment, Truth, TruthSetup, make_truth
@@ -26,11 +26,13 @@ from .io import atomic_write_text
 from .network import load_network
 from .optimum import exact_optimum
 from .oracle import Oracle
+from .policies import route_weights, turn_potential
 from .prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
 from .progress import stage
 from .routes import edge_energies, resolve_route
 
-__all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached"]
+__all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
+           "weight_inputs"]
 
 
 @dataclass
@@ -55,6 +57,8 @@ class Problem:
     #: E_det of the truth's vehicle (the mean the truth is drawn around; ``prior_mean`` unless
     #: ``--truth-prior`` names another vehicle)
     truth_mean: np.ndarray | None = None
+    #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def noise_std(self) -> float:
@@ -97,19 +101,39 @@ def agent_prior(cfg, problem: Problem) -> NetworkPrior:
                         problem.prior_var)
 
 
+def weight_inputs(cfg, problem: Problem) -> dict:
+    """What the run's weight rule needs (:func:`evroute.policies.route_weights`): the edges'
+    floor and potential, the truth's turns (None without) and, for the potential rule with
+    turns, their potential (:func:`evroute.policies.turn_potential`)."""
+    key = ("weights", cfg.weights)
+    if key not in problem.derived:
+        e = problem.net.edges
+        floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
+        turns = problem.ground_truth.turns if problem.ground_truth is not None else None
+        h = turn_potential(floor, turns, lift_to=problem.prior_mean) \
+            if turns is not None and cfg.weights == "potential" else None
+        problem.derived[key] = {"floor": floor, "potential": potential, "turns": turns, "turn_potential": h}
+    return problem.derived[key]
+
+
 def make_environment(cfg, problem: Problem):
     """The environment of a run: the static truth of the problem (paper 003), or, with ``drift``
     or ``closures``, a :class:`evroute.environments.RoadEnvironment` (energies that change,
     roads that close; paper 004)."""
     truth = problem.ground_truth if problem.ground_truth is not None else problem.truth
+    w = weight_inputs(cfg, problem)
+
+    def weigh(f):  # the agents' weight rule, for the clairvoyant route
+        return route_weights(f, cfg.weights, problem.noise_std, **w)
+
     if not cfg.drift and cfg.closures is None:
         return StaticEnvironment(truth, problem.noise_std, problem.oracle, problem.route.start,
-                                 problem.route.end, cfg.seed)
+                                 problem.route.end, cfg.seed, weigh=weigh)
     mean = problem.truth_mean if problem.truth_mean is not None else problem.prior_mean
     dev = NetworkPrior(problem.net, np.zeros(problem.net.n_edges), "combined", cfg.truth_lengthscale, 1.0, 2.0,
                        problem.prior_var)  # the truth's kernel: the drift's innovations g_t
     return RoadEnvironment(truth, mean, dev.sample, problem.noise_std, problem.oracle, problem.route.start,
-                           problem.route.end, cfg.seed, eps=float(cfg.drift), closures=cfg.closures)
+                           problem.route.end, cfg.seed, eps=float(cfg.drift), closures=cfg.closures, weigh=weigh)
 
 
 def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
@@ -118,8 +142,7 @@ def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
     ``prior`` may be handed in when the caller already has it (e.g. an in-process cache
     keeping its dense covariance between runs); by default :func:`agent_prior`.
     """
-    e = problem.net.edges
-    floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
+    w = weight_inputs(cfg, problem)
     prior = prior if prior is not None else agent_prior(cfg, problem)
     # the candidate priors (paper 004): E vectors and lazily built kernels, for the agents using them
     candidates = candidate_priors(cfg.candidates(), problem.net, prior, kernel=cfg.kernel,
@@ -127,15 +150,21 @@ def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
                                   prior_var=problem.prior_var)
     setup = AgentSetup(prior=prior, noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
                        end=problem.route.end, model=cfg.model, seed=cfg.seed,
-                       truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=floor, potential=potential,
-                       candidates=candidates, horizon=int(cfg.horizon))
+                       truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=w["floor"], potential=w["potential"],
+                       candidates=candidates, horizon=int(cfg.horizon), weights=cfg.weights, turns=w["turns"],
+                       turn_potential=w["turn_potential"])
     return make_named_agent(cfg.policy, setup)
 
 
 def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
-    """The best vertex-simple route under f, computed once per (network, route, seed)."""
+    """The best vertex-simple route under f, computed once per truth (keyed by the network, the
+    trip and the truth's values); for a truth of edges plus turns (which creates no energy), the
+    best walk of the line graph: the least-energy route the agents' oracle can drive."""
+    turns = problem.ground_truth.turns if problem.ground_truth is not None else None
     params = {"network": problem.net.cache_key, "start": problem.route.start, "end": problem.route.end,
-              "seed": problem.seed, "truth": float(problem.truth.sum()), "what": "exact-optimum-v2"}
+              "seed": problem.seed, "truth": hash_bytes(np.ascontiguousarray(problem.truth, dtype=np.float64).tobytes()),
+              "turns": None if turns is None else hash_bytes(np.ascontiguousarray(turns.costs).tobytes()),
+              "what": "exact-optimum-v3"}
     entry = CacheEntry("optimum", make_key(params))
     if entry.is_valid(["optimum.json"]):
         cached = json.loads(entry.path("optimum.json").read_text())
@@ -145,7 +174,8 @@ def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
     with stage(f"exact optimum of {problem.route.name} (MILP, up to {time_limit:g} s; cached)"):
         res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
                             problem.truth, problem.route.start, problem.route.end, time_limit=time_limit,
-                            ends="auto")
+                            ends="auto", turn_weights=None if turns is None else turns.costs,
+                            walks=turns is not None)
     out = {"energy": float(res.energy) if res.path else None, "path": [int(x) for x in res.path],
            "method": res.method, "status": res.status, "gap": float(res.gap), "seconds": float(res.seconds),
            "time_limit": float(time_limit), "ends": res.ends}

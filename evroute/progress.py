@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-__all__ = ["configure", "enabled", "stage"]
+__all__ = ["configure", "enabled", "stage", "counter"]
 
 _state = {"enabled": False}
 
@@ -49,3 +49,34 @@ def stage(message: str):
         yield
     finally:
         status.stop()
+
+
+@contextmanager
+def counter(message: str):
+    """A progress bar with ``message`` on stderr (when :func:`enabled`); yields
+    ``tick(done, total)`` to call as work completes (a no-op when nothing is shown)."""
+    if not _state["enabled"]:
+        yield lambda done, total: None
+        return
+    from rich.console import Console
+    from rich.errors import LiveError
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn(message), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True)
+    task = bar.add_task(message, total=None)
+    try:
+        bar.start()
+    except LiveError:
+        yield lambda done, total: None
+        return
+    try:
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+    finally:
+        bar.stop()

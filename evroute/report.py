@@ -59,7 +59,13 @@ def describe_run(summary: dict) -> list[str]:
     if s.get("exact_optimal_energy_wh") is not None:
         ends = ", open ends" if o.get("ends") == "open" else ""
         lines.append(f"exact optimum {s['exact_optimal_energy_wh']:,.1f} Wh ({o['method']}, {o['status']}{ends}, "
-                     f"{o['seconds']:.1f} s): rectification gap {s['rectification_gap_wh']:,.1f} Wh")
+                     f"{o['seconds']:.1f} s): the {s.get('weights', 'rectified')} weights' best route is "
+                     f"{s['rectification_gap_wh']:,.1f} Wh above it")
+        if s.get("final_exact_regret_wh") is not None:
+            first = s.get("first_round_within_1pct")
+            lines.append(f"regret against the exact optimum: {_energy(s['final_exact_regret_wh'])} in all; "
+                         + (f"first within 1 % of it on trip {first}" if first is not None
+                            else "no trip came within 1 % of it"))
     elif o is not None:
         lines.append(f"exact optimum: no vertex-simple route found ({o['method']}, {o['status']}, {o['seconds']:.1f} s)")
     if s.get("max_mean_error_bound") is not None:

@@ -123,8 +123,13 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
     """
     agent = agent if agent is not None else make_agent(cfg, problem)
     env = env if env is not None else make_environment(cfg, problem)
+    opt = None
+    if cfg.exact_optimum:  # computed once per truth (cached), before the rounds: each one's regret against it
+        opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
+    static = not cfg.drift and cfg.closures is None
     res = run_loop(env, agent, cfg.horizon, cfg.seed, progress=progress, log_dir=log_dir,
-                   baselines=baseline_routes(problem))
+                   baselines=baseline_routes(problem),
+                   exact_energy=opt["energy"] if opt is not None and opt["energy"] is not None and static else None)
     clairvoyant = env.reference_route(cfg.horizon)
     optimal = env.optimal_energy(cfg.horizon)
     f = env.expected(cfg.horizon)
@@ -141,7 +146,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "final_cumulative_regret_wh": res.cumulative_regret,
         "mean_seconds_per_round": float(res.seconds.mean()),
         "median_seconds_per_round": float(np.median(res.seconds)),
-        "horizon": cfg.horizon, "policy": cfg.policy.name, "model": cfg.backend, "network": problem.net.name,
+        "horizon": cfg.horizon, "policy": cfg.policy.name, "weights": cfg.weights, "model": cfg.backend, "network": problem.net.name,
         "route": problem.route.name, "start_edge": problem.route.start, "end_edge": problem.route.end,
         "seed": cfg.seed, "lengthscale": cfg.lengthscale, "truth_lengthscale": cfg.truth_lengthscale,
         "truth": cfg.truth.label, "truth_rkhs_norm": None if math.isnan(problem.truth_rkhs_norm) else problem.truth_rkhs_norm,
@@ -158,12 +163,13 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
     if problem.ground_truth is not None:  # what the truth says of itself (a simulated truth: its source)
         summary.update({k: v for k, v in problem.ground_truth.description.items() if k != "truth"})
     summary.update(agent.summary())
-    if cfg.exact_optimum:
-        opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
+    if opt is not None:
         summary["exact_optimal_energy_wh"] = opt["energy"]
         summary["exact_optimum"] = opt
         if opt["energy"] is not None:
             summary["rectification_gap_wh"] = optimal - opt["energy"]
+        summary["final_exact_regret_wh"] = res.cumulative_exact_regret
+        summary["first_round_within_1pct"] = res.first_within_1pct
     tables = {name: pd.DataFrame(cols) for name, cols in agent.tables().items()}
     return RunResult(res.rounds, res.observations, edges, summary, log_dir=Path(log_dir) if log_dir is not None else None,
                      tables=tables)

@@ -326,8 +326,10 @@ def check_environment(env: Environment, rounds: int = 5) -> list[str]:
         ref = np.asarray(env.reference_route(t))
         if ref.size == 0 or (mask is not None and not np.all(np.asarray(mask)[ref])):
             _fail(what, f"round {t}: reference_route(t) must be a route on open edges")
-        if not np.isclose(env.optimal_energy(t), f[ref].sum(), rtol=1e-12):
+        if not np.isclose(env.optimal_energy(t), env.route_energy(t, ref), rtol=1e-12):
             _fail(what, f"round {t}: optimal_energy(t) must be the reference route's energy under f_t")
+        if env.turns is None and not np.isclose(env.route_energy(t, ref), f[ref].sum(), rtol=1e-12):
+            _fail(what, f"round {t}: route_energy(t, route) must be f_t over the route's edges")
         y = np.asarray(env.observe(t, ref))
         if y.shape != ref.shape or not np.all(np.isfinite(y)):
             _fail(what, f"round {t}: observe must give one finite value per edge of the route")

@@ -112,11 +112,14 @@ def weights_for(case: str, rng, n_edges, edge_u, edge_v, conn_src, conn_dst, sta
 # --------------------------------------------------------------------------------------
 
 
-def brute_force(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end, ends):
-    """Best simple route by enumerating all of them; ``(inf, None)`` if there is none."""
+def brute_force(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end, ends, turns=None):
+    """Best simple route by enumerating all of them; ``(inf, None)`` if there is none. ``turns``:
+    a cost per connection, paid where the route takes it."""
     succ = [[] for _ in range(n_edges)]
-    for a, b in zip(conn_src.tolist(), conn_dst.tolist(), strict=True):
+    turn = {}
+    for i, (a, b) in enumerate(zip(conn_src.tolist(), conn_dst.tolist(), strict=True)):
         succ[a].append(b)
+        turn[(a, b)] = 0.0 if turns is None else float(turns[i])
     best = [math.inf, None]
     # nodes that may not be entered again: interior nodes (and with "strict" the ends)
     visited = {int(edge_v[start])} | ({int(edge_u[start])} if ends == "strict" else set())
@@ -125,17 +128,18 @@ def brute_force(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end
     def dfs(e, cost):
         for f in succ[e]:
             head = int(edge_v[f])
+            step = weights[f] + turn[(e, f)]
             if f == end:
                 if ends == "strict" and head in visited:
                     continue
-                if cost + weights[f] < best[0]:
-                    best[0], best[1] = cost + weights[f], [*path, f]
+                if cost + step < best[0]:
+                    best[0], best[1] = cost + step, [*path, f]
                 continue
             if head in visited:
                 continue
             visited.add(head)
             path.append(f)
-            dfs(f, cost + weights[f])
+            dfs(f, cost + step)
             path.pop()
             visited.discard(head)
 
@@ -210,6 +214,102 @@ def test_negative_cycles_use_the_milp(seed, ends):
 def test_forced_milp_agrees_without_negative_cycles(seed, case):
     res = check_against_brute_force(seed, case, "strict", method="milp")
     assert res.method == "milp"
+
+
+@pytest.mark.parametrize("ends", ["strict", "open"])
+@pytest.mark.parametrize("seed", range(0, N_SEEDS, 2))
+def test_turn_costs_are_paid_where_the_route_turns(seed, ends):
+    """A cost per turn (a truth of edges plus turns), of either sign, against enumerating every
+    vertex-simple route with its turns: Bellman–Ford where no negative cycle is reachable, the
+    MILP otherwise (forced too), the same optimum."""
+    from evroute.optimum import path_energy
+
+    n_edges, conn_src, conn_dst, edge_u, edge_v, rng = small_instance(seed)
+    start, end = pick_route(rng, n_edges, conn_src, conn_dst)
+    w = weights_for("nonnegative", rng, n_edges, edge_u, edge_v, conn_src, conn_dst, start)
+    for scale in (0.5, -0.4):  # turns that cost, and turns that pay back (cycles may turn negative)
+        turns = scale * rng.random(conn_src.size)
+        best, best_path = brute_force(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end, ends, turns)
+        for method in ("auto", "milp"):
+            res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end, ends=ends, method=method,
+                                turn_weights=turns)
+            if best_path is None:
+                assert res.status == "infeasible"
+                continue
+            assert res.status == "optimal" and res.energy == pytest.approx(best, abs=1e-7), (method, res, best)
+            lookup = {(int(a), int(b)): float(c) for a, b, c in zip(conn_src, conn_dst, turns, strict=True)}
+            assert res.energy == pytest.approx(path_energy(res.path, w, lookup), abs=1e-9)
+            assert is_vertex_simple(res.path, edge_u, edge_v, ends)
+
+
+@pytest.mark.parametrize("seed", range(3 * N_SEEDS))
+def test_negative_cycle_agrees_with_networkx(seed):
+    """Anywhere in L(G), with turn costs of either sign: a negative cycle exists exactly when
+    networkx's Bellman–Ford finds one (turn cost plus the entered edge on each arc), and the one
+    returned is a closed walk of legal turns whose energy is negative."""
+    n_edges, conn_src, conn_dst, _, _, rng = small_instance(seed)
+    w = rng.normal(0.6 - 0.1 * (seed % 8), 1.0, n_edges)
+    turns = rng.normal(0.0, 0.3, conn_src.size) if seed % 2 else None
+    arc = np.zeros(conn_src.size) if turns is None else turns
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n_edges))
+    for a, b, c in zip(conn_src.tolist(), conn_dst.tolist(), arc.tolist(), strict=True):
+        g.add_edge(a, b, weight=c + float(w[b]))
+    expected = nx.negative_edge_cycle(g, weight="weight")
+    cycle = optimum.negative_cycle(n_edges, conn_src, conn_dst, w, turns)
+    assert (cycle is not None) == expected
+    if cycle is not None:
+        closed = list(zip(cycle, cycle[1:] + cycle[:1], strict=True))
+        assert all(g.has_edge(a, b) for a, b in closed)
+        assert sum(g[a][b]["weight"] for a, b in closed) < 0
+        assert cycle[0] == min(cycle)
+    # Johnson's potential: exists exactly without a negative cycle, and makes every turn's
+    # reduced weight non-negative with shortest paths unchanged (networkx on the signed weights)
+    h = optimum.feasible_potential(n_edges, conn_src, conn_dst, w, turns)
+    assert (h is None) == expected
+    if h is not None:
+        reduced = arc + w[conn_dst] + h[conn_src] - h[conn_dst]
+        assert reduced.min() >= -1e-9
+        signed = nx.single_source_bellman_ford_path_length(g, int(conn_src[0]), weight="weight")
+        r = nx.DiGraph()
+        r.add_weighted_edges_from(zip(conn_src.tolist(), conn_dst.tolist(), np.maximum(reduced, 0).tolist(),
+                                      strict=True))
+        plain = nx.single_source_dijkstra_path_length(r, int(conn_src[0]))
+        for target, d in signed.items():
+            assert plain[target] - h[conn_src[0]] + h[target] == pytest.approx(d, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(N_SEEDS))
+def test_walks_are_the_line_graphs_shortest_paths(seed):
+    """``walks=True`` without a negative cycle: the best walk of L(G) (networkx's Bellman–Ford on
+    turn plus entered edge), never worse than the best vertex-simple route; with a reachable
+    negative cycle, the vertex-simple optimum as without the flag."""
+    n_edges, conn_src, conn_dst, edge_u, edge_v, rng = small_instance(seed)
+    start, end = pick_route(rng, n_edges, conn_src, conn_dst)
+    for case in ("potential", "negative-cycle"):
+        w = weights_for(case, rng, n_edges, edge_u, edge_v, conn_src, conn_dst, start)
+        turns = rng.uniform(0.0, 0.5, conn_src.size)
+        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end, ends="auto",
+                            turn_weights=turns, walks=True)
+        simple = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end, ends="auto",
+                               turn_weights=turns)
+        g = nx.DiGraph()
+        for a, b, c in zip(conn_src.tolist(), conn_dst.tolist(), turns.tolist(), strict=True):
+            g.add_edge(a, b, weight=c + float(w[b]))
+        if nx.negative_edge_cycle(g.subgraph(nx.descendants(g, start) | {start}).copy(), weight="weight"):
+            assert res.status == simple.status and (res.energy == pytest.approx(simple.energy, abs=1e-7)
+                                                    or simple.status == "infeasible")
+            continue
+        best = float(w[start]) + nx.bellman_ford_path_length(g, start, end, weight="weight")
+        assert res.status == "optimal" and res.energy == pytest.approx(best, abs=1e-9)
+        assert simple.status == "infeasible" or res.energy <= simple.energy + 1e-9  # a walk may be all there is
+
+
+def test_negative_cycle_rejects_bad_input():
+    with pytest.raises(EvrouteError, match="length"):
+        optimum.negative_cycle(3, [0], [1], [1.0, 2.0])
+    with pytest.raises(EvrouteError, match="finite"):
+        optimum.negative_cycle(2, [0], [1], [1.0, np.nan])
 
 
 @pytest.mark.parametrize("seed", range(0, N_SEEDS, 2))

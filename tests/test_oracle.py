@@ -144,3 +144,29 @@ def test_availability_errors():
         o.shortest_path(w, 0, 2, available=np.array([1, 1, 1]))
     with pytest.raises(EvrouteError, match="finite"):  # inf on an available edge
         o.shortest_path(np.array([1.0, np.inf, 1.0]), 0, 2, available=np.ones(3, dtype=bool))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_turn_weights_against_networkx(seed):
+    """A weight per legal turn, paid where the route turns (a truth of edges plus turns), also
+    with edges closed: networkx's Dijkstra where the arc (u, v) costs w[v] + turn(u, v)."""
+    G, src, dst, rng = random_line_graph(60, 0.08, seed)
+    o = Oracle(60, src, dst)
+    w = rng.uniform(0, 10, 60)
+    turns = rng.uniform(0, 5, src.size)
+    available = rng.random(60) > 0.1
+    available[0] = True
+    H = nx.DiGraph()
+    H.add_nodes_from(G.nodes)
+    H.add_weighted_edges_from((int(u), int(v), w[v] + t) for u, v, t in zip(src, dst, turns, strict=True)
+                              if available[u] and available[v])
+    for t in list(nx.single_source_shortest_path_length(H, 0))[1:15]:
+        r = o.shortest_path(w, 0, t, available=available, turn_weights=turns)
+        assert r.cost == pytest.approx(w[0] + nx.dijkstra_path_length(H, 0, t), abs=1e-9)
+        idx = o.turn_index(r.edges)
+        assert [(int(src[i]), int(dst[i])) for i in idx] == list(itertools.pairwise(r.edges))
+        assert r.cost == pytest.approx(w[r.edges].sum() + turns[idx].sum())
+    with pytest.raises(EvrouteError, match="non-negative turn"):
+        o.shortest_path(w, 0, 1, turn_weights=-turns)
+    with pytest.raises(EvrouteError, match="no legal turn"):
+        o.turn_index([0, 0])

@@ -46,15 +46,20 @@ def test_prior_and_noise_scales(problem):
     assert 0.3 < np.std(resid) / (0.25 * sd) < 2.0
 
 
-def truth_agent(p):
-    """An agent handed the true f: its rectified route is the clairvoyant route."""
+def truth_agent(p, weights="rectified"):
+    """An agent handed the true f: its route under the weight rule is the clairvoyant route."""
+    from evroute.energy import energy_floor_wh
+
     model = make_model("bi", DiagonalPrior(p.prior_mean, p.prior_var), noise_var=p.noise_var)
-    return IndexAgent(TruthPolicy(p.truth), model, p.oracle, p.route.start, p.route.end, p.prior_mean)
+    floor, potential = energy_floor_wh(p.net.edges.length_m.to_numpy(), p.net.edges.grade.to_numpy(), p.vehicle)
+    return IndexAgent(TruthPolicy(p.truth), model, p.oracle, p.route.start, p.route.end, p.prior_mean,
+                      weights=weights, floor=floor, potential=potential)
 
 
-def test_zero_regret_for_a_policy_handed_f(problem):
-    cfg = SimulationConfig(seed=3, horizon=5, policy="bi-ts")
-    res = run_bandit(cfg, problem, agent=truth_agent(problem))
+@pytest.mark.parametrize("weights", ["rectified", "potential"])
+def test_zero_regret_for_a_policy_handed_f(problem, weights):
+    cfg = SimulationConfig(seed=3, horizon=5, policy="bi-ts", weights=weights)
+    res = run_bandit(cfg, problem, agent=truth_agent(problem, weights))
     assert np.all(res.rounds.regret_wh == 0.0)
     assert res.rounds.expected_energy_wh.iloc[0] == pytest.approx(res.summary["optimal_energy_wh"])
 

@@ -1,0 +1,87 @@
+"""Commands ``evroute drives ...``: a driver's GPS traces with energy in, as traversals of the
+network's edges. Thin: parse options, call :mod:`evroute.drives` (imported inside the command)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .cli_settings import (
+    HELP_STYLE,
+    DemOpt,
+    JsonOpt,
+    OsmOpt,
+    OverwriteFileOpt,
+    ProgressOpt,
+    VehicleOpt,
+)
+
+app = typer.Typer(help="Drives in: GPS traces with energy map-matched into the network's edges.",
+                  no_args_is_help=True, **HELP_STYLE)
+
+
+@app.command("import")
+def drives_import_cmd(
+    files: Annotated[list[Path], typer.Argument(help="CSV traces: time (s), lat, lon and the energy used so far "
+                                                "(Wh), the power (W) or the state of charge (%); optional "
+                                                "speed (m/s), trip and vehicle columns.", show_default=False)],
+    network: Annotated[str, typer.Option("--network", help="Network name or OSM file the traces drove on.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for traversals.parquet (one row per complete "
+                                      "traversal of an edge) and report.json (what was kept and dropped).")],
+    columns: Annotated[str | None, typer.Option("--columns", metavar="FIELD=COLUMN,...",
+                                                help="Column names where they differ from the defaults, e.g. "
+                                                "time=t,lat=latitude,lon=longitude,soc=battery (fields: time, lat, "
+                                                "lon, energy, power, soc, speed, trip, vehicle).")] = None,
+    capacity_kwh: Annotated[float | None, typer.Option("--capacity-kwh", help="The battery's capacity, to read a "
+                                                       "state of charge; in (0, 1e4].")] = None,
+    gps_noise: Annotated[float, typer.Option("--gps-noise", help="The fixes' noise, metres, for the map "
+                                             "matcher; in (0, 500].")] = 10.0,
+    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
+    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+) -> None:
+    """Map-match GPS traces with energy onto a network: one row per complete traversal of an edge
+    (energy, its kinetic split as the SUMO truth books it, speeds, match distance)."""
+    from .drives import import_traces, parse_columns
+    from .energy import load_vehicle
+    from .errors import EvrouteError
+    from .io import atomic_write_json, atomic_write_parquet, generator
+    from .network import load_network
+    from .progress import configure as configure_progress
+    from .progress import counter
+    from .runs import check_output_file
+
+    if capacity_kwh is not None and not 0 < capacity_kwh <= 1e4:
+        raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
+    if not 0 < gps_noise <= 500:
+        raise EvrouteError(f"--gps-noise must be in (0, 500] metres, got {gps_noise:g}")
+    names = parse_columns(columns)
+    for f in files:
+        if not f.is_file():
+            raise EvrouteError(f"no such trace file: {f}")
+    configure_progress(progress)
+    for name in ("traversals.parquet", "report.json"):
+        check_output_file(out / name, overwrite)  # before any work
+    veh = load_vehicle(vehicle)
+    net = load_network(network, osm=osm, dem=dem)
+    with counter("matching trips") as tick:
+        table, report = import_traces(files, net, columns=names, capacity_kwh=capacity_kwh, gps_noise_m=gps_noise,
+                                      vehicle=veh, progress=tick)
+    summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
+               "files": [str(f) for f in files], **report.to_dict()}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_parquet(out / "traversals.parquet", table)
+    atomic_write_json(out / "report.json", summary)
+    if as_json:
+        print(json.dumps(summary))
+        return
+    for line in report.problems[:20]:
+        print(f"warning: {line}")
+    if len(report.problems) > 20:
+        print(f"warning: and {len(report.problems) - 20} more (report.json)")
+    print(f"{report.trips_kept:,} of {report.trips_read:,} trips matched on {net.name}: {report.traversals:,} "
+          f"traversals; {report.fixes_matched:,} of {report.fixes_read:,} fixes matched"
+          + (f", {report.fixes_dropped:,} dropped" if report.fixes_dropped else ""))
+    print(f"wrote {out / 'traversals.parquet'}, {out / 'report.json'}")

@@ -1,0 +1,469 @@
+"""Drives in: GPS traces with energy, map-matched into traversals of the network's edges.
+
+A driver's logger (or the car) records, every second or few, the time, the position and the
+energy: a trip meter in Wh, the battery power, or the state of charge. :func:`read_traces` reads
+such a CSV into one table of fixes; :func:`match_trip` snaps a trip's fixes to the network with a
+hidden-Markov map matcher (leuvenmapmatching's ``DistanceMatcher``, Meert & Verbeke 2018: the
+state is a point on an edge, the emission the fix's distance to it, the transition the
+difference between the distance driven on the network and the straight distance between fixes);
+:func:`trip_traversals` turns the matched positions into one row per complete traversal of an
+edge (:data:`TRAVERSAL_COLUMNS`):
+
+- the car's position along its matched route at each fix, and so the time it crossed each
+  junction (linear between the two fixes around it);
+- the energy used between entering and leaving the edge (the trip meter interpolated at those
+  times);
+- the kinetic split of :func:`evroute.sumo.traversals`, on the fixes and the two boundary points:
+  the kinetic-energy change (½ (m + m_rot)(v² − v₀²), through η⁺ or η⁻ by the sign of the step's
+  energy) before the traversal's top speed is ``kin_in_wh``, after it ``kin_out_wh``, and
+  ``edge_wh`` is what is left, the edge at a constant kinetic state, as the SUMO truth books it.
+
+The first and the last edge of a trip are partial (the car starts and stops inside them) and
+dropped, as in the atlas. :func:`import_traces` does it for many files and reports what it kept,
+dropped and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .energy import Vehicle, kinetic_wh
+from .errors import EvrouteError
+from .geo import EARTH_RADIUS_M
+
+__all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "Matcher", "degrade", "read_traces", "match_trip", "trip_traversals",
+           "import_traces", "ImportReport", "parse_columns"]
+
+#: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
+#: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
+#: long (s), the energy used on it and its kinetic split (Wh, as :data:`evroute.sumo.ATLAS_COLUMNS`),
+#: the speeds at entry, top and exit (m/s), and the mean distance of its fixes to the matched edge
+#: (m; NaN where no fix fell inside it): how confident the match is.
+TRAVERSAL_COLUMNS = ("trip", "vehicle", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh",
+                     "kin_in_wh", "kin_out_wh", "v_in", "v_top", "v_out", "match_dist_m")
+
+#: The fields of a trace and their default column names: the time in seconds, the position in
+#: degrees, and one energy source (the energy used so far in Wh, the power drawn in W, or the state
+#: of charge in % with the battery's capacity); the speed (m/s) is optional (else from the matched
+#: positions), the trip and the vehicle name the rows (default: one trip per file).
+TRACE_FIELDS = {"time": "time_s", "lat": "lat", "lon": "lon", "energy": "energy_wh", "power": "power_w",
+                "soc": "soc_pct", "speed": "speed_mps", "trip": "trip", "vehicle": "vehicle"}
+
+
+def degrade(traces: pd.DataFrame, gps_noise_m: float = 0.0, sample_hz: float = 1.0, seed: int = 0) -> pd.DataFrame:
+    """What a logger would record of exact 1 Hz fixes: one fix every ``1 / sample_hz`` seconds
+    from each trip's first, its position moved by independent Gaussian noise of ``gps_noise_m``
+    metres east and north.
+
+    Parameters
+    ----------
+    traces : pandas.DataFrame
+        ``trip``, ``time_s``, ``lat``, ``lon`` and any other columns, one row a second.
+    gps_noise_m : float
+        The noise's standard deviation in each direction (m).
+    sample_hz : float
+        Fixes a second, in (0, 1].
+    seed : int
+        Seeds the noise.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The fixes kept, positions moved.
+    """
+    if not 0 < sample_hz <= 1:
+        raise EvrouteError(f"the rate must be in (0, 1] fixes a second, got {sample_hz:g}")
+    if not gps_noise_m >= 0:
+        raise EvrouteError(f"the GPS noise must be >= 0 m, got {gps_noise_m:g}")
+    t = traces.time_s.to_numpy(np.float64)
+    first = traces.groupby("trip", sort=False).time_s.transform("min").to_numpy(np.float64)
+    keep = np.mod(np.round(t - first).astype(np.int64), round(1.0 / sample_hz)) == 0
+    out = traces[keep].reset_index(drop=True)
+    if gps_noise_m > 0:
+        rng = np.random.default_rng(seed)
+        east, north = rng.normal(0.0, gps_noise_m, (2, len(out)))
+        lat = out.lat.to_numpy(np.float64)
+        out["lat"] = lat + np.degrees(north / EARTH_RADIUS_M)
+        out["lon"] = out.lon.to_numpy(np.float64) + np.degrees(east / (EARTH_RADIUS_M * np.cos(np.radians(lat))))
+    return out
+
+
+def parse_columns(text: str | None) -> dict[str, str]:
+    """``"time=t,lat=latitude"`` to ``{"time": "t", "lat": "latitude"}``; unknown fields are an
+    error naming the known ones."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not value:
+            raise EvrouteError(f"--columns: expected FIELD=COLUMN, got {part.strip()!r}")
+        if key not in TRACE_FIELDS:
+            raise EvrouteError(f"--columns: unknown field {key!r} (fields: {', '.join(TRACE_FIELDS)})")
+        out[key] = value
+    return out
+
+
+@dataclass
+class ImportReport:
+    """What an import kept, dropped and why (``problems``: one line each, naming the file and the
+    row)."""
+
+    files: int = 0
+    fixes_read: int = 0
+    fixes_dropped: int = 0
+    trips_read: int = 0
+    trips_kept: int = 0
+    fixes_matched: int = 0
+    traversals: int = 0
+    problems: list[str] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def drop(self, why: str, n: int = 1) -> None:
+        self.dropped[why] = self.dropped.get(why, 0) + int(n)
+
+    def to_dict(self) -> dict:
+        return {"files": self.files, "fixes_read": self.fixes_read, "fixes_dropped": self.fixes_dropped,
+                "trips_read": self.trips_read, "trips_kept": self.trips_kept, "fixes_matched": self.fixes_matched,
+                "traversals": self.traversals, "dropped": dict(sorted(self.dropped.items())),
+                "problems": list(self.problems)}
+
+
+def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
+                report: ImportReport | None = None) -> pd.DataFrame:
+    """One CSV of fixes as a table of ``trip, vehicle, time_s, lat, lon, speed_mps, energy_wh``
+    (the energy used since the trip's first fix, Wh), sorted by trip and time.
+
+    Parameters
+    ----------
+    path : path-like
+        The CSV (lines starting with ``#`` are comments).
+    columns : dict, optional
+        Field to column name, over :data:`TRACE_FIELDS`'s defaults.
+    capacity_kwh : float, optional
+        The battery's capacity, to read a state of charge (%).
+    report : ImportReport, optional
+        Counts what was dropped and keeps one line per bad row or trip.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    EvrouteError
+        The file cannot be read, a required column is missing, or it has no energy source.
+    """
+    path = Path(path)
+    report = report if report is not None else ImportReport()
+    names = {**TRACE_FIELDS, **(columns or {})}
+    try:
+        raw = pd.read_csv(path, comment="#", low_memory=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise EvrouteError(f"cannot read the trace {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    missing = [names[k] for k in ("time", "lat", "lon") if names[k] not in raw.columns]
+    if missing:
+        raise EvrouteError(f"{path}: no column {', '.join(map(repr, missing))} (map it with --columns, "
+                           f"e.g. time=t,lat=latitude,lon=longitude)")
+    source = next((k for k in ("energy", "power", "soc") if names[k] in raw.columns), None)
+    if source is None:
+        raise EvrouteError(f"{path}: no energy column: one of {names['energy']!r} (Wh used so far), "
+                           f"{names['power']!r} (W) or {names['soc']!r} (%, with --capacity-kwh)")
+    if source == "soc" and not (capacity_kwh and capacity_kwh > 0):
+        raise EvrouteError(f"{path}: a state of charge needs the battery's capacity (--capacity-kwh)")
+    report.files += 1
+    report.fixes_read += len(raw)
+
+    def num(key):
+        return pd.to_numeric(raw[names[key]], errors="coerce").to_numpy(np.float64)
+
+    stem = path.stem
+    trip = raw[names["trip"]].astype(str).to_numpy() if names["trip"] in raw.columns else np.full(len(raw), stem)
+    vehicle = raw[names["vehicle"]].astype(str).to_numpy() if names["vehicle"] in raw.columns else trip
+    t, lat, lon = num("time"), num("lat"), num("lon")
+    value = num(source)
+    speed = num("speed") if names["speed"] in raw.columns else np.full(len(raw), np.nan)
+    bad = ~(np.isfinite(t) & np.isfinite(lat) & np.isfinite(lon) & np.isfinite(value)) \
+        | (np.abs(lat) > 90) | (np.abs(lon) > 180)
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        report.problems.append(f"{path} row {rows[0] + 2}: a time, position or energy that is not a number or out "
+                               f"of range" + (f" (and {rows.size - 1:,} more rows)" if rows.size > 1 else "")
+                               + "; those rows dropped")
+        report.fixes_dropped += int(rows.size)
+        report.drop("bad row", rows.size)
+    d = pd.DataFrame({"trip": trip, "vehicle": vehicle, "time_s": t, "lat": lat, "lon": lon, "speed_mps": speed,
+                      "value": value, "row": np.arange(len(raw)) + 2})[~bad]
+    d = d.sort_values(["trip", "time_s"], kind="stable")
+    keep = []
+    for name, g in d.groupby("trip", sort=True):
+        report.trips_read += 1
+        dt = np.diff(g.time_s.to_numpy())
+        if (dt <= 0).any():
+            row = int(g.row.to_numpy()[1:][dt <= 0][0])
+            report.problems.append(f"{path} row {row}: trip {name!r} has two fixes at one time; trip dropped")
+            report.drop("time not increasing")
+            report.fixes_dropped += len(g)
+            continue
+        v = g.value.to_numpy()
+        if source == "energy":
+            used = v - v[0]
+        elif source == "power":  # the trapezoid rule, W·s to Wh
+            used = np.r_[0.0, np.cumsum(0.5 * (v[1:] + v[:-1]) * np.diff(g.time_s.to_numpy()))] / 3600.0
+        else:
+            used = (v[0] - v) / 100.0 * capacity_kwh * 1000.0
+        keep.append(g.assign(energy_wh=used))
+    cols = ["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]
+    if not keep:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("trip", "vehicle") else np.float64) for c in cols})
+    return pd.concat(keep, ignore_index=True)[cols]
+
+
+class Matcher:
+    """A map matcher of ``net``: its roads' shapes (each edge's geometry, in local metres) in
+    leuvenmapmatching's in-memory map, a state being a point on one segment of one edge.
+
+    Parameters
+    ----------
+    net : evroute.network.Network
+    gps_noise_m : float
+        The fixes' standard deviation (m): the matcher's observation noise.
+    max_dist_m : float, optional
+        A fix farther than this from every road breaks the match (default 5 × the noise, at
+        least 50 m).
+
+    Notes
+    -----
+    Two parallel edges drawn as the same straight line cannot be told apart: the shorter stands
+    for both.
+    """
+
+    def __init__(self, net, gps_noise_m: float = 10.0, max_dist_m: float | None = None):
+        from leuvenmapmatching.map.inmem import InMemMap
+
+        # its warnings are advice to its own users (an index, a distance): evroute sets both; the
+        # index is of the segments (rtree): a linear search only finds segments that start near a fix
+        logging.getLogger("be.kuleuven.cs.dtai.mapmatching").setLevel(logging.ERROR)
+        if not gps_noise_m > 0:
+            raise EvrouteError(f"the GPS noise must be > 0 m, got {gps_noise_m:g}")
+        self.noise = float(gps_noise_m)
+        self.max_dist = float(max_dist_m) if max_dist_m is not None else max(50.0, 5.0 * self.noise)
+        nodes, e = net.nodes, net.edges
+        self.lat0 = float(nodes.lat.mean())
+        self.lon0 = float(nodes.lon.mean())
+        self.length = e.length_m.to_numpy(np.float64)
+        self.map = InMemMap("evroute", use_latlon=False, use_rtree=True, index_edges=True)
+        # labels: the junctions 0..N-1 in the nodes' order, then the shapes' inner points
+        label = {node: k for k, node in enumerate(nodes.index.tolist())}
+        y, x = self.project(nodes.lat.to_numpy(), nodes.lon.to_numpy())
+        for k, (yy, xx) in enumerate(zip(y.tolist(), x.tolist(), strict=True)):
+            self.map.add_node(k, (yy, xx))
+        n_labels = len(label)
+        #: (label, label) of a segment -> (edge, its start along the edge in m, its length in m)
+        self.segment: dict[tuple, tuple[int, float, float]] = {}
+        order = np.lexsort((np.arange(len(e)), self.length))  # shortest first, then by id
+        u, v = [label[x] for x in e.u.tolist()], [label[x] for x in e.v.tolist()]
+        for i in order.tolist():
+            if u[i] == v[i]:
+                continue
+            g = np.asarray(net.geometry[i], dtype=np.float64)
+            gy, gx = self.project(g[:, 1], g[:, 0])
+            step = np.hypot(np.diff(gy), np.diff(gx))
+            scale = self.length[i] / step.sum() if step.sum() > 0 else 0.0
+            if len(g) == 2 and (u[i], v[i]) in self.segment:
+                continue  # a straight parallel edge: the shorter one stands for it
+            labels = [u[i], *range(n_labels, n_labels + len(g) - 2), v[i]]
+            for k in range(1, len(labels) - 1):
+                self.map.add_node(labels[k], (float(gy[k]), float(gx[k])))
+            n_labels += len(g) - 2
+            at = 0.0
+            for k in range(len(labels) - 1):
+                self.map.add_edge(labels[k], labels[k + 1])
+                self.segment[(labels[k], labels[k + 1])] = (i, at, float(step[k] * scale))
+                at += float(step[k] * scale)
+
+    def project(self, lat, lon):
+        """Local (north, east) metres of positions in degrees (equirectangular about the network's
+        centre: under 0.1 % off over a city)."""
+        lat, lon = np.asarray(lat, dtype=np.float64), np.asarray(lon, dtype=np.float64)
+        north = np.radians(lat - self.lat0) * EARTH_RADIUS_M
+        east = np.radians(lon - self.lon0) * EARTH_RADIUS_M * math.cos(math.radians(self.lat0))
+        return north, east
+
+    def match(self, lat, lon) -> list[tuple]:
+        """Match one trip's fixes, in pieces: where no road is within reach of a fix (the car left
+        the network) the piece ends, and the next begins at the next fix the matcher can place.
+
+        Returns
+        -------
+        list of (int, list of int, numpy.ndarray, numpy.ndarray)
+            Per piece of at least two fixes: its first fix's index, the matched route's edges in
+            order, each fix's position along the route (m from its start; NaN where the fix was
+            not placed) and its distance to the road (m).
+        """
+        north, east = self.project(lat, lon)
+        path = list(zip(north.tolist(), east.tolist(), strict=True))
+        pieces = []
+        first = 0
+        while first < len(path) - 1:
+            n, piece = self._match(path[first:])
+            if piece is not None:
+                pieces.append((first, *piece))
+            first += max(n, 1)
+        return pieces
+
+    def _match(self, path):
+        from leuvenmapmatching.matcher.distance import DistanceMatcher
+
+        matcher = DistanceMatcher(self.map, max_dist=self.max_dist, obs_noise=self.noise, obs_noise_ne=2 * self.noise,
+                                  dist_noise=self.noise, non_emitting_states=True, max_lattice_width=10,
+                                  non_emitting_length_factor=0.75, avoid_goingback=True)
+        states, last = matcher.match(path)
+        if not states or not matcher.lattice_best:
+            return 0, None
+        n = int(last) + 1
+        route: list[int] = []
+        pairs = []
+        for m in matcher.lattice_best:
+            seg = self.segment.get((m.edge_m.l1, m.edge_m.l2))
+            if seg is None:
+                continue
+            edge, at, seg_len = seg
+            if not route or route[-1] != edge:
+                route.append(edge)
+            if m.obs_ne == 0 and m.obs < n:
+                ti = min(max(float(m.edge_m.ti), 0.0), 1.0)
+                pairs.append((m.obs, len(route) - 1, at + ti * seg_len, float(m.dist_obs)))
+        if n < 2 or not route:
+            return n, None
+        start = np.r_[0.0, np.cumsum(self.length[route])]
+        s = np.full(n, np.nan)
+        dist = np.full(n, np.nan)
+        for obs, k, along, d in pairs:
+            s[obs] = start[k] + along
+            dist[obs] = d
+        return n, (route, s, dist)
+
+
+def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle | None = None) -> list[tuple]:
+    """The complete traversals of one matched trip (:data:`TRAVERSAL_COLUMNS` from ``edge`` on).
+
+    Parameters
+    ----------
+    route : list of int
+        The matched route's edges.
+    s, t, energy, speed, dist : arrays (n,)
+        Each fix's position along the route (m), time (s), energy used so far (Wh), speed (m/s;
+        NaN: from the positions) and distance to the route (m).
+    length : array (E,)
+        The network's edge lengths (m).
+    vehicle : Vehicle, optional
+        For the kinetic split (default the paper's EV).
+
+    Returns
+    -------
+    list of tuple
+    """
+    ok = np.isfinite(s)
+    s, t, energy, speed, dist = (np.asarray(a, dtype=np.float64)[ok] for a in (s, t, energy, speed, dist))
+    if s.size < 2 or not route:
+        return []
+    s = np.maximum.accumulate(s)  # the car does not drive backwards along its route
+    if not np.isfinite(speed).all():  # from the positions: central differences
+        speed = np.where(np.isfinite(speed), speed, np.abs(np.gradient(s, t)))
+    bounds = np.r_[0.0, np.cumsum(np.asarray(length, dtype=np.float64)[route])]
+    # the junction k is crossed between fixes j-1 and j (the first at or past it)
+    inside = (bounds > s[0]) & (bounds < s[-1])
+    j = np.searchsorted(s, bounds, side="left").clip(1, s.size - 1)
+    span = s[j] - s[j - 1]
+    frac = np.where(span > 0, (bounds - s[j - 1]) / np.where(span > 0, span, 1.0), 1.0).clip(0.0, 1.0)
+    tb = t[j - 1] + frac * (t[j] - t[j - 1])
+    eb = energy[j - 1] + frac * (energy[j] - energy[j - 1])
+    vb = speed[j - 1] + frac * (speed[j] - speed[j - 1])
+    rows = []
+    complete = inside[:-1] & inside[1:]
+    for k in np.flatnonzero(complete).tolist():
+        a, b = int(j[k]), int(j[k + 1])  # the fixes strictly inside the edge: a .. b-1
+        v = np.r_[vb[k], speed[a:b], vb[k + 1]]
+        e = np.r_[eb[k], energy[a:b], eb[k + 1]]
+        kin = kinetic_wh(v[1:], v[:-1], np.diff(e), vehicle)
+        top = int(np.argmax(v))
+        kin_in, kin_out = float(kin[:top].sum()), float(kin[top:].sum())
+        used = float(eb[k + 1] - eb[k])
+        nxt = route[k + 1] if k + 1 < complete.size and complete[k + 1] else -1
+        rows.append((int(route[k]), int(nxt), float(tb[k]), float(tb[k + 1] - tb[k]), used, used - kin_in - kin_out,
+                     kin_in, kin_out, float(vb[k]), float(v[top]), float(vb[k + 1]),
+                     float(dist[a:b].mean()) if b > a else float("nan")))
+    return rows
+
+
+def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = None):
+    """Match one trip (rows of :func:`read_traces`): its traversals as tuples (each piece's, see
+    :meth:`Matcher.match`) and the number of fixes placed on the network."""
+    rows, placed = [], 0
+    t, energy, speed = (fixes[c].to_numpy(np.float64) for c in ("time_s", "energy_wh", "speed_mps"))
+    for first, route, s, dist in matcher.match(fixes.lat.to_numpy(), fixes.lon.to_numpy()):
+        n = s.size
+        placed += int(np.isfinite(s).sum())
+        rows.extend(trip_traversals(route, s, t[first:first + n], energy[first:first + n], speed[first:first + n],
+                                    dist, matcher.length, vehicle))
+    return rows, placed
+
+
+def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
+                  gps_noise_m: float = 10.0, vehicle: Vehicle | None = None, progress=None):
+    """Read, match and split the traces in ``paths`` on ``net``.
+
+    Parameters
+    ----------
+    paths : sequence of path-like
+        CSV traces (:func:`read_traces`).
+    net : evroute.network.Network
+    columns, capacity_kwh
+        As in :func:`read_traces`.
+    gps_noise_m : float
+        The fixes' noise (m), for the matcher.
+    vehicle : Vehicle, optional
+        For the kinetic split.
+    progress : callable, optional
+        ``progress(done, total)`` after each trip.
+
+    Returns
+    -------
+    (pandas.DataFrame, ImportReport)
+        One row per traversal (:data:`TRAVERSAL_COLUMNS`) and what was kept and dropped.
+    """
+    report = ImportReport()
+    fixes = [read_traces(p, columns, capacity_kwh, report) for p in paths]
+    matcher = Matcher(net, gps_noise_m)
+    rows = []
+    trips = [(str(p), name, g) for p, f in zip(paths, fixes, strict=True) for name, g in f.groupby("trip", sort=True)]
+    for done, (path, name, g) in enumerate(trips, 1):
+        if len(g) < 2:
+            report.drop("fewer than 2 fixes")
+            continue
+        got, n = match_trip(matcher, g, vehicle)
+        report.fixes_matched += n
+        if n < len(g):
+            report.drop("fix off the network", len(g) - n)
+        if not got:
+            report.drop("no complete traversal")
+            report.problems.append(f"{path}: trip {name!r} gave no complete traversal of an edge "
+                                   f"({n} of {len(g)} fixes placed on the network)")
+        else:
+            report.trips_kept += 1
+            vehicle_name = str(g.vehicle.iat[0])
+            rows.extend((name, vehicle_name, *r) for r in got)
+        if progress is not None:
+            progress(done, len(trips))
+    table = pd.DataFrame(rows, columns=list(TRAVERSAL_COLUMNS))
+    table = table.astype({"trip": str, "vehicle": str, "edge": np.int64, "next_edge": np.int64})
+    report.traversals = len(table)
+    return table, report

@@ -1,0 +1,98 @@
+"""Match quality and throughput of ``evroute drives import`` against SUMO's answer key
+(issue "Drives in"): SUMO drives on a network, degraded to a GPS noise and a rate, imported, and
+compared traversal by traversal with SUMO's own accounting.
+
+    python scripts/bench_drives.py monaco --vehicles 30 --noise 0,5,10,20 --rates 1,0.2
+
+Reports, per noise and rate: the share of the driven length (the answer key's complete
+traversals) whose edge the import found at that time, the median absolute error of the matched
+traversals' energy (relative, where SUMO's is at least 5 Wh, and in Wh) and of their energy at a
+constant kinetic state (``edge_wh``), the matched traversals' energy summed against SUMO's, and
+the fixes matched a second (one process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+
+from evroute.drives import Matcher, degrade, match_trip
+from evroute.energy import load_vehicle
+from evroute.network import load_network
+from evroute.sumo import sumo_drives
+
+
+def compare(answer: pd.DataFrame, got: pd.DataFrame, length: np.ndarray) -> dict:
+    """Pair each answer traversal with the import's traversal of the same trip and edge whose
+    entry is nearest (within half the traversal's time, at least 5 s)."""
+    a = answer.reset_index(drop=True)
+    right = np.zeros(len(a), dtype=bool)
+    err, err_wh, err_edge = [], [], []
+    ours, theirs = 0.0, 0.0
+    groups = {k: g for k, g in got.groupby(["trip", "edge"])}
+    for i, r in enumerate(a.itertuples(index=False)):
+        g = groups.get((r.trip, r.edge))
+        if g is None:
+            continue
+        gap = np.abs(g.enter_s.to_numpy() - r.enter_s)
+        j = int(np.argmin(gap))
+        if gap[j] <= max(5.0, 0.5 * r.seconds):
+            right[i] = True
+            e = float(g.energy_wh.iat[j])
+            ours += e
+            theirs += r.energy_wh
+            err_wh.append(abs(e - r.energy_wh))
+            if abs(r.energy_wh) >= 5.0:
+                err.append(abs(e - r.energy_wh) / abs(r.energy_wh))
+            if abs(r.edge_wh) >= 5.0:
+                err_edge.append(abs(float(g.edge_wh.iat[j]) - r.edge_wh) / abs(r.edge_wh))
+    driven = length[a.edge.to_numpy()]
+    return {"length_right": float(driven[right].sum() / driven.sum()), "traversals_right": float(right.mean()),
+            "energy_err_median": float(np.median(err)) if err else float("nan"),
+            "energy_err_wh_median": float(np.median(err_wh)) if err_wh else float("nan"),
+            "edge_err_median": float(np.median(err_edge)) if err_edge else float("nan"),
+            "total_err": ours / theirs - 1.0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("network")
+    ap.add_argument("--vehicles", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--noise", default="0,5,10,20")
+    ap.add_argument("--rates", default="1,0.2")
+    ap.add_argument("--dem")
+    args = ap.parse_args()
+    net = load_network(args.network, dem=args.dem)
+    veh = load_vehicle(None)
+    t0 = time.perf_counter()
+    d = sumo_drives(net, args.network, veh, vehicles=args.vehicles, seed=args.seed, dem=args.dem)
+    print(f"# {args.network}: {d.summary['vehicles']} drives, {d.summary['fixes']:,} fixes at 1 Hz, answer key "
+          f"{len(d.answer):,} traversals; SUMO {time.perf_counter() - t0:.1f} s")
+    print("| GPS noise (m) | rate (Hz) | driven length on the right edge | traversals found | energy error "
+          "(median, ≥ 5 Wh) | energy error (median Wh) | edge_wh error (median, ≥ 5 Wh) | the found traversals' "
+          "energy summed | fixes a second |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for rate in [float(x) for x in args.rates.split(",")]:
+        for noise in [float(x) for x in args.noise.split(",")]:
+            traces = degrade(d.traces, noise, rate, args.seed)
+            matcher = Matcher(net, max(noise, 5.0))
+            t0 = time.perf_counter()
+            rows = []
+            for name, g in traces.groupby("trip", sort=True):
+                got, _ = match_trip(matcher, g.assign(energy_wh=g.energy_wh - g.energy_wh.iat[0]), veh)
+                rows.extend((name, *r[:6]) for r in got)
+            seconds = time.perf_counter() - t0
+            got = pd.DataFrame(rows, columns=["trip", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh"])
+            c = compare(d.answer, got, net.edges.length_m.to_numpy())
+            print(f"| {noise:g} | {rate:g} | {100 * c['length_right']:.1f} % | {100 * c['traversals_right']:.1f} % | "
+                  f"{100 * c['energy_err_median']:.1f} % | {c['energy_err_wh_median']:.2f} | "
+                  f"{100 * c['edge_err_median']:.1f} % | {100 * c['total_err']:+.2f} % | "
+                  f"{len(traces) / seconds:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""Drives in (evroute.drives): traces read, matched and split into traversals, checked against
+drives whose per-edge energies are known by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evroute.drives import Matcher, import_traces, parse_columns, read_traces, trip_traversals
+from evroute.energy import ROTATING_MASS_KG, Vehicle
+from evroute.errors import EvrouteError
+from evroute.oracle import Oracle
+
+SPEED = 10.0  # m/s
+
+
+def _route(net, hops: int = 12) -> list[int]:
+    """A shortest route of at least ``hops`` edges across the synthetic city, with no parallel
+    edges on it (the matcher cannot tell those apart) and no junction twice."""
+    oracle = Oracle.from_network(net)
+    e = net.edges
+    pairs = e.groupby(["u", "v"]).size()
+    parallel = {k for k, n in pairs.items() if n > 1}
+    weights = e.length_m.to_numpy()
+    for a in range(0, len(e), 7):
+        for b in range(len(e) - 1, 0, -11):
+            try:
+                path = oracle.shortest_path(weights, a, b).edges
+            except EvrouteError:
+                continue
+            nodes = [e.u.iat[x] for x in path] + [e.v.iat[path[-1]]]
+            if len(path) >= hops and len(set(nodes)) == len(nodes) \
+                    and not any((e.u.iat[x], e.v.iat[x]) in parallel for x in path):
+                return list(path)
+    raise AssertionError("no route found")
+
+
+def _drive(net, route, energy_per_edge, rate_hz: float = 1.0, t0: float = 100.0) -> pd.DataFrame:
+    """Fixes of a car driving ``route`` along the straight lines between its junctions at
+    ``SPEED``, using ``energy_per_edge[k]`` Wh evenly in time on edge k, every ``1 / rate_hz``
+    seconds."""
+    e, nodes = net.edges, net.nodes
+    times, lat, lon, energy = [t0], [], [], [0.0]
+    for k, edge in enumerate(route):
+        a = nodes.loc[e.u.iat[edge], ["lat", "lon"]].to_numpy(float)
+        b = nodes.loc[e.v.iat[edge], ["lat", "lon"]].to_numpy(float)
+        if k == 0:
+            lat.append(a[0])
+            lon.append(a[1])
+        times.append(times[-1] + float(e.length_m.iat[edge]) / SPEED)
+        lat.append(b[0])
+        lon.append(b[1])
+        energy.append(energy[-1] + energy_per_edge[k])
+    grid = np.arange(np.ceil(t0), times[-1], 1.0 / rate_hz)
+    return pd.DataFrame({"time_s": grid, "lat": np.interp(grid, times, lat), "lon": np.interp(grid, times, lon),
+                         "speed_mps": SPEED, "energy_wh": np.interp(grid, times, energy)})
+
+
+def test_a_clean_drive_is_matched_to_its_route_with_its_energies(synthetic, tmp_path):
+    """Every interior edge of the route comes back, in order, with the energy driven on it
+    (within the interpolation across a junction), and no kinetic part at a constant speed."""
+    route = _route(synthetic)
+    f = 20.0 + 3.0 * np.arange(len(route))
+    fixes = _drive(synthetic, route, f)
+    path = tmp_path / "trip.csv"
+    fixes.to_csv(path, index=False)
+    table, report = import_traces([path], synthetic, gps_noise_m=5.0)
+    assert report.trips_kept == 1 and report.problems == []
+    assert table.edge.tolist() == route[1:-1]
+    np.testing.assert_allclose(table.energy_wh, f[1:-1], rtol=0.03)
+    np.testing.assert_allclose(table.seconds, synthetic.edges.length_m.to_numpy()[route[1:-1]] / SPEED, rtol=0.03)
+    assert np.abs(table.kin_in_wh).max() < 1e-9 and np.abs(table.kin_out_wh).max() < 1e-9
+    assert table.next_edge.tolist() == route[2:-1] + [-1]
+    assert (table.match_dist_m.dropna() < 1.0).all()
+
+
+def test_noisy_sparse_fixes_still_find_the_route(synthetic, tmp_path):
+    """5 m of GPS noise and a fix every 3 s: the route's interior edges all matched, the
+    energies within 10 %."""
+    route = _route(synthetic)
+    f = np.full(len(route), 30.0)
+    fixes = _drive(synthetic, route, f, rate_hz=1 / 3)
+    rng = np.random.default_rng(0)
+    fixes["lat"] += rng.normal(0, 5.0 / 111_195, len(fixes))
+    fixes["lon"] += rng.normal(0, 5.0 / 111_195 / np.cos(np.radians(fixes.lat.mean())), len(fixes))
+    path = tmp_path / "trip.csv"
+    fixes.to_csv(path, index=False)
+    table, _ = import_traces([path], synthetic, gps_noise_m=5.0)
+    assert set(route[2:-2]) <= set(table.edge.tolist())
+    inner = table[table.edge.isin(route[2:-2])]
+    assert np.median(np.abs(inner.energy_wh / 30.0 - 1)) < 0.1
+
+
+def test_a_stop_at_a_junction_is_split_into_the_edges_kinetic_parts():
+    """A car braking to a stop at the end of one edge and starting on the next: the braking's
+    recovered ½ m v² η⁻ is that edge's kin_out, the start's ½ m v² / η⁺ the next one's kin_in
+    (the textbook kinetic energy with SUMO's rotating mass), and edge_wh is left at the constant
+    speed's energy."""
+    veh = Vehicle()
+    ke = 0.5 * (veh.mass_kg + ROTATING_MASS_KG) * SPEED ** 2 / 3600.0
+    length = np.array([100.0, 100.0, 100.0, 100.0])
+    route = [0, 1, 2, 3]
+    base = 10.0  # Wh an edge at constant speed
+    t = np.arange(0.0, 41.0)
+    s = np.clip(t * SPEED, 0, 400)
+    speed = np.full(t.size, SPEED)
+    energy = base * s / 100.0
+    # stop at s = 200 m (the end of edge 1) at t = 20: speed 0 there, braking from t = 19
+    speed[20] = 0.0
+    energy[20:] -= ke * veh.eta_minus
+    energy[21:] += ke / veh.eta_plus
+    rows = trip_traversals(route, s, t, energy, speed, np.zeros(t.size), length, veh)
+    by_edge = {r[0]: r for r in rows}
+    assert sorted(by_edge) == [1, 2]
+    edge1, edge2 = by_edge[1], by_edge[2]
+    assert edge1[6] == pytest.approx(0.0, abs=1e-9) and edge1[7] == pytest.approx(-ke * veh.eta_minus, rel=1e-9)
+    assert edge2[6] == pytest.approx(ke / veh.eta_plus, rel=1e-9) and edge2[7] == pytest.approx(0.0, abs=1e-9)
+    for r in (edge1, edge2):
+        assert r[4] == pytest.approx(r[5] + r[6] + r[7], abs=1e-9)  # energy = edge + kin_in + kin_out
+        assert r[5] == pytest.approx(base, rel=1e-9)
+
+
+def test_energy_power_and_state_of_charge_read_the_same(tmp_path):
+    """The three energy sources give one trip meter: power integrated by the trapezoid rule,
+    the state of charge times the capacity."""
+    t = np.arange(0.0, 20.0)
+    power = 1000.0 + 500.0 * np.sin(t / 3)
+    used = np.r_[0.0, np.cumsum(0.5 * (power[1:] + power[:-1]))] / 3600.0
+    base = {"time_s": t, "lat": 43.7 + t * 1e-5, "lon": 7.4 + t * 1e-5}
+    pd.DataFrame({**base, "energy_wh": used + 5.0}).to_csv(tmp_path / "e.csv", index=False)
+    pd.DataFrame({**base, "power_w": power}).to_csv(tmp_path / "p.csv", index=False)
+    pd.DataFrame({**base, "battery": 80.0 - used / 500.0}).to_csv(tmp_path / "s.csv", index=False)
+    a = read_traces(tmp_path / "e.csv")
+    b = read_traces(tmp_path / "p.csv")
+    c = read_traces(tmp_path / "s.csv", parse_columns("soc=battery"), capacity_kwh=50.0)
+    np.testing.assert_allclose(a.energy_wh, used, atol=1e-9)
+    np.testing.assert_allclose(b.energy_wh, used, atol=1e-9)
+    np.testing.assert_allclose(c.energy_wh, used, atol=1e-9)
+    assert a.trip.unique().tolist() == ["e"]
+
+
+def test_bad_rows_and_trips_are_named_and_the_good_ones_kept(tmp_path):
+    d = pd.DataFrame({"trip": ["a"] * 4 + ["b"] * 3, "time_s": [0, 1, 2, 3, 0, 1, 1],
+                      "lat": [43.7, "x", 43.7, 43.7, 43.7, 43.7, 43.7], "lon": [7.4] * 7, "energy_wh": [0, 1, 2, 3, 0, 1, 2]})
+    path = tmp_path / "t.csv"
+    d.to_csv(path, index=False)
+    from evroute.drives import ImportReport
+
+    report = ImportReport()
+    out = read_traces(path, report=report)
+    assert out.trip.unique().tolist() == ["a"] and len(out) == 3
+    assert any(p.startswith(f"{path} row 3:") for p in report.problems)  # the row with "x" (line 3 of the file)
+    assert any(p.startswith(f"{path} row 8:") and "'b'" in p for p in report.problems)
+    with pytest.raises(EvrouteError, match="no column 'lat'"):
+        pd.DataFrame({"time_s": [0], "lon": [7.4], "energy_wh": [0]}).to_csv(tmp_path / "m.csv", index=False)
+        read_traces(tmp_path / "m.csv")
+    with pytest.raises(EvrouteError, match="no energy column"):
+        pd.DataFrame({"time_s": [0], "lat": [1], "lon": [7.4]}).to_csv(tmp_path / "n.csv", index=False)
+        read_traces(tmp_path / "n.csv")
+    with pytest.raises(EvrouteError, match="capacity"):
+        pd.DataFrame({"time_s": [0], "lat": [1], "lon": [7.4], "soc_pct": [50]}).to_csv(tmp_path / "s.csv", index=False)
+        read_traces(tmp_path / "s.csv")
+    with pytest.raises(EvrouteError, match="unknown field 'when'"):
+        parse_columns("when=t")
+
+
+def test_matcher_refuses_a_nonpositive_noise(synthetic):
+    with pytest.raises(EvrouteError, match="GPS noise"):
+        Matcher(synthetic, 0.0)
+
+
+def test_drives_import_command(synthetic, tmp_path):
+    """The command writes the table and the report; a missing file is one error line, exit 2."""
+    import json
+    import subprocess
+    import sys
+
+    route = _route(synthetic)
+    fixes = _drive(synthetic, route, np.full(len(route), 25.0))
+    fixes.to_csv(tmp_path / "trip.csv", index=False)
+    cmd = [sys.executable, "-m", "evroute", "drives", "import", str(tmp_path / "trip.csv"), "--network", "synthetic",
+           "--out", str(tmp_path / "out"), "--no-progress"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    table = pd.read_parquet(tmp_path / "out" / "traversals.parquet")
+    assert table.edge.tolist() == route[1:-1]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["trips_kept"] == 1 and report["traversals"] == len(route) - 2
+    p = subprocess.run(cmd[:5] + [str(tmp_path / "nope.csv")] + cmd[6:], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip() == f"error: no such trace file: {tmp_path / 'nope.csv'}"
+
+
+def test_the_guide_page_runs(tmp_path, monkeypatch, capsys):
+    """docs/guide/drives.md's example: a drive at 0.15 Wh a metre comes back at 0.15 Wh a metre
+    on every edge it found (within the interpolation across a junction)."""
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "guide" / "drives.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {"__name__": "__docs__"}
+    exec(compile(blocks[0], str(page), "exec"), scope)
+    table, route, net = scope["table"], scope["route"], scope["net"]
+    assert len(table) >= len(route) - 4 and set(table.edge) <= set(route)
+    per_metre = table.energy_wh / net.edges.length_m.to_numpy()[table.edge]
+    np.testing.assert_allclose(per_metre, 0.15, rtol=0.02)
+    assert "traversals of" in capsys.readouterr().out
+
+
+@pytest.mark.needs("sumo")
+def test_sumo_drives_come_back_through_the_import(synthetic):
+    """SUMO's drives on the synthetic city, exact positions at 1 Hz: the import finds the edge of
+    ≥ 95 % of the answer key's driven length, and the energy of a whole matched run of edges
+    within 5 % of SUMO's (per edge the boundary differs: SUMO's edge ends past the junction)."""
+    from evroute.drives import Matcher, match_trip
+    from evroute.sumo import sumo_drives
+
+    d = sumo_drives(synthetic, "synthetic", Vehicle(), vehicles=6, seed=1, rate=300.0, hours=0.25)
+    assert d.summary["vehicles"] >= 4 and len(d.answer) > 50
+    assert list(d.traces.columns) == ["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]
+    matcher = Matcher(synthetic, 5.0)
+    found, total, ours, theirs = 0.0, 0.0, 0.0, 0.0
+    length = synthetic.edges.length_m.to_numpy()
+    for trip, g in d.traces.groupby("trip"):
+        rows, _ = match_trip(matcher, g.assign(energy_wh=g.energy_wh - g.energy_wh.iat[0]))
+        got = pd.DataFrame([r[:5] for r in rows], columns=["edge", "next_edge", "enter_s", "seconds", "energy_wh"])
+        key = d.answer[d.answer.trip == trip]
+        for r in key.itertuples(index=False):
+            total += length[r.edge]
+            hit = got[(got.edge == r.edge) & ((got.enter_s - r.enter_s).abs() <= max(5.0, 0.5 * r.seconds))]
+            if len(hit):
+                found += length[r.edge]
+                ours += float(hit.energy_wh.iat[0])
+                theirs += r.energy_wh
+    assert found / total >= 0.95
+    assert ours == pytest.approx(theirs, rel=0.05)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rate", "2"], "--rate must be in (0, 1] fixes a second, got 2"),
+    (["--vehicles", "0"], "--vehicles must be 1 to 10000, got 0"),
+    (["--gps-noise", "-1"], "--gps-noise must be 0 to 500 metres, got -1"),
+])
+def test_sumo_drives_refuses_bad_options_before_any_work(args, message, tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "evroute", "sumo", "drives", "synthetic", "--out", str(tmp_path / "d"),
+                        *args], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip() == f"error: {message}"
+    assert not (tmp_path / "d").exists()
