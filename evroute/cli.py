@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
              "download, verify, list."),
     "drives": ("evroute.cli_drives", None, "Drives in: GPS traces with energy map-matched into the network's "
                "edges."),
+    "prior": ("evroute.cli_prior", None, "The agents' prior against measured traversals: fit it, check it on "
+              "held-out drives."),
     "sumo": ("evroute.cli_sumo", None, "SUMO's EV model in simulated traffic, a physical truth (pip install "
              "\"evroute[sumo]\")."),
 }

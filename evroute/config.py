@@ -101,6 +101,7 @@ class SimulationConfig:
     nu: float = _setting("nu")
     prior_std: float | None = _setting("prior_std")
     noise_std: float | None = _setting("noise_std")
+    prior_drives: str | None = _setting("prior_drives")
     vehicle: str | None = _setting("vehicle")
     exact_optimum: bool = _setting("exact_optimum")
     exact_optimum_time_limit: float = _setting("exact_optimum_time_limit")

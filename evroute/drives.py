@@ -38,7 +38,7 @@ from .errors import EvrouteError
 from .geo import EARTH_RADIUS_M
 
 __all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "Matcher", "degrade", "read_traces", "match_trip", "trip_traversals",
-           "import_traces", "ImportReport", "parse_columns"]
+           "import_traces", "ImportReport", "parse_columns", "fleet_prior_mean", "read_drives"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
 #: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
@@ -248,8 +248,12 @@ class Matcher:
     def __init__(self, net, gps_noise_m: float = 10.0, max_dist_m: float | None = None):
         from leuvenmapmatching.map.inmem import InMemMap
 
-        # its warnings are advice to its own users (an index, a distance): evroute sets both; the
-        # index is of the segments (rtree): a linear search only finds segments that start near a fix
+        try:  # the segment index InMemMap builds (use_rtree): without it only segments that start
+            import rtree  # noqa: F401  near a fix are candidates, and matches go wrong
+        except ImportError:
+            raise EvrouteError("map matching needs the spatial index rtree: pip install rtree") from None
+
+        # its warnings are advice to its own users (an index, a distance): evroute sets both
         logging.getLogger("be.kuleuven.cs.dtai.mapmatching").setLevel(logging.ERROR)
         if not gps_noise_m > 0:
             raise EvrouteError(f"the GPS noise must be > 0 m, got {gps_noise_m:g}")
@@ -467,3 +471,70 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
     table = table.astype({"trip": str, "vehicle": str, "edge": np.int64, "next_edge": np.int64})
     report.traversals = len(table)
     return table, report
+
+
+def read_drives(path: str | Path, n_edges: int) -> pd.DataFrame:
+    """A table of traversals written by ``evroute drives import`` (:data:`TRAVERSAL_COLUMNS`),
+    checked against a network of ``n_edges`` edges.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    EvrouteError
+        The file cannot be read, lacks the columns, or names edges the network does not have (it
+        was imported on another network).
+    """
+    try:
+        table = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise EvrouteError(f"cannot read the drives table {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    missing = [c for c in ("edge", "energy_wh", "edge_wh") if c not in table.columns]
+    if missing:
+        raise EvrouteError(f"{path} is not a drives table of evroute drives import: no column {', '.join(missing)}")
+    edges = table.edge.to_numpy()
+    if len(edges) and (edges.min() < 0 or edges.max() >= n_edges):
+        raise EvrouteError(f"{path} names edge {int(edges.max())} but the network has {n_edges:,} edges: "
+                           f"were the drives imported on another network?")
+    return table
+
+
+def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, column: str = "edge_wh"):
+    """The prior mean a fleet's drives give a new vehicle: per edge, the posterior mean of its
+    traversals under the independent prior N(E_det, σ₀²) and the traversals' own noise,
+    E_det where the fleet never drove.
+
+    With n traversals of mean ȳ on an edge, m = E_det + n σ₀² / (n σ₀² + ς²) (ȳ − E_det), where
+    ς² is the traversals' variance within edges, pooled over every edge driven twice or more (the
+    conjugate normal update; paper 003's BI baseline, Sec. 3, is the same update online).
+
+    Parameters
+    ----------
+    e_det : array (E,)
+        The physics prior mean (Wh).
+    table : pandas.DataFrame
+        Traversals (:func:`read_drives`).
+    prior_var : float
+        σ₀² (Wh²).
+    column : str
+        ``edge_wh`` (at a constant kinetic state, as the SUMO truth of edges plus turns books
+        an edge) or ``energy_wh`` (whole traversals).
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, float)
+        The prior mean per edge, the traversals per edge, and ς² (Wh²).
+    """
+    e_det = np.asarray(e_det, dtype=np.float64)
+    edges = table.edge.to_numpy(np.int64)
+    y = table[column].to_numpy(np.float64)
+    counts = np.bincount(edges, minlength=e_det.size).astype(np.float64)
+    means = np.bincount(edges, weights=y, minlength=e_det.size) / np.maximum(counts, 1.0)
+    dof = counts.sum() - np.count_nonzero(counts)
+    resid = y - means[edges]
+    noise_var = float(resid @ resid / dof) if dof > 0 else float(prior_var)
+    gain = counts * prior_var / (counts * prior_var + noise_var)
+    mean = np.where(counts > 0, e_det + gain * (means - e_det), e_det)
+    return mean, counts.astype(np.int64), noise_var

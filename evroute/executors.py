@@ -70,7 +70,8 @@ def cached_problem(cfg: SimulationConfig):
     It depends on the network, the route, the vehicle, the seed, the truth and the scales only.
     """
     key = (cfg.network, cfg.osm, cfg.dem, cfg.vehicle, cfg.route, cfg.from_point, cfg.to_point, cfg.seed,
-           float(cfg.truth_lengthscale), str(cfg.truth), cfg.truth_vehicle(), cfg.prior_std, cfg.noise_std)
+           float(cfg.truth_lengthscale), str(cfg.truth), cfg.truth_vehicle(), cfg.prior_std, cfg.noise_std,
+           cfg.prior_drives)
 
     def build():
         net = cached_network(cfg.network, cfg.osm, cfg.dem)

@@ -19,6 +19,7 @@ from .agents import AgentSetup
 from .agents import make_agent as make_named_agent
 from .cache import CacheEntry, hash_bytes, make_key
 from .candidates import candidate_priors
+from .drives import fleet_prior_mean, read_drives
 from .energy import energy_floor_wh, load_vehicle
 from .environments import RoadEnvironment, StaticEnvironment, Truth, TruthSetup, make_truth
 from .errors import EvrouteError
@@ -57,6 +58,9 @@ class Problem:
     #: E_det of the truth's vehicle (the mean the truth is drawn around; ``prior_mean`` unless
     #: ``--truth-prior`` names another vehicle)
     truth_mean: np.ndarray | None = None
+    #: E_det of the agents' vehicle where ``prior_mean`` is not it (``--prior-drives``: the fleet's
+    #: means); None: ``prior_mean`` is E_det
+    e_det: np.ndarray | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -91,8 +95,11 @@ def prepare_problem(cfg, net=None) -> Problem:
     truth = make_truth(cfg.truth, TruthSetup(net, e_truth, prior_var, math.sqrt(noise_var), cfg.seed,
                                              cfg.truth_lengthscale, truth_vehicle, route, cfg.network, cfg.osm,
                                              cfg.dem))
-    return Problem(net, oracle, route, vehicle, e_det, sigma_det, prior_var, noise_var, truth.values, cfg.seed,
-                   truth.rkhs_norm, truth, e_truth)
+    prior_mean = e_det
+    if cfg.prior_drives is not None:  # the fleet's drives as the agents' prior mean
+        prior_mean, _, _ = fleet_prior_mean(e_det, read_drives(cfg.prior_drives, net.n_edges), prior_var)
+    return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, cfg.seed,
+                   truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det)
 
 
 def agent_prior(cfg, problem: Problem) -> NetworkPrior:

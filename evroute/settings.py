@@ -161,6 +161,10 @@ SCALE_SETTINGS = (
            "paper's 0.25 sigma_det", "003 Sec. 4.1", metavar="WH"),
     Option("noise_std", check_std_wh, None, "the observation noise sigma the agents assume, and that of the "
            "Gaussian truths (Wh); default the paper's 0.1 sigma_det", "003 Sec. 4.1", metavar="WH"),
+    Option("prior_drives", existing_file("drives table"), None, "the agents' prior mean from a fleet's drives "
+           "(traversals.parquet of evroute drives import): each edge the fleet drove starts at the posterior mean "
+           "of its traversals at a constant kinetic state, the others at E_det; default E_det everywhere",
+           metavar="FILE"),
 )
 
 # --- the environment --------------------------------------------------------------------------

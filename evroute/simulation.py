@@ -85,6 +85,11 @@ def baseline_routes(problem: Problem) -> dict:
     return {name: router(w) for name, w in weights.items()}
 
 
+def _e_det(problem: Problem) -> np.ndarray:
+    """E_det of the agents' vehicle (the prior mean unless a fleet's drives gave it)."""
+    return problem.prior_mean if problem.e_det is None else problem.e_det
+
+
 def trip_description(problem: Problem) -> dict:
     """What the trip is, physically: the climb between its ends (m) and the physics prior's energy
     (E_det) of its fastest route, beside which the truth's energies can be judged."""
@@ -92,7 +97,7 @@ def trip_description(problem: Problem) -> dict:
     h = net.nodes.elevation_m
     climb = float(h.loc[net.edges.v.iat[route.end]] - h.loc[net.edges.u.iat[route.start]])
     fastest = baseline_routes(problem)["fastest"](None)
-    return {"trip_climb_m": climb, "fastest_energy_det_wh": float(np.asarray(problem.prior_mean)[fastest].sum())}
+    return {"trip_climb_m": climb, "fastest_energy_det_wh": float(np.asarray(_e_det(problem))[fastest].sum())}
 
 
 def energy_saved(res) -> dict:
@@ -139,7 +144,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "edge": np.arange(problem.net.n_edges, dtype=np.int64), "u": e.u.to_numpy(), "v": e.v.to_numpy(),
         "osm_way": e.osm_way.to_numpy(), "length_m": e.length_m.to_numpy(),
         "speed_mps": e.speed_mps.to_numpy(), "grade": e.grade.to_numpy(),
-        "energy_det_wh": problem.prior_mean, "energy_true_wh": f,
+        "energy_det_wh": _e_det(problem), "energy_true_wh": f,
         "visits": res.visits,
         "post_mean_final": np.asarray(mu, dtype=float), "post_std_final": np.asarray(sd, dtype=float)})
     summary = {

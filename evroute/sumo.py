@@ -48,19 +48,17 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 
 from .cache import CacheEntry, make_key
 from .drives import degrade
 from .energy import ROTATING_MASS_KG, Vehicle, kinetic_wh
 from .environments import Truth, Turns, register_truth
 from .errors import EvrouteError, EvrouteWarning
+from .fitting import FIT_LENGTHSCALES, fit_prior
 from .io import atomic_write_text
-from .linalg import jittered_cholesky
 from .network import network_spec, resolve_osm_path
 from .oracle import Oracle
 from .osm import node_elevations, write_osm_xml
-from .prior import NetworkPrior
 from .progress import stage
 from .specs import Option
 from .synthetic import synthetic_graph
@@ -955,56 +953,25 @@ register_truth("sumo", sumo_truth, options=(
 # --------------------------------------------------------------------------------------
 
 
-#: The lengthscales :func:`fit_hyperparameters` tries (the paper's sweep, 003 App. C.1, and beyond).
-FIT_LENGTHSCALES = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
-
-
 def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, kernel: str = "combined", kappa: float = 1.0,
                         nu: float = 2.0, lengthscales=FIT_LENGTHSCALES, max_edges: int = 3000,
                         column: str = "edge_wh") -> dict:
     """σ₀, ς and the context lengthscale ℓ of the agents' prior GP(E_det, σ₀² k_ℓ) with noise ς,
-    by type-II maximum likelihood on the first half of the atlas (traversals entered in the first
-    half of the simulated span; the rest is held out).
+    by type-II maximum likelihood (:func:`evroute.fitting.fit_prior`) on the first half of the
+    atlas (traversals entered in the first half of the simulated span; the rest is held out).
+    ``column``: what the agents observe, ``edge_wh`` under the default truth of edges plus turns
+    (``energy_wh`` with ``turns=false``).
 
-    Per edge the traversals are sufficient statistics (n_e, ȳ_e, SS_e = Σ (y − ȳ_e)²); the
-    log marginal likelihood (Rasmussen & Williams 2006, Eq. 2.30, with repeated inputs grouped)
-    is log N(ȳ | E_det, σ₀² K_ℓ + ς² diag(1/n)) + Σ_e [−(n_e − 1)/2 log(2π ς²) − SS_e / (2 ς²)
-    − ½ log n_e]. ℓ is chosen on a grid (the kernel is rebuilt for each), σ₀ and ς by L-BFGS on
-    their logarithms. At most ``max_edges`` of the best-covered edges enter (the dense
-    |O|×|O| block; the rest of the network is not needed). ``column``: what the agents observe,
-    ``edge_wh`` under the default truth of edges plus turns (``energy_wh`` with ``turns=false``).
+    Returns
+    -------
+    dict
+        As :func:`evroute.fitting.fit_prior`.
     """
     t = atlas.table
     span = float(atlas.summary["hours"]) * 3600.0
-    fit = t[t.enter_s < span / 2]
-    n = np.bincount(fit.edge.to_numpy(), minlength=net.n_edges).astype(np.float64)
-    s1 = np.bincount(fit.edge.to_numpy(), weights=fit[column].to_numpy(), minlength=net.n_edges)
-    s2 = np.bincount(fit.edge.to_numpy(), weights=fit[column].to_numpy() ** 2, minlength=net.n_edges)
-    edges = np.flatnonzero(n >= 2)
-    edges = edges[np.argsort(-n[edges], kind="stable")[:max_edges]]
-    edges.sort()
-    if edges.size < 10:
-        raise EvrouteError("the atlas's first half has fewer than 10 edges with two traversals: nothing to fit")
-    ne, ybar = n[edges], s1[edges] / n[edges]
-    ss = np.maximum(s2[edges] - ne * ybar**2, 0.0)
-    resid = ybar - np.asarray(e_det)[edges]
-    sd0 = float(np.std(e_det))
-    best = None
-    for ls in lengthscales:
-        K = NetworkPrior(net, np.zeros(net.n_edges), kernel, ls, kappa, nu, 1.0).block(edges)
-
-        def nll(theta, K=K):
-            s0, sn = np.exp(2 * theta[0]), np.exp(2 * theta[1])
-            L = jittered_cholesky(s0 * K + np.diag(sn / ne), what="the atlas's marginal covariance")
-            a = np.linalg.solve(L, resid)
-            within = np.sum((ne - 1) * np.log(2 * np.pi * sn) + ss / sn + np.log(ne)) / 2
-            return 0.5 * a @ a + np.log(np.diag(L)).sum() + 0.5 * len(resid) * np.log(2 * np.pi) + within
-        res = minimize(nll, x0=np.log([0.25 * sd0, 0.1 * sd0]), method="L-BFGS-B",
-                       bounds=[(np.log(1e-3 * sd0), np.log(10 * sd0))] * 2)
-        if best is None or res.fun < best[0]:
-            best = (float(res.fun), ls, float(np.exp(res.x[0])), float(np.exp(res.x[1])))
-    nll_best, ls, s0, sn = best
-    return {"prior_std": s0, "noise_std": sn, "lengthscale": ls,
-            "lengthscale_at_grid_edge": ls in (min(lengthscales), max(lengthscales)), "edges": int(edges.size),
-            "traversals": int(ne.sum()), "neg_log_likelihood": nll_best, "sigma_det": sd0,
-            "paper_prior_std": 0.25 * sd0, "paper_noise_std": 0.1 * sd0}
+    try:
+        return fit_prior(net, e_det, t[t.enter_s < span / 2], kernel=kernel, kappa=kappa, nu=nu,
+                         lengthscales=lengthscales, max_edges=max_edges, column=column)
+    except EvrouteError:
+        raise EvrouteError("the atlas's first half has fewer than 10 edges with two traversals: nothing to fit") \
+            from None

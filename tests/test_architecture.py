@@ -99,7 +99,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("network", ("evroute.datasets", "evroute.synthetic", "evroute.fetch", "evroute.osm", "evroute.network", "evroute.oracle",
                  "evroute.optimum")),
     ("energy", ("evroute.energy", "evroute.routes", "evroute.drives")),
-    ("prior", ("evroute.kernels", "evroute.prior", "evroute.bounds")),
+    ("prior", ("evroute.kernels", "evroute.prior", "evroute.bounds", "evroute.fitting")),
     ("models", ("evroute.models.base", "evroute.models.registry", "evroute.models.bi", "evroute.models.exact",
                 "evroute.models.gmrf", "evroute.models.local", "evroute.models.nystrom", "evroute.models.svgp", "evroute.models.kalman",
                 "evroute.models.eigen", "evroute.models.window", "evroute.models")),
@@ -112,7 +112,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("runs", ("evroute.runs", "evroute.simulation")),
     ("experiment", ("evroute.grid", "evroute.executors", "evroute.summaries", "evroute.experiment")),
     ("report", ("evroute.report", "evroute.plots", "evroute.export")),
-    ("cli", ("evroute.cli_settings", "evroute.cli_run", "evroute.cli_networks", "evroute.cli_data", "evroute.cli_sumo", "evroute.cli_drives",
+    ("cli", ("evroute.cli_settings", "evroute.cli_run", "evroute.cli_networks", "evroute.cli_data", "evroute.cli_sumo", "evroute.cli_drives", "evroute.cli_prior",
              "evroute.cli_experiment", "evroute.cli", "evroute.__main__")),
 ]
 

@@ -252,3 +252,85 @@ def test_sumo_drives_refuses_bad_options_before_any_work(args, message, tmp_path
                         *args], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip() == f"error: {message}"
     assert not (tmp_path / "d").exists()
+
+
+def test_fleet_prior_mean_is_the_conjugate_update():
+    """Against a hand computation: ς² pooled within edges, the normal update per edge, E_det
+    where nobody drove."""
+    from evroute.drives import fleet_prior_mean
+
+    e_det = np.array([10.0, 20.0, 30.0])
+    table = pd.DataFrame({"edge": [0, 0, 0, 1], "edge_wh": [12.0, 14.0, 16.0, 25.0], "energy_wh": 0.0})
+    mean, counts, noise_var = fleet_prior_mean(e_det, table, prior_var=4.0)
+    assert noise_var == pytest.approx(((12 - 14) ** 2 + 0 + (16 - 14) ** 2) / (4 - 2))  # dof: 4 rows, 2 edges
+    assert counts.tolist() == [3, 1, 0]
+    assert mean[0] == pytest.approx(10 + 3 * 4 / (3 * 4 + 4) * (14 - 10))
+    assert mean[1] == pytest.approx(20 + 4 / (4 + 4) * (25 - 20))
+    assert mean[2] == 30.0
+
+
+def test_prior_drives_sets_the_agents_prior_mean_and_not_the_truth(synthetic, tmp_path):
+    """--prior-drives moves the agents' prior mean where the fleet drove; the truth, E_det in
+    the run's edge table and a table of another network are untouched or refused."""
+    from evroute.config import SimulationConfig
+    from evroute.io import atomic_write_parquet
+    from evroute.problem import prepare_problem
+
+    route = _route(synthetic)
+    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:3], 4), "next_edge": -1,
+                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": 50.0, "edge_wh": 50.0})
+    atomic_write_parquet(tmp_path / "fleet.parquet", table)
+    base = prepare_problem(SimulationConfig(network="synthetic", horizon=2))
+    fleet = prepare_problem(SimulationConfig(network="synthetic", horizon=2, prior_drives=str(tmp_path / "fleet.parquet")))
+    moved = np.flatnonzero(fleet.prior_mean != base.prior_mean)
+    assert sorted(moved.tolist()) == sorted(route[:3])
+    assert np.all(np.abs(fleet.prior_mean[moved] - 50.0) < np.abs(base.prior_mean[moved] - 50.0))
+    np.testing.assert_array_equal(fleet.truth, base.truth)
+    np.testing.assert_array_equal(fleet.e_det, base.prior_mean)
+    bad = table.assign(edge=synthetic.n_edges + 5)
+    atomic_write_parquet(tmp_path / "other.parquet", bad)
+    with pytest.raises(EvrouteError, match="imported on another network"):
+        prepare_problem(SimulationConfig(network="synthetic", horizon=2, prior_drives=str(tmp_path / "other.parquet")))
+
+
+def test_check_prior_supports_the_kernel_only_where_the_data_has_it(synthetic):
+    """Traversals drawn from the kernel's own GP: the fit finds its scales and the check says
+    the correlations are supported; drawn independently per edge with the same spread: the
+    kernel predicts no better than independent edges (a Monte-Carlo reference both ways)."""
+    from evroute.fitting import check_prior
+    from evroute.prior import NetworkPrior
+    from evroute.routes import edge_energies
+
+    e_det = edge_energies(synthetic, Vehicle())
+    rng = np.random.default_rng(3)
+    E = synthetic.n_edges
+    edges = rng.choice(E, 300, replace=False)
+    prior = NetworkPrior(synthetic, e_det, "combined", 1.0, 1.0, 2.0, 25.0)
+    correlated = prior.sample(rng)
+    independent = e_det + 5.0 * rng.standard_normal(E)
+
+    def drives(f):
+        e = np.repeat(edges, 3)
+        y = f[e] + 3.0 * rng.standard_normal(e.size)
+        return pd.DataFrame({"trip": [f"t{k}" for k in rng.integers(0, 40, e.size)], "edge": e, "edge_wh": y,
+                             "energy_wh": y})
+
+    good = check_prior(synthetic, e_det, drives(correlated), lengthscales=(0.25, 1.0, 4.0))
+    assert good["fit"]["noise_std"] == pytest.approx(3.0, rel=0.25)
+    assert good["supported"] and good["kernel"]["log_density"] > good["independent"]["log_density"] + 0.05
+    assert 0.4 < good["kernel"]["coverage_50"] < 0.6 and 0.85 < good["kernel"]["coverage_90"] < 0.95
+    bad = check_prior(synthetic, e_det, drives(independent), lengthscales=(0.25, 1.0, 4.0))
+    assert bad["kernel"]["log_density"] < bad["independent"]["log_density"] + 0.02
+
+
+def test_prior_check_command_refuses_bad_input(tmp_path):
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "evroute", "prior", "check"]
+    p = subprocess.run(base + [str(tmp_path / "none.parquet"), "--network", "synthetic"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip() == f"error: no such drives table: {tmp_path / 'none.parquet'}"
+    (tmp_path / "x.parquet").write_text("not parquet")
+    p = subprocess.run(base + [str(tmp_path / "x.parquet"), "--network", "synthetic"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.startswith(f"error: cannot read the drives table {tmp_path / 'x.parquet'}")
+    assert len(p.stderr.strip().splitlines()) == 1
