@@ -25,9 +25,10 @@ app = typer.Typer(help="Drives in: GPS traces with energy map-matched into the n
 
 @app.command("import")
 def drives_import_cmd(
-    files: Annotated[list[Path], typer.Argument(help="CSV traces: time (s), lat, lon and the energy used so far "
-                                                "(Wh), the power (W) or the state of charge (%); optional "
-                                                "speed (m/s), trip and vehicle columns.", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(help="CSV or GPX traces: time (s), lat, lon and the energy used "
+                                                "so far (Wh), the power (W) or the state of charge (%); "
+                                                "optional speed (m/s), trip and vehicle (GPX: extensions of "
+                                                "those names).", show_default=False)],
     network: Annotated[str, typer.Option("--network", help="Network name or OSM file the traces drove on.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for traversals.parquet (one row per complete "
                                       "traversal of an edge) and report.json (what was kept and dropped).")],

@@ -147,9 +147,9 @@ def sumo_atlas_cmd(
 @app.command("drives")
 def sumo_drives_cmd(
     network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
-    out: Annotated[Path, typer.Option("--out", help="Folder for traces.csv (the GPS traces with the energy used "
-                                      "so far), answer.parquet (SUMO's own traversals: the answer key) and "
-                                      "drives.json.")] = Path("drives"),
+    out: Annotated[Path, typer.Option("--out", help="Folder for traces.csv and traces.gpx (the GPS traces with the "
+                                      "energy used so far), answer.parquet (SUMO's own traversals: the answer key) "
+                                      "and drives.json.")] = Path("drives"),
     vehicles: Annotated[int, typer.Option("--vehicles", help="Cars that record their drives; 1 to 10000.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the demand, of SUMO and of the GPS noise; 0 to 2^31-1.")] = 0,
     gps_noise: Annotated[float, typer.Option("--gps-noise", help="GPS noise, metres (independent Gaussian east "
@@ -164,6 +164,7 @@ def sumo_drives_cmd(
 ) -> None:
     """Realistic drives from SUMO with an answer key: GPS traces with energy (CSV) of cars in
     background traffic, and SUMO's own per-edge energies of the same drives kept apart."""
+    from .drives import write_gpx
     from .energy import load_vehicle
     from .errors import EvrouteError
     from .io import atomic_path, atomic_write_parquet, atomic_write_text, generator
@@ -181,7 +182,7 @@ def sumo_drives_cmd(
         if not ok:
             raise EvrouteError(what)
     configure_progress(progress)
-    for name in ("traces.csv", "answer.parquet", "drives.json"):
+    for name in ("traces.csv", "traces.gpx", "answer.parquet", "drives.json"):
         check_output_file(out / name, overwrite)  # before any work
     veh = load_vehicle(vehicle)
     net = load_network(network, osm=osm, dem=dem)
@@ -192,6 +193,7 @@ def sumo_drives_cmd(
         with open(tmp, "w") as fh:
             fh.write(f"# generator: {generator()}\n")
             d.traces.to_csv(fh, index=False, float_format="%.10g")
+    write_gpx(d.traces, out / "traces.gpx", generator())
     atomic_write_parquet(out / "answer.parquet", d.answer)
     atomic_write_text(out / "drives.json", json.dumps({"generator": generator(), **d.summary}, indent=2))
     if as_json:
@@ -200,5 +202,5 @@ def sumo_drives_cmd(
     s = d.summary
     print(f"{s['vehicles']:,} drives on {net.name}: {s['fixes']:,} fixes at {s['sample_hz']:g} Hz, GPS noise "
           f"{s['gps_noise_m']:g} m; answer key {s['answer_traversals']:,} traversals ({s['teleports']} teleports)")
-    print(f"wrote {out / 'traces.csv'}, {out / 'answer.parquet'}, {out / 'drives.json'}")
+    print(f"wrote {out / 'traces.csv'}, {out / 'traces.gpx'}, {out / 'answer.parquet'}, {out / 'drives.json'}")
     print(f"import them: evroute drives import {out / 'traces.csv'} --network {network} --out DRIVES")

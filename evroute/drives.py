@@ -38,7 +38,7 @@ from .errors import EvrouteError
 from .geo import EARTH_RADIUS_M
 
 __all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "Matcher", "degrade", "read_traces", "match_trip", "trip_traversals",
-           "import_traces", "ImportReport", "parse_columns", "fleet_prior_mean", "read_drives"]
+           "import_traces", "ImportReport", "parse_columns", "read_gpx", "write_gpx", "fleet_prior_mean", "read_drives"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
 #: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
@@ -136,15 +136,91 @@ class ImportReport:
                 "problems": list(self.problems)}
 
 
+def read_gpx(path: str | Path, names: dict[str, str] | None = None) -> pd.DataFrame:
+    """A GPX file's track points as a table: one trip per track segment (named by the track's name,
+    or the file's stem and the track's number, and the segment's where a track has several),
+    ``time_s`` (seconds since 1970, UTC), ``lat``, ``lon``, the GPX speed where it has one, and each
+    extension element as a column of its local name (``<energy_wh>``, ``<power_w>``,
+    ``<soc_pct>``, ``<speed_mps>``, or the names ``names`` maps the fields to).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    EvrouteError
+        The file is not GPX or has no track points.
+    """
+    import gpxpy
+    import gpxpy.gpx
+
+    path = Path(path)
+    names = {**TRACE_FIELDS, **(names or {})}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = gpxpy.parse(fh)
+    except (gpxpy.gpx.GPXException, ValueError) as exc:
+        raise EvrouteError(f"cannot read the trace {path}: not GPX ({exc})") from None
+    rows = []
+    for k, track in enumerate(doc.tracks):
+        base = track.name or f"{path.stem}-{k + 1}"
+        for j, seg in enumerate(track.segments):
+            trip = base if len(track.segments) == 1 else f"{base}-{j + 1}"
+            for p in seg.points:
+                row = {names["trip"]: trip, names["time"]: p.time.timestamp() if p.time is not None else np.nan,
+                       names["lat"]: p.latitude, names["lon"]: p.longitude}
+                if p.speed is not None:
+                    row[names["speed"]] = p.speed
+                for ext in p.extensions:
+                    for el in ext.iter():
+                        if el.text is not None and el.text.strip():
+                            row[el.tag.rsplit("}", 1)[-1]] = el.text.strip()
+                rows.append(row)
+    if not rows:
+        raise EvrouteError(f"cannot read the trace {path}: no GPX track points")
+    return pd.DataFrame(rows)
+
+
+def write_gpx(traces: pd.DataFrame, path: str | Path, creator: str) -> None:
+    """Write fixes (``trip, time_s, lat, lon, speed_mps, energy_wh``) as GPX, atomically: one track
+    per trip, the time as seconds after 2026-01-01T00:00:00Z, the speed and the energy used so far
+    as the extensions ``<speed_mps>`` and ``<energy_wh>`` (what :func:`read_gpx` reads back)."""
+    import datetime
+    import xml.etree.ElementTree as ET
+
+    import gpxpy.gpx
+
+    from .io import atomic_write_text
+
+    epoch = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    doc = gpxpy.gpx.GPX()
+    doc.creator = creator
+    for trip, g in traces.groupby("trip", sort=True):
+        track = gpxpy.gpx.GPXTrack(name=str(trip))
+        seg = gpxpy.gpx.GPXTrackSegment()
+        track.segments.append(seg)
+        doc.tracks.append(track)
+        for t, lat, lon, v, e in zip(g.time_s.tolist(), g.lat.tolist(), g.lon.tolist(), g.speed_mps.tolist(),
+                                     g.energy_wh.tolist(), strict=True):
+            p = gpxpy.gpx.GPXTrackPoint(lat, lon, time=epoch + datetime.timedelta(seconds=t))
+            for tag, value in (("speed_mps", v), ("energy_wh", e)):
+                el = ET.Element(tag)
+                el.text = f"{value:.10g}"
+                p.extensions.append(el)
+            seg.points.append(p)
+    atomic_write_text(path, doc.to_xml())
+
+
 def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
                 report: ImportReport | None = None) -> pd.DataFrame:
-    """One CSV of fixes as a table of ``trip, vehicle, time_s, lat, lon, speed_mps, energy_wh``
-    (the energy used since the trip's first fix, Wh), sorted by trip and time.
+    """One CSV (or GPX: :func:`read_gpx`) of fixes as a table of ``trip, vehicle, time_s, lat, lon,
+    speed_mps, energy_wh`` (the energy used since the trip's first fix, Wh), sorted by trip and time.
 
     Parameters
     ----------
     path : path-like
-        The CSV (lines starting with ``#`` are comments).
+        The CSV (lines starting with ``#`` are comments) or GPX file (by its suffix).
     columns : dict, optional
         Field to column name, over :data:`TRACE_FIELDS`'s defaults.
     capacity_kwh : float, optional
@@ -164,8 +240,10 @@ def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacit
     path = Path(path)
     report = report if report is not None else ImportReport()
     names = {**TRACE_FIELDS, **(columns or {})}
+    gpx = path.suffix.lower() == ".gpx"
+    unit = "point" if gpx else "row"  # where a problem is: the GPX file's n-th point, the CSV's line
     try:
-        raw = pd.read_csv(path, comment="#", low_memory=False)
+        raw = read_gpx(path, names) if gpx else pd.read_csv(path, comment="#", low_memory=False)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise EvrouteError(f"cannot read the trace {path}: {getattr(exc, 'strerror', None) or exc}") from None
     missing = [names[k] for k in ("time", "lat", "lon") if names[k] not in raw.columns]
@@ -194,13 +272,13 @@ def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacit
         | (np.abs(lat) > 90) | (np.abs(lon) > 180)
     if bad.any():
         rows = np.flatnonzero(bad)
-        report.problems.append(f"{path} row {rows[0] + 2}: a time, position or energy that is not a number or out "
-                               f"of range" + (f" (and {rows.size - 1:,} more rows)" if rows.size > 1 else "")
-                               + "; those rows dropped")
+        report.problems.append(f"{path} {unit} {rows[0] + (1 if gpx else 2)}: a time, position or energy that is "
+                               f"not a number or out of range" + (f" (and {rows.size - 1:,} more)" if rows.size > 1
+                                                                  else "") + "; dropped")
         report.fixes_dropped += int(rows.size)
         report.drop("bad row", rows.size)
     d = pd.DataFrame({"trip": trip, "vehicle": vehicle, "time_s": t, "lat": lat, "lon": lon, "speed_mps": speed,
-                      "value": value, "row": np.arange(len(raw)) + 2})[~bad]
+                      "value": value, "row": np.arange(len(raw)) + (1 if gpx else 2)})[~bad]
     d = d.sort_values(["trip", "time_s"], kind="stable")
     keep = []
     for name, g in d.groupby("trip", sort=True):
@@ -208,7 +286,7 @@ def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacit
         dt = np.diff(g.time_s.to_numpy())
         if (dt <= 0).any():
             row = int(g.row.to_numpy()[1:][dt <= 0][0])
-            report.problems.append(f"{path} row {row}: trip {name!r} has two fixes at one time; trip dropped")
+            report.problems.append(f"{path} {unit} {row}: trip {name!r} has two fixes at one time; trip dropped")
             report.drop("time not increasing")
             report.fixes_dropped += len(g)
             continue

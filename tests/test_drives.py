@@ -334,3 +334,47 @@ def test_prior_check_command_refuses_bad_input(tmp_path):
     p = subprocess.run(base + [str(tmp_path / "x.parquet"), "--network", "synthetic"], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.startswith(f"error: cannot read the drives table {tmp_path / 'x.parquet'}")
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_gpx_traces_import_as_their_csv(synthetic, tmp_path):
+    """The same drive written as GPX (energy and speed as extensions) and as CSV gives the same
+    traversals; a file that is not GPX is one error naming it."""
+    from evroute.drives import write_gpx
+
+    route = _route(synthetic)
+    fixes = _drive(synthetic, route, np.full(len(route), 25.0)).assign(trip="d1", vehicle="d1")
+    fixes.to_csv(tmp_path / "d.csv", index=False)
+    write_gpx(fixes, tmp_path / "d.gpx", "test")
+    a, _ = import_traces([tmp_path / "d.csv"], synthetic, gps_noise_m=5.0)
+    b, report = import_traces([tmp_path / "d.gpx"], synthetic, gps_noise_m=5.0)
+    assert report.problems == [] and b.edge.tolist() == a.edge.tolist() == route[1:-1]
+    np.testing.assert_allclose(b.energy_wh, a.energy_wh, rtol=1e-6)
+    np.testing.assert_allclose(b.seconds, a.seconds, rtol=1e-6)
+    (tmp_path / "bad.gpx").write_text("<html>not a track</html>")
+    with pytest.raises(EvrouteError, match=f"cannot read the trace {tmp_path / 'bad.gpx'}: no GPX track points"):
+        read_traces(tmp_path / "bad.gpx")
+
+
+@pytest.mark.needs("sumo")
+def test_sumo_drives_command_writes_csv_gpx_and_the_answer_key(tmp_path):
+    """The command's CSV and GPX hold the same fixes, marked as evroute's (so a second run may
+    replace them, and a user's file of that name is refused)."""
+    import subprocess
+    import sys
+
+    from evroute.io import written_by_evroute
+
+    out = tmp_path / "d"
+    cmd = [sys.executable, "-m", "evroute", "sumo", "drives", "synthetic", "--vehicles", "3", "--traffic", "300",
+           "--hours", "0.25", "--gps-noise", "5", "--out", str(out), "--no-progress"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    for name in ("traces.csv", "traces.gpx", "answer.parquet", "drives.json"):
+        assert written_by_evroute(out / name), name
+    csv, gpx = read_traces(out / "traces.csv"), read_traces(out / "traces.gpx")
+    assert len(csv) == len(gpx) > 100
+    np.testing.assert_allclose(gpx.energy_wh, csv.energy_wh, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(gpx.lat, csv.lat, atol=1e-9)
+    (out / "traces.gpx").write_text("mine")
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 2 and "traces.gpx exists and was not written by evroute" in p.stderr
