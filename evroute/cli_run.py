@@ -37,6 +37,9 @@ def route_cmd(
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
     geojson: Annotated[str | None, typer.Option(
         "--geojson", help="Write the routes as GeoJSON to this file (- for standard output).")] = None,
+    drives: Annotated[Path | None, typer.Option(
+        "--drives", help="Also the least-energy route under what these drives measured (traversals.parquet of "
+        "evroute drives import): each edge's posterior mean and sd, E_det where nobody drove.")] = None,
     overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
@@ -55,10 +58,16 @@ def route_cmd(
         raise EvrouteError("--json and --geojson - both write to standard output; give --geojson a file")
     if geojson is not None and not to_stdout:
         check_output_file(geojson, overwrite)  # before any work
+    if drives is not None and not drives.is_file():
+        raise EvrouteError(f"no such drives table: {drives}")
     veh = load_vehicle(vehicle)
     net = load_network(name, osm=osm, dem=dem)
     spec = resolve_route(net, route, from_, to)
     routes = reference_routes(net, spec, veh)
+    if drives is not None:
+        from .drives import drives_route, read_drives
+
+        routes.append(drives_route(net, spec, read_drives(drives, net.n_edges), veh))
     if geojson is not None:
         write_geojson(geojson, routes_geojson(net, routes, spec.name), overwrite=overwrite)
         if to_stdout:
@@ -71,6 +80,10 @@ def route_cmd(
     print(f"{'kind':<10}{'energy Wh':>12}{'length m':>12}{'time s':>10}{'edges':>8}")
     for r in routes:
         print(f"{r['kind']:<10}{r['energy_wh']:>12.1f}{r['length_m']:>12.0f}{r['time_s']:>10.0f}{r['n_edges']:>8}")
+    if drives is not None:
+        d = routes[-1]
+        print(f"drives: {d['energy_wh']:.1f} ± {d['energy_sd_wh']:.1f} Wh under the drives' posterior (energy and "
+              f"the other routes: E_det); the fleet drove {100 * d['edges_driven_share']:.0f} % of its length")
     if geojson is not None:
         print(f"wrote {geojson}")
 

@@ -33,12 +33,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .energy import Vehicle, kinetic_wh
+from .energy import Vehicle, energy_floor_wh, kinetic_wh
 from .errors import EvrouteError
 from .geo import EARTH_RADIUS_M
+from .oracle import Oracle
+from .policies import route_weights
+from .prior import PRIOR_SCALE
+from .routes import edge_energies
 
 __all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "Matcher", "degrade", "read_traces", "match_trip", "trip_traversals",
-           "import_traces", "ImportReport", "parse_columns", "read_gpx", "write_gpx", "fleet_prior_mean", "read_drives"]
+           "import_traces", "ImportReport", "parse_columns", "read_gpx", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
 #: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
@@ -616,3 +620,51 @@ def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, column: str =
     gain = counts * prior_var / (counts * prior_var + noise_var)
     mean = np.where(counts > 0, e_det + gain * (means - e_det), e_det)
     return mean, counts.astype(np.int64), noise_var
+
+
+def drives_route(net, spec, table: pd.DataFrame, vehicle: Vehicle | None = None, prior_std: float | None = None,
+                 oracle=None) -> dict:
+    """The least-energy route of a trip under what drives measured: each edge's posterior mean
+    (:func:`fleet_prior_mean`: the physics prior E_det updated by its traversals at a constant
+    kinetic state) and sd √(σ₀² ς² / (n σ₀² + ς²)) (σ₀ where nobody drove).
+
+    The route minimises Σ max(μ_e, floor_e) over its edges, regeneration kept (the potential
+    weight rule, :func:`evroute.policies.route_weights`, Dijkstra on non-negative weights).
+
+    Parameters
+    ----------
+    net : evroute.network.Network
+    spec : evroute.routes.RouteSpec
+        The trip.
+    table : pandas.DataFrame
+        Traversals (:func:`read_drives`).
+    vehicle : Vehicle, optional
+        For E_det and the floors (default the paper's EV).
+    prior_std : float, optional
+        σ₀ (Wh; default the paper's 0.25 σ_det).
+
+    Returns
+    -------
+    dict
+        ``kind`` ("drives"), ``energy_wh`` (Σ posterior means), ``energy_sd_wh`` (independent
+        edges), ``length_m``, ``time_s``, ``n_edges``, ``edges``, per edge ``edge_mean_wh``,
+        ``edge_sd_wh`` and ``edge_traversals``, and ``edges_driven_share`` (of the route's
+        length, driven by the fleet).
+    """
+    e_det = edge_energies(net, vehicle)
+    s0 = float(prior_std) if prior_std is not None else PRIOR_SCALE * float(np.std(e_det))
+    mean, counts, noise_var = fleet_prior_mean(e_det, table, s0 * s0)
+    sd = np.sqrt(s0 * s0 * noise_var / (counts * s0 * s0 + noise_var))
+    e = net.edges
+    length = e.length_m.to_numpy(np.float64)
+    floor, potential = energy_floor_wh(length, e.grade.to_numpy(), vehicle)
+    w, _ = route_weights(mean, "potential", 0.0, floor, potential)
+    oracle = oracle or Oracle.from_network(net)
+    p = oracle.shortest_path(w, spec.start, spec.end).edges
+    time_s = length / e.speed_mps.to_numpy()
+    driven = counts[p] > 0
+    return {"kind": "drives", "energy_wh": float(mean[p].sum()), "energy_sd_wh": float(np.sqrt((sd[p] ** 2).sum())),
+            "length_m": float(length[p].sum()), "time_s": float(time_s[p].sum()), "n_edges": len(p),
+            "edges": [int(x) for x in p], "edge_mean_wh": mean[p].tolist(), "edge_sd_wh": sd[p].tolist(),
+            "edge_traversals": counts[p].tolist(),
+            "edges_driven_share": float(length[p][driven].sum() / length[p].sum()) if len(p) else 0.0}

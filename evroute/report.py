@@ -189,7 +189,10 @@ def routes_geodataframe(net, routes: list[dict], route_name: str):
         "kind": [r["kind"] for r in routes], "route": [route_name] * len(routes),
         "energy_wh": [r["energy_wh"] for r in routes], "length_m": [r["length_m"] for r in routes],
         "time_s": [r["time_s"] for r in routes], "n_edges": [r["n_edges"] for r in routes],
-        "edges": [list(r["edges"]) for r in routes]})
+        "edges": [list(r["edges"]) for r in routes],
+        # a route under drives (evroute route --drives) carries each edge's posterior
+        **({k: [r.get(k) for r in routes] for k in ("edge_mean_wh", "edge_sd_wh", "edge_traversals")}
+           if any("edge_mean_wh" in r for r in routes) else {})})
 
 
 def routes_geojson(net, routes: list[dict], route_name: str) -> dict:

@@ -378,3 +378,38 @@ def test_sumo_drives_command_writes_csv_gpx_and_the_answer_key(tmp_path):
     (out / "traces.gpx").write_text("mine")
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 2 and "traces.gpx exists and was not written by evroute" in p.stderr
+
+
+def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
+    """Drives that found the E_det-optimal route's edges 300 Wh dearer: the route under the drives
+    avoids them, and it is the least Σ max(posterior mean, floor) route (Bellman–Ford on those
+    energies, a different algorithm, agrees); the GeoJSON carries each edge's posterior."""
+    from evroute.drives import drives_route, fleet_prior_mean
+    from evroute.energy import energy_floor_wh
+    from evroute.report import routes_geojson
+    from evroute.routes import edge_energies, reference_routes, resolve_route
+
+    spec = resolve_route(synthetic, "A", None, None)
+    energy = reference_routes(synthetic, spec)[0]["edges"]
+    e_det = edge_energies(synthetic, Vehicle())
+    inner = energy[1:-1]
+    table = pd.DataFrame({"trip": "t", "edge": np.repeat(inner, 10),
+                          "edge_wh": np.repeat(e_det[inner] + 300.0, 10) + np.tile(np.linspace(-1, 1, 10), len(inner)),
+                          "energy_wh": 0.0})
+    r = drives_route(synthetic, spec, table)
+    assert r["edges"] != energy and r["edges_driven_share"] < 1.0
+    s0 = 0.25 * float(np.std(e_det))
+    mean, _, _ = fleet_prior_mean(e_det, table, s0 * s0)
+    floor, _ = energy_floor_wh(synthetic.edges.length_m.to_numpy(), synthetic.edges.grade.to_numpy())
+    ref = Oracle.from_network(synthetic).bellman_ford_path(np.maximum(mean, floor), spec.start, spec.end)
+    assert float(np.maximum(mean, floor)[r["edges"]].sum()) == pytest.approx(ref.cost, rel=1e-9)
+    assert r["energy_wh"] == pytest.approx(float(mean[r["edges"]].sum()))
+    props = [f["properties"] for f in routes_geojson(synthetic, [r], "A")["features"]]
+    assert len(props[0]["edge_mean_wh"]) == r["n_edges"] == len(props[0]["edge_sd_wh"])
+
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "evroute", "route", "synthetic", "--drives", "/nonexistent.parquet"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip() == "error: no such drives table: /nonexistent.parquet"
