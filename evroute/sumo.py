@@ -127,15 +127,17 @@ def _run(args: list[str], what: str, cwd: Path) -> str:
 def vtype_xml(vehicle: Vehicle, type_id: str = "ev") -> str:
     """A SUMO vType for ``vehicle`` with the battery device, its parameters those of Eq. 8: mass,
     frontal area, drag and rolling coefficients, the power-train and recuperation efficiencies;
-    no auxiliary power, no radial drag (SUMO's defaults are the paper's Table 2; the rotating
-    mass, which Eq. 8 has not, is SUMO's and matters only when the car accelerates). SUMO 1.28's
-    energy model reads them from ``<param>`` elements, not from the vType's attributes: both are
-    written (tests/test_sumo.py: a delivery van at constant speed is Eq. 8 of the van)."""
+    no auxiliary power (SUMO's defaults are the paper's Table 2). SUMO 1.28's energy model reads
+    them from ``<param>`` elements, not from the vType's attributes: both are written
+    (tests/test_sumo.py: a delivery van at constant speed is Eq. 8 of the van). Two of SUMO's terms
+    that Eq. 8 has not are SUMO's: the rotating mass (pinned, 40 kg: it matters only when the car
+    accelerates) and the radial drag of cornering (its default, 0.5: energy on curves and at
+    turns, a physical part of the truth that the prior E_det lacks)."""
     return (f'<vType id="{type_id}" vClass="passenger" emissionClass="Energy/unknown" '
             f'mass="{vehicle.mass_kg!r}" frontSurfaceArea="{vehicle.frontal_area_m2!r}" '
             f'airDragCoefficient="{vehicle.drag_coefficient!r}" rollDragCoefficient="{vehicle.rolling_resistance!r}" '
             f'propulsionEfficiency="{vehicle.eta_plus!r}" recuperationEfficiency="{vehicle.eta_minus!r}" '
-            'constantPowerIntake="0" radialDragCoefficient="0">'
+            'constantPowerIntake="0">'
             '<param key="has.battery.device" value="true"/>'
             f'<param key="mass" value="{vehicle.mass_kg!r}"/>'
             f'<param key="frontSurfaceArea" value="{vehicle.frontal_area_m2!r}"/>'
@@ -143,7 +145,6 @@ def vtype_xml(vehicle: Vehicle, type_id: str = "ev") -> str:
             f'<param key="rollDragCoefficient" value="{vehicle.rolling_resistance!r}"/>'
             f'<param key="propulsionEfficiency" value="{vehicle.eta_plus!r}"/>'
             f'<param key="recuperationEfficiency" value="{vehicle.eta_minus!r}"/>'
-            '<param key="radialDragCoefficient" value="0"/>'
             f'<param key="rotatingMass" value="{ROTATING_MASS_KG!r}"/>'
             # SUMO 1.28 reads the auxiliary power from the parameter (its default is 100 W, measured:
             # tests/test_sumo.py's flat road is 2.5 % above Eq. 8 without it)
