@@ -413,3 +413,27 @@ def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     p = subprocess.run([sys.executable, "-m", "evroute", "route", "synthetic", "--drives", "/nonexistent.parquet"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip() == "error: no such drives table: /nonexistent.parquet"
+
+
+def test_the_import_is_the_same_whatever_the_hash_seed(synthetic, tmp_path):
+    """Two processes with different PYTHONHASHSEED import a noisy trace to the same table."""
+    import os
+    import subprocess
+    import sys
+
+    route = _route(synthetic)
+    fixes = _drive(synthetic, route, np.full(len(route), 30.0), rate_hz=0.5)
+    rng = np.random.default_rng(1)
+    fixes["lat"] += rng.normal(0, 8.0 / 111_195, len(fixes))
+    fixes["lon"] += rng.normal(0, 8.0 / 80_000, len(fixes))
+    fixes.to_csv(tmp_path / "t.csv", index=False)
+    tables = []
+    for seed in ("0", "4242"):
+        out = tmp_path / f"o{seed}"
+        p = subprocess.run([sys.executable, "-m", "evroute", "drives", "import", str(tmp_path / "t.csv"), "--network",
+                            "synthetic", "--out", str(out), "--no-progress"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed})
+        assert p.returncode == 0, p.stderr
+        tables.append(pd.read_parquet(out / "traversals.parquet"))
+    assert len(tables[0]) > 5
+    pd.testing.assert_frame_equal(tables[0], tables[1])
