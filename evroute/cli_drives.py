@@ -40,6 +40,8 @@ def drives_import_cmd(
                                                        "state of charge; in (0, 1e4].")] = None,
     gps_noise: Annotated[float, typer.Option("--gps-noise", help="The fixes' noise, metres, for the map "
                                              "matcher; in (0, 500].")] = 10.0,
+    jobs: Annotated[int, typer.Option("--jobs", help="Processes matching trips side by side; 0: one per usable "
+                                      "CPU; 0 to 256 (the table is the same for any number).")] = 0,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
     overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
@@ -48,7 +50,7 @@ def drives_import_cmd(
     from .drives import import_traces, parse_columns
     from .energy import load_vehicle
     from .errors import EvrouteError
-    from .io import atomic_write_json, atomic_write_parquet, generator
+    from .io import atomic_write_json, atomic_write_parquet, generator, usable_cpus
     from .network import load_network
     from .progress import configure as configure_progress
     from .progress import counter
@@ -58,6 +60,8 @@ def drives_import_cmd(
         raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
     if not 0 < gps_noise <= 500:
         raise EvrouteError(f"--gps-noise must be in (0, 500] metres, got {gps_noise:g}")
+    if not 0 <= jobs <= 256:
+        raise EvrouteError(f"--jobs must be 0 to 256, got {jobs}")
     names = parse_columns(columns)
     for f in files:
         if not f.is_file():
@@ -69,7 +73,7 @@ def drives_import_cmd(
     net = load_network(network, osm=osm, dem=dem)
     with counter("matching trips") as tick:
         table, report = import_traces(files, net, columns=names, capacity_kwh=capacity_kwh, gps_noise_m=gps_noise,
-                                      vehicle=veh, progress=tick)
+                                      vehicle=veh, progress=tick, jobs=jobs or usable_cpus())
     summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
                "files": [str(f) for f in files], **report.to_dict()}
     out.mkdir(parents=True, exist_ok=True)

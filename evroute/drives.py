@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -503,14 +504,27 @@ def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = 
     return rows, placed
 
 
+#: Each worker process's matcher and vehicle (:func:`import_traces` with ``jobs`` > 1).
+_WORKER: dict = {}
+
+
+def _start_worker(net, gps_noise_m: float, vehicle) -> None:
+    _WORKER["matcher"] = Matcher(net, gps_noise_m)
+    _WORKER["vehicle"] = vehicle
+
+
+def _match_in_worker(fixes: pd.DataFrame):
+    return match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"])
+
+
 def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
-                  gps_noise_m: float = 10.0, vehicle: Vehicle | None = None, progress=None):
+                  gps_noise_m: float = 10.0, vehicle: Vehicle | None = None, progress=None, jobs: int = 1):
     """Read, match and split the traces in ``paths`` on ``net``.
 
     Parameters
     ----------
     paths : sequence of path-like
-        CSV traces (:func:`read_traces`).
+        CSV or GPX traces (:func:`read_traces`).
     net : evroute.network.Network
     columns, capacity_kwh
         As in :func:`read_traces`.
@@ -520,6 +534,9 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
         For the kinetic split.
     progress : callable, optional
         ``progress(done, total)`` after each trip.
+    jobs : int
+        Processes matching trips side by side (each its own matcher, started with a fixed hash
+        seed); the table is the same for any number.
 
     Returns
     -------
@@ -528,27 +545,52 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
     """
     report = ImportReport()
     fixes = [read_traces(p, columns, capacity_kwh, report) for p in paths]
-    matcher = Matcher(net, gps_noise_m)
-    rows = []
     trips = [(str(p), name, g) for p, f in zip(paths, fixes, strict=True) for name, g in f.groupby("trip", sort=True)]
-    for done, (path, name, g) in enumerate(trips, 1):
-        if len(g) < 2:
-            report.drop("fewer than 2 fixes")
-            continue
-        got, n = match_trip(matcher, g, vehicle)
-        report.fixes_matched += n
-        if n < len(g):
-            report.drop("fix off the network", len(g) - n)
-        if not got:
-            report.drop("no complete traversal")
-            report.problems.append(f"{path}: trip {name!r} gave no complete traversal of an edge "
-                                   f"({n} of {len(g)} fixes placed on the network)")
+    todo = [g for _, _, g in trips if len(g) >= 2]
+    # leuvenmapmatching breaks ties between equally likely states in the order of Python sets of
+    # its states, hashed by their names: the hash seed would reach the table. Trips are therefore
+    # matched in worker processes started with one fixed hash seed (spawned: they read it at
+    # start), in the trips' order: the same table for any number of jobs, in any process.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    saved = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = "0"
+    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo))),
+                               mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                               initargs=(net, gps_noise_m, vehicle))
+    try:
+        results = pool.map(_match_in_worker, todo, chunksize=max(1, len(todo) // (8 * max(jobs, 1))))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:  # the workers have started (spawned at the first submission)
+        if saved is None:
+            os.environ.pop("PYTHONHASHSEED", None)
         else:
-            report.trips_kept += 1
-            vehicle_name = str(g.vehicle.iat[0])
-            rows.extend((name, vehicle_name, *r) for r in got)
-        if progress is not None:
-            progress(done, len(trips))
+            os.environ["PYTHONHASHSEED"] = saved
+    rows = []
+    try:
+        for done, (path, name, g) in enumerate(trips, 1):
+            if len(g) < 2:
+                report.drop("fewer than 2 fixes")
+                continue
+            got, n = next(results)
+            report.fixes_matched += n
+            if n < len(g):
+                report.drop("fix off the network", len(g) - n)
+            if not got:
+                report.drop("no complete traversal")
+                report.problems.append(f"{path}: trip {name!r} gave no complete traversal of an edge "
+                                       f"({n} of {len(g)} fixes placed on the network)")
+            else:
+                report.trips_kept += 1
+                vehicle_name = str(g.vehicle.iat[0])
+                rows.extend((name, vehicle_name, *r) for r in got)
+            if progress is not None:
+                progress(done, len(trips))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     table = pd.DataFrame(rows, columns=list(TRAVERSAL_COLUMNS))
     table = table.astype({"trip": str, "vehicle": str, "edge": np.int64, "next_edge": np.int64})
     report.traversals = len(table)

@@ -437,3 +437,15 @@ def test_the_import_is_the_same_whatever_the_hash_seed(synthetic, tmp_path):
         tables.append(pd.read_parquet(out / "traversals.parquet"))
     assert len(tables[0]) > 5
     pd.testing.assert_frame_equal(tables[0], tables[1])
+
+
+def test_two_processes_import_the_same_table_as_one(synthetic, tmp_path):
+    route = _route(synthetic)
+    parts = []
+    for k, rate in enumerate((1.0, 0.5, 1 / 3)):
+        parts.append(_drive(synthetic, route, np.full(len(route), 20.0 + k), rate_hz=rate).assign(trip=f"t{k}"))
+    pd.concat(parts).to_csv(tmp_path / "t.csv", index=False)
+    one, r1 = import_traces([tmp_path / "t.csv"], synthetic, gps_noise_m=5.0, jobs=1)
+    two, r2 = import_traces([tmp_path / "t.csv"], synthetic, gps_noise_m=5.0, jobs=2)
+    assert r1.trips_kept == 3 and r1.to_dict() == r2.to_dict()
+    pd.testing.assert_frame_equal(one, two)
