@@ -40,6 +40,7 @@ from .specs import Component, Option
 from .validate import nonneg_float, positive_float, positive_int, unit_rate
 
 __all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "Truth", "Turns", "TruthSetup", "register_truth",
+           "truth_kernel",
            "truth_names", "make_truth", "TRUTHS", "register_closures", "CLOSURES", "ClosurePattern",
            "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "RKHS_ANCHORS", "parse_closures", "resolve_truth"]
 
@@ -296,6 +297,18 @@ class StaticEnvironment(Environment):
             self._reference.flags.writeable = False
         return self._reference
 
+def truth_kernel(net, mean, prior_var: float, lengthscale: float = 1.0) -> NetworkPrior:
+    """The prior the Gaussian truths are drawn from: GP(mean, σ₀² k) with the paper's combined
+    kernel, κ_G = 1, ν_G = 2 and context lengthscale ``lengthscale`` (003 Sec. 4.1, App. B.1);
+    also the kernel of a drifting truth's innovations (paper 004).
+
+    Returns
+    -------
+    evroute.prior.NetworkPrior
+    """
+    return NetworkPrior(net, np.asarray(mean, dtype=np.float64), "combined", lengthscale, 1.0, 2.0, prior_var)
+
+
 def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 1.0) -> np.ndarray:
     """F = E_det + L z: one draw of GP(E_det, k) with the paper's combined kernel (003 Sec. 4.1),
     cached on disk per (network, seed, σ₀², E_det, lengthscale). On networks of
@@ -312,7 +325,7 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
         The true expected energy f of every edge (Wh), shape (E,): cached, the same for the same arguments.
     """
     prior_mean = np.asarray(prior_mean, dtype=np.float64)
-    prior = NetworkPrior(net, prior_mean, "combined", lengthscale, 1.0, 2.0, prior_var)
+    prior = truth_kernel(net, prior_mean, prior_var, lengthscale)
 
     def build():
         with stage(f"drawing the ground truth of seed {seed} on {net.n_edges:,} edges (cached)"):
@@ -332,7 +345,7 @@ def gp_truth_rkhs_norm(net, prior_mean, prior_var: float, seed: int, lengthscale
     L Lᵀ = K (jitter included), so ‖f − m‖²_K = zᵀz, z the same standard normals (stream
     ``[seed, 1]``; E draws, no solve). NaN where the truth is drawn by random features (from
     :data:`evroute.prior.SPARSE_FROM_EDGES` edges): its norm needs an E×E solve. About √E."""
-    prior = NetworkPrior(net, np.asarray(prior_mean, dtype=np.float64), "combined", lengthscale, 1.0, 2.0, prior_var)
+    prior = truth_kernel(net, prior_mean, prior_var, lengthscale)
     if prior.sampler != "dense":
         return float("nan")
     z = np.random.default_rng([int(seed), 1]).standard_normal(net.n_edges)
@@ -357,7 +370,7 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
     m = np.asarray(prior_mean, dtype=np.float64)
     if anchors > m.size:
         raise EvrouteError(f"rkhs truth: {anchors} anchors but the network has {m.size} edges")
-    prior = NetworkPrior(net, m, "combined", lengthscale, 1.0, 2.0, prior_var)
+    prior = truth_kernel(net, m, prior_var, lengthscale)
     rng = np.random.default_rng([int(seed), 3])
     Z = np.sort(rng.choice(m.size, size=anchors, replace=False))
     w = rng.standard_normal(anchors)

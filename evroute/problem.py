@@ -21,7 +21,14 @@ from .cache import CacheEntry, hash_bytes, make_key
 from .candidates import candidate_priors
 from .drives import fleet_prior_mean, read_drives
 from .energy import energy_floor_wh, load_vehicle
-from .environments import RoadEnvironment, StaticEnvironment, Truth, TruthSetup, make_truth
+from .environments import (
+    RoadEnvironment,
+    StaticEnvironment,
+    Truth,
+    TruthSetup,
+    make_truth,
+    truth_kernel,
+)
 from .errors import EvrouteError
 from .io import atomic_write_text
 from .network import load_network
@@ -137,8 +144,8 @@ def make_environment(cfg, problem: Problem):
         return StaticEnvironment(truth, problem.noise_std, problem.oracle, problem.route.start,
                                  problem.route.end, cfg.seed, weigh=weigh)
     mean = problem.truth_mean if problem.truth_mean is not None else problem.prior_mean
-    dev = NetworkPrior(problem.net, np.zeros(problem.net.n_edges), "combined", cfg.truth_lengthscale, 1.0, 2.0,
-                       problem.prior_var)  # the truth's kernel: the drift's innovations g_t
+    dev = truth_kernel(problem.net, np.zeros(problem.net.n_edges), problem.prior_var,
+                       cfg.truth_lengthscale)  # the truth's kernel: the drift's innovations g_t
     return RoadEnvironment(truth, mean, dev.sample, problem.noise_std, problem.oracle, problem.route.start,
                            problem.route.end, cfg.seed, eps=float(cfg.drift), closures=cfg.closures, weigh=weigh)
 

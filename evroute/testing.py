@@ -21,7 +21,14 @@ import numpy as np
 
 from .agents import AgentSetup, Decision, make_agent, policy_family, resolve_policy
 from .energy import energy_floor_wh, load_vehicle
-from .environments import Environment, StaticEnvironment, Truth, TruthSetup, make_truth
+from .environments import (
+    Environment,
+    StaticEnvironment,
+    Truth,
+    TruthSetup,
+    make_truth,
+    truth_kernel,
+)
 from .errors import EvrouteError
 from .models import (
     COVARIANCE,
@@ -77,7 +84,7 @@ def small_problem(size: int = 60, seed: int = 11) -> SmallProblem:
     net = load_network("synthetic", size=size)
     mean = edge_energies(net, load_vehicle(None))
     sd = float(np.std(mean))
-    prior = NetworkPrior(net, mean, "combined", 1.0, 1.0, 2.0, (PRIOR_SCALE * sd) ** 2)
+    prior = truth_kernel(net, mean, (PRIOR_SCALE * sd) ** 2)
     truth = readonly(prior.sample(np.random.default_rng(seed)))
     oracle = Oracle.from_network(net)
     reach = oracle.reachable(0)
