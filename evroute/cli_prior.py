@@ -38,9 +38,9 @@ def prior_check_cmd(
     from .progress import configure as configure_progress
     from .progress import stage
     from .routes import edge_energies
+    from .validate import choice
 
-    if kernel not in ("combined", "graph"):
-        raise EvrouteError(f"--kernel must be combined or graph, got {kernel!r}")
+    kernel = choice("--kernel", kernel, ("combined", "graph"))
     if not 0 <= seed < 2**31:
         raise EvrouteError(f"--seed must be 0 to 2^31-1, got {seed}")
     if not drives.is_file():

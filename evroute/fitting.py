@@ -45,10 +45,12 @@ def edge_statistics(table: pd.DataFrame, n_edges: int, column: str = "edge_wh"):
 
 
 def fit_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", kappa: float = 1.0, nu: float = 2.0,
-              lengthscales=FIT_LENGTHSCALES, max_edges: int = 3000, column: str = "edge_wh") -> dict:
+              lengthscales=FIT_LENGTHSCALES, max_edges: int = 3000, column: str = "edge_wh",
+              what: str = "the traversals") -> dict:
     """σ₀, ς and the context lengthscale ℓ of the prior GP(E_det, σ₀² k_ℓ) with noise ς, by type-II
     maximum likelihood on ``table``'s traversals (see the module docstring). At most ``max_edges``
-    of the best-covered edges with two traversals or more enter (the dense |O|×|O| block).
+    of the best-covered edges with two traversals or more enter (the dense |O|×|O| block);
+    ``what`` names the traversals in the error.
 
     Returns
     -------
@@ -66,7 +68,7 @@ def fit_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", kapp
     edges = np.flatnonzero(n >= 2)
     edges = np.sort(edges[np.argsort(-n[edges], kind="stable")[:max_edges]])
     if edges.size < 10:
-        raise EvrouteError("fewer than 10 edges with two traversals: nothing to fit")
+        raise EvrouteError(f"{what} has fewer than 10 edges with two traversals: nothing to fit")
     ne, ybar = n[edges], s1[edges] / n[edges]
     ss = np.maximum(s2[edges] - ne * ybar**2, 0.0)
     resid = ybar - e_det[edges]

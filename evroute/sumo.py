@@ -981,9 +981,5 @@ def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, kernel: str = "com
     """
     t = atlas.table
     span = float(atlas.summary["hours"]) * 3600.0
-    try:
-        return fit_prior(net, e_det, t[t.enter_s < span / 2], kernel=kernel, kappa=kappa, nu=nu,
-                         lengthscales=lengthscales, max_edges=max_edges, column=column)
-    except EvrouteError:
-        raise EvrouteError("the atlas's first half has fewer than 10 edges with two traversals: nothing to fit") \
-            from None
+    return fit_prior(net, e_det, t[t.enter_s < span / 2], kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
+                     max_edges=max_edges, column=column, what="the atlas's first half")
