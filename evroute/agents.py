@@ -34,7 +34,7 @@ from .models import (
     require_capability,
     resolve_model,
 )
-from .policies import BETA_RULES, MODEL_FAMILIES, RULES, make_policy, route_weights
+from .policies import BETA_RULES, MODEL_FAMILIES, RULES, make_policy, model_noise_std, route_weights, turn_potential
 from .prior import DiagonalPrior, ScaledPrior, ShiftedPrior
 from .specs import Component, Option
 from .validate import choice, flag, nonneg_float, positive_float, positive_int
@@ -149,7 +149,7 @@ class IndexAgent(Agent):
         mu, sd = self.model.mean_std()
         idx, beta = self.policy.indices(self.model, t, rng)
         if self.rectify:
-            weights, arc = route_weights(idx, self.weights, math.sqrt(self.model.noise_var), self.floor,
+            weights, arc = route_weights(idx, self.weights, model_noise_std(self.model), self.floor,
                                          self.potential, self.turns, self.turn_potential)
         else:
             weights, arc = idx, None
@@ -186,6 +186,23 @@ def lower_bound_weights(lcb, floor, potential) -> np.ndarray:
     return np.maximum(np.maximum(lcb, floor) - potential, 0.0)
 
 
+def bound_weights(lcb, floor, potential, turns=None, turn_potential=None):
+    """The oracle's (edge, turn) weights of a bound agent: :func:`lower_bound_weights` without
+    turns; with a truth's turns (known costs), the potential rule of
+    :func:`evroute.policies.route_weights` on max(LCB, floor), the turns' costs reweighted by
+    their Johnson potential, so that a route's weight is its energy under the bounds (edges plus
+    turns) less a constant of the trip. Returns ``(edge weights, turn weights or None)``."""
+    if turns is None:
+        return lower_bound_weights(lcb, floor, potential), None
+    return route_weights(np.maximum(lcb, floor), "potential", 0.0, floor, potential, turns, turn_potential)
+
+
+def _bound_route(oracle, weights, arc, start, end, available) -> tuple[np.ndarray, float]:
+    """Dijkstra on a bound agent's weights: the route and its weight, turns included."""
+    r = oracle.shortest_path(weights, start, end, available=available, turn_weights=arc)
+    return np.asarray(r.edges, dtype=np.int64), float(r.cost)
+
+
 class BoundAgent(Agent):
     """Paper 000's frequentist confidence bounds as edge weights: ``gp-amm``, ``gp-dmm``,
     ``gp-ay``, ``gp-igp`` (:mod:`evroute.bounds`).
@@ -208,8 +225,10 @@ class BoundAgent(Agent):
     """
 
     def __init__(self, rule: str, models: dict, noise_var: float, prior, oracle, start: int, end: int, *,
-                 B: float, delta: float = 0.01, eta: float = 0.002, energy_floor=None, potential=None):
+                 B: float, delta: float = 0.01, eta: float = 0.002, energy_floor=None, potential=None, turns=None,
+                 turn_potential=None):
         self.rule = rule
+        self.turns, self.turn_potential = turns, turn_potential  # a truth's junctions: known costs
         self.models = models  # noise level a → posterior model (ς² itself among them)
         self.noise_var = float(noise_var)
         if self.noise_var not in models:
@@ -258,9 +277,8 @@ class BoundAgent(Agent):
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.base.mean_std()
         lcb = self.lower_bounds()
-        weights = lower_bound_weights(lcb, self.floor, self.potential)
-        path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
-                          dtype=np.int64)
+        weights, arc = bound_weights(lcb, self.floor, self.potential, self.turns, self.turn_potential)
+        path, _ = _bound_route(self.oracle, weights, arc, self.start, self.end, available)
         beta = self._diag["bound_beta"]
         return Decision(path, beta * beta if np.isfinite(beta) else float("nan"), lcb[path].copy(), mu[path].copy(),
                         sd[path].copy(), self.prior_mean[path])
@@ -360,9 +378,13 @@ class PathBoundAgent(BoundAgent):
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.base.mean_std()
         lcb = self.lower_bounds()
-        weights = lower_bound_weights(lcb, self.floor, self.potential)
-        routes = self.oracle.k_shortest_paths(weights, self.start, self.end, self.k_routes, available=available)
+        weights, arc = bound_weights(lcb, self.floor, self.potential, self.turns, self.turn_potential)
+        routes = self.oracle.k_shortest_paths(weights, self.start, self.end, self.k_routes, available=available,
+                                              turn_weights=arc)
         bounds = self.path_lower_bounds([r.edges for r in routes])
+        if self.turns is not None:  # the junctions' known costs, on top of the edges' bound
+            bounds = bounds + np.array([float(self.turns.costs[self.oracle.turn_index(r.edges)].sum())
+                                        for r in routes])
         best = int(np.argmin(bounds))  # ties: the cheapest under DMM's weights
         path = np.asarray(routes[best].edges, dtype=np.int64)
         self._diag["path_lower_bound"] = float(bounds[best])
@@ -417,8 +439,10 @@ class PEAgent(Agent):
 
     def __init__(self, models: dict, means: dict, oracle, start: int, end: int, *, horizon: int,
                  noise_var: float, delta: float = 0.05, beta_scale: float = 1.0, xi_scale: float = 1.0,
-                 energy_floor=None, potential=None, rule: str = "pe", test: str = "edge", priors: dict | None = None):
+                 energy_floor=None, potential=None, rule: str = "pe", test: str = "edge", priors: dict | None = None,
+                 turns=None, turn_potential=None):
         self.rule = rule
+        self.turns, self.turn_potential = turns, turn_potential  # a truth's junctions: known costs
         self.test = test
         self.priors = priors or {}  # each candidate's prior (for the evidence's log-determinant)
         if test == "path":
@@ -451,10 +475,9 @@ class PEAgent(Agent):
     def _lcb_route(self, p, beta, available):
         mu, sd = self.models[p].mean_std()
         lcb = np.maximum(mu - beta * sd, self.floor)
-        weights = lower_bound_weights(lcb, self.floor, self.potential)
-        route = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
-                           dtype=np.int64)
-        return float(weights[route].sum()), route, mu, sd, lcb  # (the potential: one constant per trip)
+        weights, arc = bound_weights(lcb, self.floor, self.potential, self.turns, self.turn_potential)
+        route, cost = _bound_route(self.oracle, weights, arc, self.start, self.end, available)
+        return cost, route, mu, sd, lcb  # (the potential: one constant per trip)
 
     def log_evidence(self) -> dict[str, float]:
         """Ln p(every observation | p) of every prior: comparable across priors whatever their
@@ -515,9 +538,8 @@ class PEAgent(Agent):
             self._weights = dict(zip(self.names, wts.tolist(), strict=True))
             lcb = sum(w * np.maximum(self.models[q].mean_std()[0] - beta * self.models[q].mean_std()[1], self.floor)
                       for q, w in zip(self.names, wts, strict=True))
-            weights = lower_bound_weights(lcb, self.floor, self.potential)
-            path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available).edges,
-                              dtype=np.int64)
+            weights, arc = bound_weights(lcb, self.floor, self.potential, self.turns, self.turn_potential)
+            path, _ = _bound_route(self.oracle, weights, arc, self.start, self.end, available)
             p = self.names[int(np.argmax(wts))]
             mu, sd = self.models[p].mean_std()
         else:  # rb: regret balancing (paper 004 Alg. 2): the least-used surviving prior
@@ -624,6 +646,7 @@ _PE_OPTIONS: tuple[Option, ...] = (
 
 def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, tv_model="auto", rank=256,
                 test="edge", rule="pe") -> Agent:
+    setup.one_noise_level(f"gp-{rule}")
     if not setup.candidates:
         raise EvrouteError("gp-pe needs candidate priors (--priors sumo-ev,compact-ev,...)")
     if not 0 < float(delta) < 1:
@@ -644,13 +667,28 @@ def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, tv_
     return PEAgent(models, means, setup.oracle, setup.start, setup.end, horizon=setup.horizon,
                    noise_var=setup.noise_var, delta=float(delta), beta_scale=float(beta_scale),
                    xi_scale=float(xi_scale), energy_floor=setup.energy_floor, potential=setup.potential, rule=rule,
-                   test=test, priors=priors)
+                   test=test, priors=priors, turns=setup.turns, turn_potential=_bound_turn_potential(setup))
 
 
 #: The time-varying backend ``tv_model=auto`` picks: the exact dense Kalman filter up to this
 #: many edges (about 0.1 s a round at 2,145 edges, 0.8 s at 5,620), the sliding window above
 #: (the truncated eigenbasis keeps too little of these kernels' variance: scripts/check_time_varying.py).
 TV_DENSE_MAX_EDGES = 3_000
+
+
+def _bound_turn_potential(setup: AgentSetup, floor=None):
+    """The turns' potential a bound agent's weights need (:func:`bound_weights`): the run's
+    (:func:`evroute.policies.turn_potential` of the physical floor), or, for another floor (the
+    RKHS one), that floor's own; None without turns."""
+    if setup.turns is None:
+        return None
+    if floor is None or floor is setup.energy_floor:
+        if setup.turn_potential is not None:
+            return setup.turn_potential
+        floor = setup.energy_floor
+    if floor is None:
+        raise EvrouteError("a truth with turns needs the edges' energy floor for a bound agent's weights")
+    return turn_potential(np.asarray(floor, dtype=np.float64), setup.turns)
 
 
 def time_varying_backend(tv_model: str, n_edges: int) -> str:
@@ -708,9 +746,24 @@ class AgentSetup:
     turns: object = None
     #: with turns, what the potential weight rule needs (:class:`evroute.policies.TurnPotential`)
     turn_potential: object = None
+    #: ς_e² per edge (``--noise-std edge[...]``: :mod:`evroute.noise`); None: ``noise_var`` on every edge
+    edge_noise_var: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.model = resolve_model(self.model)
+
+    @property
+    def model_noise_var(self):
+        """The noise a backend is made with (:func:`evroute.models.make_model`): ς_e² per edge
+        where the run has a per-edge model, else ς²."""
+        return self.noise_var if self.edge_noise_var is None else self.edge_noise_var
+
+    def one_noise_level(self, who: str) -> None:
+        """One line where ``who`` (an agent whose bounds take one ς) is given a per-edge noise model."""
+        if self.edge_noise_var is not None:
+            raise EvrouteError(f"{who} assumes one noise level for every edge (its confidence bounds take one "
+                               "sigma); give --noise-std a number, or use an index agent (gp-ucb, gp-ts, bi-ts, ...) "
+                               "with the per-edge model")
 
 
 #: The registry of agents by policy name (``--policy``; :data:`evroute.components.POLICIES`).
@@ -812,9 +865,9 @@ def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
         policy = make_policy(rule, **options)
         if family == "bi":  # the BI baseline: independent edges with the prior's mean and σ₀²
             model = make_model("bi", DiagonalPrior(setup.prior.mean, setup.prior.prior_var),
-                               noise_var=setup.noise_var)
+                               noise_var=setup.model_noise_var)
         else:
-            model = make_model(setup.model, setup.prior, noise_var=setup.noise_var, seed=setup.seed)
+            model = make_model(setup.model, setup.prior, noise_var=setup.model_noise_var, seed=setup.seed)
         if options.get("joint"):
             require_capability(model, JOINT_SAMPLES, f"{family}-{rule}[joint=true]")
         return IndexAgent(policy, model, setup.oracle, setup.start, setup.end, setup.prior.mean,
@@ -864,6 +917,7 @@ _BOUND_RULES = {"amm": "AMM (paper 000 eq. 14, analytic)", "dmm": "DMM (paper 00
 
 def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
     def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002, floor="physical", c=1.0, routes=5) -> Agent:
+        setup.one_noise_level(f"gp-{rule}")
         B = b
         prior = setup.prior
         if float(c) != 1.0:  # the mixture scale, fixed in advance: the model's prior is c·K
@@ -881,7 +935,8 @@ def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
         # ‖f − m‖_K ≤ B itself implies, f_e ≥ m_e − B √K_ee (valid for any truth within the ball)
         lower = setup.energy_floor if floor == "physical" else \
             np.asarray(prior.mean) - B * np.sqrt(np.asarray(prior.diag()))
-        kw = dict(B=B, delta=float(delta), eta=float(eta), energy_floor=lower, potential=setup.potential)
+        kw = dict(B=B, delta=float(delta), eta=float(eta), energy_floor=lower, potential=setup.potential,
+                  turns=setup.turns, turn_potential=_bound_turn_potential(setup, lower))
         if rule == "cmm":
             return PathBoundAgent(models, setup.noise_var, prior, setup.oracle, setup.start, setup.end,
                                   routes=routes, **kw)

@@ -59,13 +59,21 @@ def prior_check_cmd(
           f"{f['prior_std']:.2f} Wh, noise {f['noise_std']:.2f} Wh, lengthscale {f['lengthscale']:g}"
           + (" (at the edge of the grid)" if f["lengthscale_at_grid_edge"] else ""))
     print(f"{c['test_traversals']:,} held-out traversals of {c['test_trips']} trips:")
-    for name, label in (("kernel", f"the {kernel} kernel"), ("independent", "no correlation between edges")):
+    rows = [("kernel", f"the {kernel} kernel"), ("independent", "no correlation between edges")]
+    if "edge_noise" in c:
+        rows.append(("edge_noise", "the kernel, noise per edge"))
+    for name, label in rows:
         x = c[name]
         print(f"  {label:<30s} 50 % interval covers {100 * x['coverage_50']:.1f} %, 90 % covers "
               f"{100 * x['coverage_90']:.1f} %; log predictive density {x['log_density']:.3f} a traversal")
     if c["neighbour_pairs"] >= 10:
         print(f"neighbouring edges' held-out residuals correlate at {c['neighbour_correlation']:+.2f} "
               f"({c['neighbour_pairs']:,} pairs); the kernel says {c['kernel_neighbour_correlation']:+.2f}")
+    if "noise_model" in c:
+        nm = c["noise_model"]
+        print(f"noise per edge fitted on the same half: {nm['spec']} (sigma_0 {nm['prior_std']:.2f} Wh, lengthscale "
+              f"{nm['lengthscale']:g}); it predicts the held-out drives "
+              f"{c['edge_noise']['log_density'] - c['kernel']['log_density']:+.3f} nats a traversal against one sigma")
     gain = c["kernel"]["log_density"] - c["independent"]["log_density"]
     print(("supported: " if c["supported"] else "not supported: ")
           + f"the kernel's correlations predict the held-out drives {'better' if gain > 0 else 'worse'} than "

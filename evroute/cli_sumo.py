@@ -140,6 +140,12 @@ def sumo_atlas_cmd(
               + (" (at the edge of the grid)" if f["lengthscale_at_grid_edge"] else "")
               + f"; run with --prior-std {f['prior_std']:.4g} --noise-std {f['noise_std']:.4g} "
               f"--lengthscale {f['lengthscale']:g}")
+        nm = f["noise_model"]
+        print(f"noise per edge (within-edge likelihood {nm['homoscedastic_neg_log_likelihood'] - nm['neg_log_likelihood']:,.0f} "
+              f"nats above one sigma of {nm['homoscedastic_sd']:.1f} Wh): sigma_e = {nm['a']:.2f} Wh + "
+              f"{nm['b_per_km']:.2f} Wh/km + {nm['tls']:.2f} Wh at a traffic signal ({nm['signal_edges']:,} of "
+              f"{nm['edges']:,} edges), median {nm['median_edge_sd']:.1f} Wh; run with --prior-std "
+              f"{nm['prior_std']:.4g} --noise-std \"{nm['spec']}\" --lengthscale {nm['lengthscale']:g}")
     for f in files:
         print(f"wrote {f}")
 

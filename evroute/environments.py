@@ -40,7 +40,7 @@ from .specs import Component, Option
 from .validate import nonneg_float, positive_float, positive_int, unit_rate
 
 __all__ = ["Environment", "StaticEnvironment", "RoadEnvironment", "Truth", "Turns", "TruthSetup", "register_truth",
-           "truth_kernel",
+           "truth_kernel", "noise_at", "noise_std_value",
            "truth_names", "make_truth", "TRUTHS", "register_closures", "CLOSURES", "ClosurePattern",
            "gp_truth", "gp_truth_rkhs_norm", "rkhs_truth", "RKHS_ANCHORS", "parse_closures", "resolve_truth"]
 
@@ -65,8 +65,9 @@ class TruthSetup:
         E_det of the truth's vehicle (the mean the truth is drawn around).
     prior_var : float
         σ₀² = (0.25 σ_det)² (003 Sec. 4.1).
-    noise_std : float
-        ς = 0.1 σ_det, the observation noise of the Gaussian truths.
+    noise_std : float or numpy.ndarray (E,)
+        ς = 0.1 σ_det, the observation noise of the Gaussian truths (ς_e per edge under
+        ``--noise-std edge[...]``).
     seed : int
     lengthscale : float
         Context lengthscale of the truth's kernel (``--truth-lengthscale``; the paper's 1).
@@ -137,8 +138,8 @@ class Truth:
     ----------
     values : numpy.ndarray (E,)
         f (Wh).
-    noise_std : float
-        ς of the Gaussian observations (and the agents' assumed noise).
+    noise_std : float or numpy.ndarray (E,)
+        ς of the Gaussian observations (and the agents' assumed noise), or ς_e per edge.
     rkhs_norm : float
         ‖f − m‖ in the RKHS of the truth's kernel (NaN where unknown).
     description : dict
@@ -160,7 +161,24 @@ class Truth:
     def observe(self, rng: np.random.Generator, path: np.ndarray, expected: np.ndarray) -> np.ndarray:
         """The energies measured on the edges of ``path`` when their expected energies are
         ``expected`` (f, or f_t under drift): Gaussian noise of :attr:`noise_std`."""
-        return expected[path] + self.noise_std * rng.standard_normal(len(path))
+        return expected[path] + noise_at(self.noise_std, path) * rng.standard_normal(len(path))
+
+
+def noise_std_value(name: str, value):
+    """A noise sd as environments take it: one ς ≥ 0 (a float), or ς_e ≥ 0 per edge (a read-only
+    float64 array; ``--noise-std edge[...]``)."""
+    if np.ndim(value) == 0:
+        return nonneg_float(name, value)
+    sd = np.array(value, dtype=np.float64)
+    if sd.ndim != 1 or not np.all(np.isfinite(sd)) or np.any(sd < 0):
+        raise EvrouteError(f"{name} per edge must be a 1-d array of finite numbers >= 0")
+    sd.flags.writeable = False
+    return sd
+
+
+def noise_at(noise_std, path) -> float | np.ndarray:
+    """ς for the edges of ``path``: the one ς, or ς_e of each (per-edge noise)."""
+    return noise_std if np.ndim(noise_std) == 0 else noise_std[np.asarray(path, dtype=np.int64)]
 
 
 def register_truth(name: str, factory, *, options: tuple[Option, ...] = (), description: str = "",
@@ -265,7 +283,7 @@ class StaticEnvironment(Environment):
         f.flags.writeable = False
         self._f = f
         self.n_edges = int(f.size)
-        self.noise_std = nonneg_float("noise_std", noise_std)
+        self.noise_std = noise_std_value("noise_std", noise_std)
         self.oracle = oracle
         self.start, self.end = int(start), int(end)
         self.rectify = bool(rectify)
@@ -284,7 +302,7 @@ class StaticEnvironment(Environment):
     def observe(self, t: int, path: np.ndarray) -> np.ndarray:
         if self._truth is not None:
             return self._truth.observe(self._rng, path, self._f)
-        return self._f[path] + self.noise_std * self._rng.standard_normal(len(path))
+        return self._f[path] + noise_at(self.noise_std, path) * self._rng.standard_normal(len(path))
 
     def reference_route(self, t: int) -> np.ndarray:
         if self._reference is None:
@@ -523,7 +541,7 @@ class RoadEnvironment(Environment):
         self._m = np.asarray(mean, dtype=np.float64)
         self._f, self._t = f, 1
         self.n_edges = int(f.size)
-        self.noise_std = nonneg_float("noise_std", noise_std)
+        self.noise_std = noise_std_value("noise_std", noise_std)
         self.eps = unit_rate("drift", eps)
         if self.eps > 0 and self._truth is not None and not self._truth.supports_drift:
             raise EvrouteError(f"--drift cannot be layered on the truth {self._truth.description.get('truth')}")
@@ -590,7 +608,7 @@ class RoadEnvironment(Environment):
         f = self.expected(t)
         if self._truth is not None:
             return self._truth.observe(self._rng, path, f)
-        return f[path] + self.noise_std * self._rng.standard_normal(len(path))
+        return f[path] + noise_at(self.noise_std, path) * self._rng.standard_normal(len(path))
 
     def reference_route(self, t: int) -> np.ndarray:
         t = int(t)

@@ -93,7 +93,10 @@ def run_gdfs(run_dir: str | os.PathLike, last: int | None = None, net=None) -> d
         ``edge``: every edge with its visits, final posterior mean and standard deviation
         (``post_mean_wh``, ``post_std_wh``), E_det and the true expected energy; ``round``: the
         route driven in each round with ``t``, its energy, regret and the edges; ``optimal``: the
-        clairvoyant optimal route. Each frame's ``attrs`` holds the run's description (network,
+        clairvoyant optimal route; for a truth of edges plus turns, ``turn``: a point at every
+        junction the exported routes or the optimal route turn at, with the turn's cost
+        (``cost_wh``), how many exported rounds paid it (``rounds``) and ``on_optimal``, and the
+        routes' ``turns_wh``. Each frame's ``attrs`` holds the run's description (network,
         route, policy, model, seed, horizon).
 
     Examples
@@ -132,6 +135,11 @@ def run_gdfs(run_dir: str | os.PathLike, last: int | None = None, net=None) -> d
     layers["optimal"] = path_geodataframe(net, [optimal] if optimal else [], {
         "energy_wh": [_num(summary["optimal_energy_wh"])] if optimal else [], "n_edges": [len(optimal)] if optimal else [],
         "edges": [optimal] if optimal else [], "kind": ["clairvoyant"] if optimal else []})
+    turns, cost = _turns_paid(run_dir, net, paths, optimal)
+    if turns is not None:
+        layers["turn"] = turns
+        layers["round"]["turns_wh"] = _turns_sum(cost, paths)
+        layers["optimal"]["turns_wh"] = _turns_sum(cost, [optimal] if optimal else [])
     about = {"network": net.name, "route": summary.get("route"), "policy": summary.get("policy"),
              "model": summary.get("model"), "seed": summary.get("seed"), "horizon": summary.get("horizon"),
              "run": run_dir.name, "start_edge": summary.get("start_edge"), "end_edge": summary.get("end_edge"),
@@ -139,6 +147,45 @@ def run_gdfs(run_dir: str | os.PathLike, last: int | None = None, net=None) -> d
     for gdf in layers.values():
         gdf.attrs.update(about)
     return layers
+
+
+def _turns_paid(run_dir: Path, net, paths: list, optimal: list):
+    """The ``turn`` layer of a run whose truth has turns (its ``turns.parquet``): one point at the
+    junction of every turn the exported routes or the optimal route pay, with its cost, how many
+    exported rounds paid it and whether the optimal route does, and every turn's cost by (from,
+    to); (None, None) for a truth of edges only."""
+    import geopandas as gpd
+
+    if not (run_dir / "turns.parquet").is_file():
+        return None, None
+    t = read_run_table(run_dir, "turns", columns=["from_edge", "to_edge", "cost_wh"])
+    ends = np.r_[t.from_edge.to_numpy(), t.to_edge.to_numpy()]
+    if ends.size and (ends.min() < 0 or ends.max() >= net.n_edges):
+        raise EvrouteError(f"{run_dir} is not a readable run: turns.parquet names edges outside its network")
+    cost = dict(zip(zip(t.from_edge.astype(np.int64).tolist(), t.to_edge.astype(np.int64).tolist(), strict=True),
+                    t.cost_wh.astype(float).tolist(), strict=True))
+    taken: dict[tuple[int, int], int] = {}
+    for p in paths:
+        for a, b in zip(p[:-1], p[1:], strict=False):
+            taken[(a, b)] = taken.get((a, b), 0) + 1
+    on_opt = set(zip(optimal[:-1], optimal[1:], strict=False))
+    keys = sorted((set(taken) | on_opt) & set(cost))
+    x = [float(net.geometry[a][-1][0]) for a, _ in keys]  # the junction: where the first edge ends
+    y = [float(net.geometry[a][-1][1]) for a, _ in keys]
+    gdf = gpd.GeoDataFrame({"from_edge": np.array([a for a, _ in keys], dtype=np.int64),
+                            "to_edge": np.array([b for _, b in keys], dtype=np.int64),
+                            "cost_wh": np.array([cost[k] for k in keys], dtype=float),
+                            "rounds": np.array([taken.get(k, 0) for k in keys], dtype=np.int64),
+                            "on_optimal": np.array([k in on_opt for k in keys], dtype=bool)},
+                           geometry=gpd.points_from_xy(np.round(x, COORD_DECIMALS), np.round(y, COORD_DECIMALS)),
+                           crs="EPSG:4326")
+    return gdf, cost
+
+
+def _turns_sum(cost: dict, paths: list) -> np.ndarray:
+    """Σ of the turns' costs each path pays (Wh)."""
+    return np.array([sum(cost.get((a, b), 0.0) for a, b in zip(p[:-1], p[1:], strict=False)) for p in paths],
+                    dtype=float)
 
 
 def run_geojson(run_dir: str | os.PathLike, last: int | None = None, net=None) -> dict:
@@ -189,6 +236,17 @@ def write_html(path: str | os.PathLike, fc: dict) -> None:
         folium.GeoJson(slim(opt_feats, ["energy_wh", "n_edges"]), name="optimal route (clairvoyant)",
                        style_function=lambda f: {"color": "#00a651", "weight": 5, "opacity": 0.8, "dashArray": "6 4"},
                        tooltip=folium.GeoJsonTooltip(fields=["energy_wh", "n_edges"])).add_to(m)
+    turn_feats = [f for f in feats if f["properties"]["layer"] == "turn"]
+    if turn_feats:  # the junctions' costs where the routes pay them: red a cost, blue energy recovered
+        turn_keys = ["from_edge", "to_edge", "cost_wh", "rounds", "on_optimal"]
+        big = max(abs(f["properties"]["cost_wh"]) for f in turn_feats) or 1.0
+        folium.GeoJson(slim(turn_feats, turn_keys), name=f"turns paid ({len(turn_feats)}, Wh)",
+                       marker=folium.CircleMarker(radius=4, fill=True, fill_opacity=0.8, weight=1),
+                       style_function=lambda f: {
+                           "color": "#b2182b" if f["properties"]["cost_wh"] > 0 else "#2166ac",
+                           "fillColor": "#b2182b" if f["properties"]["cost_wh"] > 0 else "#2166ac",
+                           "radius": 3 + 7 * math.sqrt(abs(f["properties"]["cost_wh"]) / big)},
+                       tooltip=folium.GeoJsonTooltip(fields=turn_keys)).add_to(m)
     cmap.add_to(m)
     folium.LayerControl(collapsed=False).add_to(m)
     m.fit_bounds([[s, w], [n, e]])
@@ -204,7 +262,7 @@ def write_html(path: str | os.PathLike, fc: dict) -> None:
 
 def write_geopackage(path: str | os.PathLike, layers: dict) -> None:
     """The layers of :func:`run_gdfs` as a GeoPackage: one table per layer (``edge``,
-    ``round``, ``optimal``), WGS84; edge lists are stored as space-separated ids.
+    ``round``, ``optimal``, ``turn``), WGS84; edge lists are stored as space-separated ids.
     Written to a temporary file and renamed (a half-written file never has the name)."""
     frames = {}
     for layer, gdf in layers.items():

@@ -23,6 +23,7 @@ from scipy.stats import norm
 
 from .errors import EvrouteError
 from .linalg import jittered_cholesky
+from .noise import edge_noise_std, fit_noise_model
 from .prior import NetworkPrior
 
 __all__ = ["FIT_LENGTHSCALES", "edge_statistics", "fit_prior", "check_prior"]
@@ -46,11 +47,13 @@ def edge_statistics(table: pd.DataFrame, n_edges: int, column: str = "edge_wh"):
 
 def fit_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", kappa: float = 1.0, nu: float = 2.0,
               lengthscales=FIT_LENGTHSCALES, max_edges: int = 3000, column: str = "edge_wh",
-              what: str = "the traversals") -> dict:
+              what: str = "the traversals", noise_sd=None) -> dict:
     """σ₀, ς and the context lengthscale ℓ of the prior GP(E_det, σ₀² k_ℓ) with noise ς, by type-II
     maximum likelihood on ``table``'s traversals (see the module docstring). At most ``max_edges``
     of the best-covered edges with two traversals or more enter (the dense |O|×|O| block);
-    ``what`` names the traversals in the error.
+    ``what`` names the traversals in the error. ``noise_sd`` (length E): a per-edge noise model's
+    ς_e (:func:`evroute.noise.fit_noise_model`), held fixed; σ₀ and ℓ are then fitted under it
+    and ``noise_std`` reports the root mean square of ς_e over the edges that entered.
 
     Returns
     -------
@@ -73,20 +76,23 @@ def fit_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", kapp
     ss = np.maximum(s2[edges] - ne * ybar**2, 0.0)
     resid = ybar - e_det[edges]
     sd0 = float(np.std(e_det))
+    fixed = None if noise_sd is None else np.asarray(noise_sd, dtype=np.float64)[edges] ** 2
     best = None
     for ls in lengthscales:
         K = NetworkPrior(net, np.zeros(net.n_edges), kernel, ls, kappa, nu, 1.0).block(edges)
 
         def nll(theta, K=K):
-            s0, sn = np.exp(2 * theta[0]), np.exp(2 * theta[1])
+            s0 = np.exp(2 * theta[0])
+            sn = np.exp(2 * theta[1]) if fixed is None else fixed
             L = jittered_cholesky(s0 * K + np.diag(sn / ne), what="the traversals' marginal covariance")
             a = np.linalg.solve(L, resid)
             within = np.sum((ne - 1) * np.log(2 * np.pi * sn) + ss / sn + np.log(ne)) / 2
             return 0.5 * a @ a + np.log(np.diag(L)).sum() + 0.5 * len(resid) * np.log(2 * np.pi) + within
-        res = minimize(nll, x0=np.log([0.25 * sd0, 0.1 * sd0]), method="L-BFGS-B",
-                       bounds=[(np.log(1e-3 * sd0), np.log(10 * sd0))] * 2)
+        x0 = np.log([0.25 * sd0, 0.1 * sd0])[: 2 if fixed is None else 1]
+        res = minimize(nll, x0=x0, method="L-BFGS-B", bounds=[(np.log(1e-3 * sd0), np.log(10 * sd0))] * x0.size)
         if best is None or res.fun < best[0]:
-            best = (float(res.fun), ls, float(np.exp(res.x[0])), float(np.exp(res.x[1])))
+            sn = float(np.exp(res.x[1])) if fixed is None else float(np.sqrt(np.mean(fixed)))
+            best = (float(res.fun), ls, float(np.exp(res.x[0])), sn)
     nll_best, ls, s0, sn = best
     return {"prior_std": s0, "noise_std": sn, "lengthscale": ls,
             "lengthscale_at_grid_edge": ls in (min(lengthscales), max(lengthscales)), "edges": int(edges.size),
@@ -98,7 +104,8 @@ def _predict(K, m, n, s1, observed, target, noise_var):
     """Posterior mean and variance at ``target`` given the per-edge sums at ``observed`` (indices
     into K's rows), GP(m, K) with noise ``noise_var`` per traversal."""
     ybar = s1[observed] / n[observed]
-    A = K[np.ix_(observed, observed)] + np.diag(noise_var / n[observed])
+    nv = noise_var if np.ndim(noise_var) == 0 else np.asarray(noise_var)[observed]  # one ς², or per row of K
+    A = K[np.ix_(observed, observed)] + np.diag(nv / n[observed])
     L = jittered_cholesky(A, what="the training traversals' covariance")
     Kto = K[np.ix_(target, observed)]
     mean = m[target] + Kto @ cho_solve((L, True), ybar - m[observed])
@@ -160,9 +167,23 @@ def check_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", ka
     y = rows[column].to_numpy(np.float64)
     pos = np.searchsorted(tgt, rows.edge.to_numpy())
     out["test_traversals"] = int(y.size)
-    for name, K in (("kernel", Kc), ("independent", s0 * np.eye(block.size))):
-        mean, var = _predict(K, m, nn, ss1, o_i, t_i, sn)
-        mu, sd = mean[pos], np.sqrt(var[pos] + sn)
+    cases = [("kernel", Kc, sn), ("independent", s0 * np.eye(block.size), sn)]
+    try:  # the per-edge noise model (evroute.noise), fitted on the same half, σ₀ and ℓ under it
+        nm = fit_noise_model(net, train, column=column, what="the training half")
+    except EvrouteError:
+        nm = None
+    if nm is not None:
+        sd_e = edge_noise_std(net, nm["spec"])
+        f2 = fit_prior(net, e_det, train, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
+                       max_edges=max_edges, column=column, noise_sd=sd_e)
+        K2 = f2["prior_std"] ** 2 * NetworkPrior(net, np.zeros(net.n_edges), kernel, f2["lengthscale"], kappa, nu,
+                                                  1.0).block(block)
+        cases.append(("edge_noise", K2, sd_e[block] ** 2))
+        out["noise_model"] = {**nm, "prior_std": f2["prior_std"], "lengthscale": f2["lengthscale"]}
+    for name, K, noise in cases:
+        mean, var = _predict(K, m, nn, ss1, o_i, t_i, noise)
+        mu = mean[pos]
+        sd = np.sqrt(var[pos] + (noise if np.ndim(noise) == 0 else noise[t_i][pos]))
         z = np.abs(y - mu) / sd
         out[name] = {"coverage_50": float(np.mean(z <= norm.ppf(0.75))),
                      "coverage_90": float(np.mean(z <= norm.ppf(0.95))),

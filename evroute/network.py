@@ -39,6 +39,7 @@ from .errors import EvrouteError, EvrouteWarning
 from .io import atomic_write_with, available_memory
 from .osm import (
     SEGMENTS,
+    SIGNALS,
     first_tag,
     is_reversed,
     merge_segment_tags,
@@ -92,7 +93,8 @@ class Network:
         One row per directed edge; the row number is the edge id used everywhere.
         Columns: ``u``, ``v`` (node ids), ``key``, ``osm_way`` (first OSM way id),
         ``highway``, ``length_m``, ``speed_mps``, ``maxspeed_known`` (bool), ``grade``,
-        ``incline_rad``, ``reversed`` (driven against the way's node order), ``lanes``.
+        ``incline_rad``, ``reversed`` (driven against the way's node order), ``lanes``,
+        ``signals`` (OSM traffic signals the edge passes or ends at).
     nodes : pandas.DataFrame
         Indexed by node id: ``lon``, ``lat``, ``elevation_m``.
     geometry : list of numpy.ndarray
@@ -555,6 +557,7 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
         ways.append(tuple(int(x) for x in ids if x is not None))
     rev = np.array([is_reversed(r[3].get("reversed", False)) for r in rows])
     lanes = [m["lanes"] for m in merged]
+    signals = np.array([int(r[3].get(SIGNALS, 0)) for r in rows], dtype=np.int64)
     geometry = []
     for r, a, b in zip(rows, ui, vi, strict=True):
         geom = r[3].get("geometry")
@@ -569,7 +572,7 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
         "osm_way": np.array([w[0] if w else 0 for w in ways], dtype=np.int64),
         "highway": highway, "length_m": length, "speed_mps": speed,
         "maxspeed_known": np.isfinite(maxspeed), "grade": grade, "incline_rad": np.arctan(grade),
-        "reversed": rev, "lanes": lanes,
+        "reversed": rev, "lanes": lanes, "signals": signals,
     })
     edges.index.name = "edge"
     nodes = pd.DataFrame({"lon": lon, "lat": lat, "elevation_m": h, "elevation_raw_m": h_raw},
@@ -726,6 +729,7 @@ def build_network_from_arrays(city: dict, name: str, max_grade: float = DEFAULT_
         "highway": highway.astype(object), "length_m": length,
         "speed_mps": np.where(np.isfinite(maxspeed), maxspeed, imputed), "maxspeed_known": np.isfinite(maxspeed),
         "grade": grade, "incline_rad": np.arctan(grade), "reversed": rev, "lanes": city["lanes"][sid],
+        "signals": np.zeros(u.size, dtype=np.int64),  # the generated city has no traffic signals
     })
     conn_src, conn_dst = line_graph_arrays(ui, vi)
     keep, conn_src, conn_dst = _line_graph_component(len(u), conn_src, conn_dst)
@@ -841,6 +845,10 @@ def line_graph(u: np.ndarray, v: np.ndarray, length: np.ndarray, ways: list, res
 # --------------------------------------------------------------------------------------
 
 _FILES = ("edges.parquet", "nodes.parquet", "arrays.npz", "meta.json")
+#: The edge table's columns; a cached network without one of them is rebuilt (a column added
+#: later, as ``signals``, leaves every other value and the cache key as they were).
+EDGE_COLUMNS = ("u", "v", "key", "osm_way", "highway", "length_m", "speed_mps", "maxspeed_known", "grade",
+                "incline_rad", "reversed", "lanes", "signals")
 
 
 def _write_cached(entry: CacheEntry, net: Network) -> None:
@@ -875,6 +883,8 @@ def _read_cached(entry: CacheEntry, name: str) -> Network | None:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(entry.path("meta.json").read_text())
     except Exception:  # a valid checksum but unreadable content: rebuild
+        return None
+    if not set(EDGE_COLUMNS) <= set(edges.columns):  # written before a column was added: rebuild
         return None
     off = arrays["geom_offsets"]
     geometry = [arrays["geom_coords"][off[i]:off[i + 1]] for i in range(len(off) - 1)]

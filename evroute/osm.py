@@ -18,7 +18,7 @@ from .errors import EvrouteError
 from .io import atomic_path
 
 __all__ = ["read_osm_graph", "write_osm_xml", "read_restrictions", "node_elevations", "simplify_graph", "merge_segment_tags",
-           "parse_maxspeed", "first_tag", "is_reversed", "SEGMENTS"]
+           "parse_maxspeed", "first_tag", "is_reversed", "SEGMENTS", "SIGNALS"]
 
 
 def read_osm_graph(path: Path):
@@ -34,7 +34,7 @@ def read_osm_graph(path: Path):
         raise EvrouteError(f"{path} is not an OSM XML file (no <osm> root element)")
     import osmnx as ox
 
-    for tag in ("ele",):
+    for tag in ("ele", "highway"):  # highway=traffic_signals marks a signalised node
         if tag not in ox.settings.useful_tags_node:
             ox.settings.useful_tags_node = [*ox.settings.useful_tags_node, tag]
     for tag in ("maxspeed", "lanes", "oneway", "highway"):
@@ -94,6 +94,16 @@ def first_tag(value):
 
 #: Edge attribute holding the raw (highway, maxspeed, lanes, length) of every OSM segment.
 SEGMENTS = "evroute_segments"
+
+#: Edge attribute counting the traffic signals (nodes tagged ``highway=traffic_signals``) an
+#: edge passes or ends at: each segment counts its end node, a simplified edge sums them.
+SIGNALS = "evroute_signals"
+
+
+def _mark_signals(graph) -> None:
+    """Set :data:`SIGNALS` on every edge of ``graph``: 1 where its end node is a traffic signal."""
+    for _, v, d in graph.edges(data=True):
+        d[SIGNALS] = int(first_tag(graph.nodes[v].get("highway")) == "traffic_signals")
 
 
 def _concat(lists) -> list:
@@ -274,6 +284,7 @@ def prepare_simplified_graph(graph):
     for *_, d in graph.edges(keys=True, data=True):
         d[SEGMENTS] = [(first_tag(d.get("highway")), first_tag(d.get("maxspeed")), first_tag(d.get("lanes")),
                         float(d.get("length", 0.0)))]
+    _mark_signals(graph)  # the interior nodes osmnx removed are gone: the end node only
     return ox.truncate.largest_component(graph, strongly=True)
 
 
@@ -290,7 +301,8 @@ def simplify_graph(graph):
     for *_, d in graph.edges(keys=True, data=True):
         d[SEGMENTS] = [(first_tag(d.get("highway")), d.get("maxspeed"), d.get("lanes"),
                         float(d.get("length", 0.0)))]
-    aggs = {"length": sum, SEGMENTS: _concat, "osmid": _unique_in_order,
+    _mark_signals(graph)
+    aggs = {"length": sum, SEGMENTS: _concat, SIGNALS: sum, "osmid": _unique_in_order,
             "reversed": _unique_in_order, "oneway": _unique_in_order}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -30,6 +30,7 @@ from .settings import WEIGHT_RULES
 from .validate import nonneg_float, positive_float, positive_int
 
 __all__ = [
+    "model_noise_std",
     "beta_ucb",
     "BETA_RULES",
     "gp_beta_from_radius",
@@ -197,6 +198,13 @@ def rectified_mean(mu_tilde, noise_std) -> np.ndarray:
 # policies
 
 
+def model_noise_std(model):
+    """The observation noise sd a model assumes: ς_e per edge (an array) under a per-edge noise
+    model (:class:`evroute.models.hetero.HeteroscedasticModel`), else the one ς."""
+    per_edge = getattr(model, "edge_noise_var", None)
+    return math.sqrt(model.noise_var) if per_edge is None else np.sqrt(per_edge)
+
+
 class Policy(ABC):
     """An index rule: per-edge indices μ̃ from a posterior model, then rectified weights."""
 
@@ -222,7 +230,7 @@ class Policy(ABC):
         idx, beta = self.indices(model, t, rng)
         if not rectify:
             return idx, beta
-        return rectified_mean(idx, math.sqrt(model.noise_var)), beta
+        return rectified_mean(idx, model_noise_std(model)), beta
 
     @property
     def params(self) -> dict[str, Any]:
@@ -238,7 +246,7 @@ class Policy(ABC):
 BETA_RULES = ("003", "001", "002")
 
 
-def route_weights(index, rule: str, noise_std: float, floor=None, potential=None, turns=None, turn_potential=None):
+def route_weights(index, rule: str, noise_std, floor=None, potential=None, turns=None, turn_potential=None):
     """The oracle's weights of edges (and turns) from per-edge indices μ̃ under a weight rule.
 
     ``rectified`` (paper 003, Algorithm 2 line 3): U_e = E[max(0, N(μ̃_e, ς²))]
@@ -260,8 +268,8 @@ def route_weights(index, rule: str, noise_std: float, floor=None, potential=None
     index : array (E,)
         The indices μ̃ (an LCB, a Thompson draw, the posterior mean, or the truth itself).
     rule : {"rectified", "potential"}
-    noise_std : float
-        ς, for the rectified rule.
+    noise_std : float or array (E,)
+        ς (or ς_e per edge), for the rectified rule.
     floor, potential : array (E,), optional
         For the potential rule.
     turns : evroute.environments.Turns, optional

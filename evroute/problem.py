@@ -32,6 +32,7 @@ from .environments import (
 from .errors import EvrouteError
 from .io import atomic_write_text
 from .network import load_network
+from .noise import edge_noise_std
 from .optimum import exact_optimum
 from .oracle import Oracle
 from .policies import route_weights, turn_potential
@@ -68,12 +69,20 @@ class Problem:
     #: E_det of the agents' vehicle where ``prior_mean`` is not it (``--prior-drives``: the fleet's
     #: means); None: ``prior_mean`` is E_det
     e_det: np.ndarray | None = None
+    #: ς_e per edge under a per-edge noise model (``--noise-std edge[...]``); None: ``noise_std``
+    #: on every edge (``noise_var`` is then the mean of ς_e², the reference level)
+    edge_noise_std: np.ndarray | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def noise_std(self) -> float:
         return math.sqrt(self.noise_var)
+
+    @property
+    def observation_noise(self):
+        """The noise sd of every edge: ς_e per edge (an array) under a per-edge model, else ς."""
+        return self.noise_std if self.edge_noise_std is None else self.edge_noise_std
 
 
 def prepare_problem(cfg, net=None) -> Problem:
@@ -98,15 +107,20 @@ def prepare_problem(cfg, net=None) -> Problem:
     if not sigma_det > 0:
         raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
     prior_var = (cfg.prior_std if cfg.prior_std is not None else PRIOR_SCALE * sigma_det) ** 2
-    noise_var = (cfg.noise_std if cfg.noise_std is not None else NOISE_SCALE * sigma_det) ** 2
-    truth = make_truth(cfg.truth, TruthSetup(net, e_truth, prior_var, math.sqrt(noise_var), cfg.seed,
+    edge_sd = edge_noise_std(net, cfg.noise_std) if isinstance(cfg.noise_std, str) else None
+    if edge_sd is not None:  # a per-edge model: ς² is the mean of ς_e², the reference level
+        noise_var = float(np.mean(edge_sd ** 2))
+    else:
+        noise_var = (cfg.noise_std if cfg.noise_std is not None else NOISE_SCALE * sigma_det) ** 2
+    truth = make_truth(cfg.truth, TruthSetup(net, e_truth, prior_var,
+                                             math.sqrt(noise_var) if edge_sd is None else edge_sd, cfg.seed,
                                              cfg.truth_lengthscale, truth_vehicle, route, cfg.network, cfg.osm,
                                              cfg.dem))
     prior_mean = e_det
     if cfg.prior_drives is not None:  # the fleet's drives as the agents' prior mean
         prior_mean, _, _ = fleet_prior_mean(e_det, read_drives(cfg.prior_drives, net.n_edges), prior_var)
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, cfg.seed,
-                   truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det)
+                   truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd)
 
 
 def agent_prior(cfg, problem: Problem) -> NetworkPrior:
@@ -138,15 +152,15 @@ def make_environment(cfg, problem: Problem):
     w = weight_inputs(cfg, problem)
 
     def weigh(f):  # the agents' weight rule, for the clairvoyant route
-        return route_weights(f, cfg.weights, problem.noise_std, **w)
+        return route_weights(f, cfg.weights, problem.observation_noise, **w)
 
     if not cfg.drift and cfg.closures is None:
-        return StaticEnvironment(truth, problem.noise_std, problem.oracle, problem.route.start,
+        return StaticEnvironment(truth, problem.observation_noise, problem.oracle, problem.route.start,
                                  problem.route.end, cfg.seed, weigh=weigh)
     mean = problem.truth_mean if problem.truth_mean is not None else problem.prior_mean
     dev = truth_kernel(problem.net, np.zeros(problem.net.n_edges), problem.prior_var,
                        cfg.truth_lengthscale)  # the truth's kernel: the drift's innovations g_t
-    return RoadEnvironment(truth, mean, dev.sample, problem.noise_std, problem.oracle, problem.route.start,
+    return RoadEnvironment(truth, mean, dev.sample, problem.observation_noise, problem.oracle, problem.route.start,
                            problem.route.end, cfg.seed, eps=float(cfg.drift), closures=cfg.closures, weigh=weigh)
 
 
@@ -166,7 +180,8 @@ def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
                        end=problem.route.end, model=cfg.model, seed=cfg.seed,
                        truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=w["floor"], potential=w["potential"],
                        candidates=candidates, horizon=int(cfg.horizon), weights=cfg.weights, turns=w["turns"],
-                       turn_potential=w["turn_potential"])
+                       turn_potential=w["turn_potential"],
+                       edge_noise_var=None if problem.edge_noise_std is None else problem.edge_noise_std ** 2)
     return make_named_agent(cfg.policy, setup)
 
 

@@ -268,7 +268,8 @@ def read_run_table(run_dir: str | os.PathLike, name: str, columns: list[str] | N
 
 
 #: Every name evroute writes into a run directory (the tables' CSV copies included).
-RUN_DIR_NAMES = frozenset(RUN_FILES) | {"rounds.csv", "observations.csv", "edges.csv", "priors.parquet", "priors.csv"}
+RUN_DIR_NAMES = frozenset(RUN_FILES) | {"rounds.csv", "observations.csv", "edges.csv", "priors.parquet", "priors.csv",
+                                        "turns.parquet", "turns.csv"}
 #: Every name evroute writes into a compare directory (``evroute compare --out``).
 COMPARE_DIR_NAMES = frozenset({"grid.json", "summary.csv", "summary.md", "energy.csv", "runs", ".lock"})
 

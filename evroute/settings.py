@@ -159,8 +159,10 @@ def check_std_wh(name, value):
 SCALE_SETTINGS = (
     Option("prior_std", check_std_wh, None, "sigma_0 of the agents' prior and of the GP truth (Wh); default the "
            "paper's 0.25 sigma_det", "003 Sec. 4.1", metavar="WH"),
-    Option("noise_std", check_std_wh, None, "the observation noise sigma the agents assume, and that of the "
-           "Gaussian truths (Wh); default the paper's 0.1 sigma_det", "003 Sec. 4.1", metavar="WH"),
+    Option("noise_std", deferred("evroute.noise:parse_noise_std"), None, "the observation noise sigma the agents "
+           "assume, and that of the Gaussian truths: Wh, or per edge edge[a=WH,b_per_km=WH,tls=WH] (sigma_e = a + "
+           "b_per_km * km + tls at a traffic signal; fitted by evroute sumo atlas --fit); default the paper's "
+           "0.1 sigma_det", "003 Sec. 4.1", metavar="WH|SPEC"),
     Option("prior_drives", existing_file("drives table"), None, "the agents' prior mean from a fleet's drives "
            "(traversals.parquet of evroute drives import): each edge the fleet drove starts at the posterior mean "
            "of its traversals at a constant kinetic state, the others at E_det; default E_det everywhere",

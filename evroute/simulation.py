@@ -157,6 +157,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         "truth": cfg.truth.label, "truth_rkhs_norm": None if math.isnan(problem.truth_rkhs_norm) else problem.truth_rkhs_norm,
         "kernel": cfg.kernel,
         "noise_std_wh": problem.noise_std, "prior_std_wh": math.sqrt(problem.prior_var),
+        **({} if problem.edge_noise_std is None else {"noise_model": cfg.noise_std}),
         "sigma_det_wh": problem.sigma_det,
         "optimal_energy_wh": optimal, "optimal_path": [int(x) for x in clairvoyant],
         "exact_optimal_energy_wh": None, "exact_optimum": None, "rectification_gap_wh": None,
@@ -176,6 +177,10 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
         summary["final_exact_regret_wh"] = res.cumulative_exact_regret
         summary["first_round_within_1pct"] = res.first_within_1pct
     tables = {name: pd.DataFrame(cols) for name, cols in agent.tables().items()}
+    if env.turns is not None:  # a truth of edges plus turns: the junctions' costs, for maps and readers
+        tables["turns"] = pd.DataFrame({"from_edge": np.asarray(env.turns.conn_src, dtype=np.int64),
+                                        "to_edge": np.asarray(env.turns.conn_dst, dtype=np.int64),
+                                        "cost_wh": np.asarray(env.turns.costs, dtype=np.float64)})
     return RunResult(res.rounds, res.observations, edges, summary, log_dir=Path(log_dir) if log_dir is not None else None,
                      tables=tables)
 

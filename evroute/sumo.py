@@ -52,9 +52,10 @@ import pandas as pd
 from .cache import CacheEntry, make_key
 from .drives import degrade
 from .energy import ROTATING_MASS_KG, Vehicle, kinetic_wh
-from .environments import Truth, Turns, register_truth
+from .environments import Truth, Turns, noise_at, register_truth
 from .errors import EvrouteError, EvrouteWarning
 from .fitting import FIT_LENGTHSCALES, fit_prior
+from .noise import edge_noise_std, fit_noise_model
 from .io import atomic_write_text
 from .network import network_spec, resolve_osm_path
 from .oracle import Oracle
@@ -723,7 +724,7 @@ class AtlasTruth(Truth):
         n = self._counts[path]
         drawn = self._energies[np.minimum(self._offsets[path] + (u * n).astype(np.int64), len(self._energies) - 1)] \
             if len(self._energies) else np.zeros(len(path))
-        return np.where(n > 0, drawn + self._shift[path], expected[path] + self.noise_std * noise)
+        return np.where(n > 0, drawn + self._shift[path], expected[path] + noise_at(self.noise_std, path) * noise)
 
 
 def kinetic_potential_wh(v_top: np.ndarray, vehicle: Vehicle | None = None) -> np.ndarray:
@@ -977,9 +978,19 @@ def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, kernel: str = "com
     Returns
     -------
     dict
-        As :func:`evroute.fitting.fit_prior`.
+        As :func:`evroute.fitting.fit_prior`, and ``noise_model``: the per-edge noise model fitted on
+        the same traversals (:func:`evroute.noise.fit_noise_model`) with σ₀ and ℓ fitted under it.
     """
     t = atlas.table
     span = float(atlas.summary["hours"]) * 3600.0
-    return fit_prior(net, e_det, t[t.enter_s < span / 2], kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
-                     max_edges=max_edges, column=column, what="the atlas's first half")
+    half = t[t.enter_s < span / 2]
+    what = "the atlas's first half"
+    out = fit_prior(net, e_det, half, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
+                    max_edges=max_edges, column=column, what=what)
+    # the per-edge noise model (evroute.noise) on the same traversals, then σ₀ and ℓ under it
+    noise = fit_noise_model(net, half, column=column, what=what)
+    under = fit_prior(net, e_det, half, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
+                      max_edges=max_edges, column=column, what=what, noise_sd=edge_noise_std(net, noise["spec"]))
+    out["noise_model"] = {**noise, "prior_std": under["prior_std"], "lengthscale": under["lengthscale"],
+                          "neg_log_likelihood_with_prior": under["neg_log_likelihood"]}
+    return out

@@ -358,7 +358,7 @@ def check_truth(truth, problem: SmallProblem | None = None, seed: int = 0) -> li
         _fail(what, "the factory must return a Truth")
     if np.shape(a.values) != (p.n_edges,) or not np.all(np.isfinite(a.values)):
         _fail(what, "values must be finite, one per edge")
-    if not a.noise_std >= 0:
+    if not np.all(np.asarray(a.noise_std) >= 0):
         _fail(what, "noise_std must be non-negative")
     if not np.array_equal(a.values, b.values):
         _fail(what, "the same seed must give the same truth")

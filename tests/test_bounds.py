@@ -287,6 +287,16 @@ def test_k_shortest_paths_are_yens_on_the_line_graph(small_net):
     H.add_weighted_edges_from((u, v, w[v]) for u, v in G.edges)
     ref = [w[p].sum() for p in itertools.islice(nx.shortest_simple_paths(H, start, far, weight="weight"), 6)]
     np.testing.assert_allclose([r.cost for r in oracle.k_shortest_paths(w, start, far, 6)], ref, rtol=1e-12)
+    # with turn weights: a turn u → v costs w_v + its turn's weight, and a route's cost has both
+    tw = rng.uniform(0.0, 3.0, small_net.n_connections)
+    T = nx.DiGraph()
+    T.add_weighted_edges_from((int(u), int(v), w[v] + t) for u, v, t in
+                              zip(small_net.conn_src, small_net.conn_dst, tw, strict=True))
+    paths = list(itertools.islice(nx.shortest_simple_paths(T, start, far, weight="weight"), 6))
+    ref = [w[p].sum() + tw[oracle.turn_index(p)].sum() for p in paths]
+    got = oracle.k_shortest_paths(w, start, far, 6, turn_weights=tw)
+    np.testing.assert_allclose([r.cost for r in got], ref, rtol=1e-12)
+    assert got[0].edges == oracle.shortest_path(w, start, far, turn_weights=tw).edges
 
 
 def test_path_bound_is_the_dual_maximised_and_never_below_dmm(small_net):
@@ -428,3 +438,55 @@ def test_the_mixture_scale_c_is_the_prior_scaled(small_net):
         a.observe(path, y)
         b.observe(path, y)
         np.testing.assert_allclose(a.lower_bounds(), b.lower_bounds(), rtol=1e-9, atol=1e-9)
+
+
+def test_bound_and_pe_agents_route_with_the_turns_costs(small_net):
+    """Under a truth of edges plus turns the bound agents and gp-pe weigh the junctions too:
+    handed the truth (a model certain of f), each drives the least-energy route, edges plus
+    turns, which a Bellman–Ford on the line graph (networkx, f_v + the turn's cost on u → v)
+    finds independently; without the turns they miss it on some trips."""
+    import networkx as nx
+
+    from evroute.agents import BoundAgent, PEAgent
+    from evroute.energy import energy_floor_wh
+    from evroute.environments import Turns
+    from evroute.oracle import Oracle
+    from evroute.policies import turn_potential
+    from evroute.prior import NetworkPrior
+    from evroute.routes import edge_energies
+    from evroute.sumo import kinetic_potential_wh, speed_change_wh
+    from evroute.testing import MockModel
+
+    net, oracle = small_net, Oracle.from_network(small_net)
+    f = edge_energies(net)
+    rng = np.random.default_rng(7)
+    src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
+    v = rng.uniform(6.0, 20.0, net.n_edges)
+    stop = rng.random(src.size) < 0.5  # a car that stops at half of the junctions
+    turns = Turns(np.where(stop, speed_change_wh(v[src], 0.0) + speed_change_wh(0.0, v[dst]),
+                           speed_change_wh(v[src], v[dst])), kinetic_potential_wh(v), src, dst)
+    floor, potential = energy_floor_wh(net.edges.length_m.to_numpy(), net.edges.grade.to_numpy())
+    tp = turn_potential(floor, turns)
+    G = nx.DiGraph()
+    G.add_weighted_edges_from((int(a), int(b), f[b] + c) for a, b, c in zip(src, dst, turns.costs, strict=True))
+    prior = NetworkPrior(net, f, "combined", 1.0, 1.0, 2.0, 1.0)
+
+    def agents(with_turns):
+        t = dict(turns=turns, turn_potential=tp) if with_turns else {}
+        bound = BoundAgent("amm", {1.0: MockModel(f, np.zeros(net.n_edges))}, 1.0, prior, oracle, start, end, B=1.0,
+                           energy_floor=floor, potential=potential, **t)
+        pe = PEAgent({"f": MockModel(f, np.zeros(net.n_edges))}, {"f": f}, oracle, start, end, horizon=10,
+                     noise_var=1.0, energy_floor=floor, potential=potential, **t)
+        return bound, pe
+
+    missed = 0
+    reach = np.flatnonzero(oracle.reachable(0))
+    for start, end in [(0, int(e)) for e in rng.choice(reach[reach != 0], 12, replace=False)]:
+        best = f[start] + nx.bellman_ford_path_length(G, start, end)
+        for agent in agents(True):
+            path = agent.select(1, None, np.random.default_rng(0)).path
+            energy = f[path].sum() + turns.costs[oracle.turn_index(path)].sum()
+            assert energy == pytest.approx(best, abs=1e-6), (type(agent).__name__, start, end)
+        path = agents(False)[0].select(1, None, np.random.default_rng(0)).path
+        missed += f[path].sum() + turns.costs[oracle.turn_index(path)].sum() > best + 1e-3
+    assert missed >= 2

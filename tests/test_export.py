@@ -163,3 +163,77 @@ def test_run_gdfs_are_the_geojsons_layers(run_dir, synthetic):
     edges = pd.read_parquet(run_dir / "edges.parquet")
     np.testing.assert_array_equal(layers["edge"].post_mean_wh.to_numpy(), edges.post_mean_final.to_numpy())
     assert layers["edge"].attrs["policy"] == "gp-ts" and fc["properties"]["seed"] == 2
+
+
+@pytest.fixture
+def turned_truth():
+    """A plug-in truth of edges plus turns: E_det on the edges, and each turn the energy one car
+    pays changing speed between the two roads' limits (a cost speeding up, energy back braking)."""
+    from evroute.environments import TRUTHS, Turns, register_truth
+    from evroute.sumo import kinetic_potential_wh, speed_change_wh
+
+    def factory(setup):
+        net = setup.net
+        src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
+        v = net.edges.speed_mps.to_numpy()
+        turns = Turns(speed_change_wh(v[src], 0.5 * v[dst]) + speed_change_wh(0.5 * v[dst], v[dst]),
+                      kinetic_potential_wh(v), src, dst)
+        return Truth(setup.mean.copy(), setup.noise_std, description={}, turns=turns)
+
+    from evroute.environments import Truth
+
+    register_truth("turned", factory, description="E_det plus speed changes at the junctions")
+    yield
+    TRUTHS.unregister("turned")
+
+
+def test_maps_show_the_turns_where_the_routes_pay_them(turned_truth, synthetic, tmp_path):
+    """The run keeps the truth's turns (turns.parquet); the export's ``turn`` layer has a point at
+    the junction of every turn the routes pay, with its cost, and a route's edges plus its
+    turns_wh are its energy under the truth."""
+    out = tmp_path / "run"
+    simulate(SimulationConfig(policy="gp-ts", route="B", horizon=HORIZON, seed=1, truth="turned"), out,
+             net=synthetic)
+    turns = pd.read_parquet(out / "turns.parquet")
+    assert len(turns) == synthetic.n_connections and turns.cost_wh.abs().sum() > 0
+    gj, html = tmp_path / "t.geojson", tmp_path / "t.html"
+    export(out, geojson=gj, html=html)
+    fc = json.loads(gj.read_text())
+    layer = {k: [f for f in fc["features"] if f["properties"]["layer"] == k] for k in ("turn", "round", "optimal")}
+    cost = {(a, b): c for a, b, c in zip(turns.from_edge, turns.to_edge, turns.cost_wh, strict=True)}
+    rounds = pd.read_parquet(out / "rounds.parquet")
+    paid = {}
+    for p in rounds.path:
+        for a, b in zip(p[:-1], p[1:], strict=False):
+            paid[(int(a), int(b))] = paid.get((int(a), int(b)), 0) + 1
+    points = {(f["properties"]["from_edge"], f["properties"]["to_edge"]): f for f in layer["turn"]}
+    optimal = json.loads((out / "summary.json").read_text())["optimal_path"]
+    assert set(points) == set(paid) | set(zip(optimal[:-1], optimal[1:], strict=False))
+    for key, f in points.items():
+        assert f["geometry"]["type"] == "Point"
+        assert f["properties"]["cost_wh"] == pytest.approx(cost[key], abs=1e-12)
+        assert f["properties"]["rounds"] == paid.get(key, 0)
+        end = synthetic.geometry[key[0]][-1]  # the junction: where the first edge ends, the next begins
+        assert f["geometry"]["coordinates"] == pytest.approx([end[0], end[1]], abs=1e-6)
+        assert np.allclose(synthetic.geometry[key[1]][0], end, atol=1e-9)
+    f = pd.read_parquet(out / "edges.parquet").energy_true_wh.to_numpy()
+    for r, (_, row) in zip(layer["round"], rounds.iterrows(), strict=True):
+        energy = f[np.asarray(row.path, dtype=np.int64)].sum() + r["properties"]["turns_wh"]
+        assert energy == pytest.approx(r["properties"]["energy_wh"], rel=1e-9)
+    assert "turns paid" in html.read_text()
+
+
+@pytest.mark.parametrize("policy", ["gp-cmm[b=5]", "gp-amm[b=5]"])
+def test_bound_agents_run_under_a_truth_with_turns(turned_truth, synthetic, tmp_path, policy):
+    """gp-cmm ranks Yen's routes with the turns' costs added; each round's energy is its edges
+    plus its turns, and regret is measured against a route of the same kind."""
+    out = tmp_path / "run"
+    res = simulate(SimulationConfig(policy=policy, route="B", horizon=3, seed=0, truth="turned"), out, net=synthetic)
+    f = res.edges.energy_true_wh.to_numpy()
+    turns = pd.read_parquet(out / "turns.parquet")
+    cost = dict(zip(zip(turns.from_edge, turns.to_edge, strict=True), turns.cost_wh, strict=True))
+    for _, row in res.rounds.iterrows():
+        p = [int(x) for x in row.path]
+        assert row.expected_energy_wh == pytest.approx(f[p].sum() + sum(cost[a, b] for a, b in zip(p, p[1:])),
+                                                       rel=1e-9)
+        assert row.regret_wh >= -1e-6

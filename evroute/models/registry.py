@@ -16,11 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ..components import MODELS
 from ..errors import EvrouteError
 from ..specs import Component, Entry, Option
 from ..validate import positive_float
 from .base import CAPABILITIES, PosteriorModel
+from .hetero import HeteroscedasticModel, WhitenedPrior, reference_noise_var
 
 __all__ = ["Option", "Backend", "register_model", "unregister_model", "available_models", "get_backend",
            "parse_model_spec", "make_model", "resolve_model", "require_capability", "MODELS"]
@@ -118,8 +121,11 @@ def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) ->
         or a resolved component (:func:`resolve_model`).
     prior : evroute.prior.Prior
         The prior over the edges (mean and covariance operator).
-    noise_var : float
-        Observation noise variance ς².
+    noise_var : float or array_like (E,)
+        Observation noise variance ς², or one per edge ς_e² (heteroscedastic noise: the backend
+        conditions the whitened f / s, :mod:`evroute.models.hetero`, and the result is a
+        :class:`~evroute.models.hetero.HeteroscedasticModel`; every backend that reads its prior
+        through the :class:`~evroute.prior.Prior` interface takes it).
     seed : int
         Seeds the backend's own randomness (minibatches, dictionaries), if it has any.
     **options
@@ -131,6 +137,15 @@ def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) ->
         A fresh posterior over the edges, at the prior.
     """
     comp = _BACKENDS.resolve(spec, **options)
-    noise_var = positive_float("noise_var", noise_var)
     get_backend(comp.name).check_installed()
-    return get_backend(comp.name).factory(prior, noise_var=noise_var, seed=int(seed), **comp.options)
+    if np.ndim(noise_var) == 0:
+        noise_var = positive_float("noise_var", noise_var)
+        return get_backend(comp.name).factory(prior, noise_var=noise_var, seed=int(seed), **comp.options)
+    per_edge = np.asarray(noise_var, dtype=np.float64)
+    if per_edge.shape != (prior.n_edges,) or not np.all(np.isfinite(per_edge)) or np.any(per_edge <= 0):
+        raise EvrouteError(f"per-edge noise variances must be {prior.n_edges} positive finite numbers")
+    ref = reference_noise_var(per_edge)
+    scale = np.sqrt(per_edge / ref)
+    inner = get_backend(comp.name).factory(WhitenedPrior(prior, scale), noise_var=ref, seed=int(seed),
+                                           **comp.options)
+    return HeteroscedasticModel(inner, scale)

@@ -79,6 +79,7 @@ import numpy as np
 from ..errors import EvrouteError
 from ..kernels import KERNEL_KINDS
 from ..prior import NetworkPrior
+from .hetero import WhitenedPrior
 from ..specs import Option
 from ..validate import choice, flag, nonneg_int, optional_flag, positive_float, positive_int, text
 from .base import aggregate_observations, readonly
@@ -766,6 +767,10 @@ def make_svgp(prior, *, noise_var, seed=0, inducing=1000, batch_size=2500, steps
     jitter : float
         Diagonal jitter of K_ZZ relative to σ₀² (GPyTorch's float64 default, 1e-6).
     """
+    if isinstance(prior, WhitenedPrior):
+        raise EvrouteError("model 'svgp' takes one noise level for every edge (its Gaussian likelihood; "
+                           "learn_noise=true learns it): a per-edge --noise-std edge[...] needs another backend "
+                           "(exact, bi, nystrom, ...)")
     if not isinstance(prior, NetworkPrior):
         raise EvrouteError("model 'svgp' needs the prior of a road network (evroute.prior.NetworkPrior): it "
                            "works on (edge, context) inputs")
