@@ -864,7 +864,7 @@ def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
     def factory(setup: AgentSetup, **options) -> Agent:
         policy = make_policy(rule, **options)
         if family == "bi":  # the BI baseline: independent edges with the prior's mean and σ₀²
-            model = make_model("bi", DiagonalPrior(setup.prior.mean, setup.prior.prior_var),
+            model = make_model("bi", DiagonalPrior(setup.prior.mean, setup.prior.independent_variance()),
                                noise_var=setup.model_noise_var)
         else:
             model = make_model(setup.model, setup.prior, noise_var=setup.model_noise_var, seed=setup.seed)

@@ -84,7 +84,7 @@ def cached_prior(cfg: SimulationConfig, problem):
     """The agent's prior of a run (:func:`evroute.problem.agent_prior`), once per process:
     its dense covariance is built on first use and kept with it."""
     key = (problem.net.cache_key, cfg.kernel, float(cfg.lengthscale), float(cfg.kappa), float(cfg.nu),
-           float(problem.prior_var), problem.prior_mean.tobytes())
+           float(problem.prior_var), problem.prior_mean.tobytes(), float(cfg.vehicle_scale))
     return _lru_get(_PRIORS, key, lambda: agent_prior(cfg, problem), _CACHE_SIZES["priors"])
 
 

@@ -36,7 +36,7 @@ from .noise import edge_noise_std
 from .optimum import exact_optimum
 from .oracle import Oracle
 from .policies import route_weights, turn_potential
-from .prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
+from .prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior, VehicleScalePrior
 from .progress import stage
 from .routes import edge_energies, resolve_route
 
@@ -123,10 +123,12 @@ def prepare_problem(cfg, net=None) -> Problem:
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd)
 
 
-def agent_prior(cfg, problem: Problem) -> NetworkPrior:
-    """The agent's prior: E_det and σ₀² of the problem, the kernel ``cfg`` names (built lazily)."""
-    return NetworkPrior(problem.net, problem.prior_mean, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu,
-                        problem.prior_var)
+def agent_prior(cfg, problem: Problem):
+    """The agent's prior: E_det and σ₀² of the problem, the kernel ``cfg`` names (built lazily);
+    with ``--vehicle-scale`` the vehicle's unknown scale on top (:class:`evroute.prior.VehicleScalePrior`)."""
+    prior = NetworkPrior(problem.net, problem.prior_mean, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu,
+                         problem.prior_var)
+    return VehicleScalePrior(prior, cfg.vehicle_scale) if cfg.vehicle_scale > 0 else prior
 
 
 def weight_inputs(cfg, problem: Problem) -> dict:

@@ -167,6 +167,10 @@ SCALE_SETTINGS = (
            "(traversals.parquet of evroute drives import): each edge the fleet drove starts at the posterior mean "
            "of its traversals at a constant kinetic state, the others at E_det; default E_det everywhere",
            metavar="FILE"),
+    Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
+           "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "
+           "fleet's: --prior-drives) plus the kernel's deviation, a ~ N(1, SD^2) learnt online with the edges; "
+           "0: the prior mean's vehicle is this one", "issue 41: this car = a x the fleet", metavar="SD"),
 )
 
 # --- the environment --------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from .config import SimulationConfig
 from .errors import Interrupted
 from .loop import run_loop
 from .prior import NOISE_SCALE, PRIOR_SCALE
-from .problem import Problem, exact_optimum_cached, make_agent, make_environment, prepare_problem
+from .problem import Problem, agent_prior, exact_optimum_cached, make_agent, make_environment, prepare_problem
 from .runs import RunResult, check_out_dir, prepare_out_dir, write_run
 from .validate import nonneg_int
 
@@ -176,6 +176,8 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
             summary["rectification_gap_wh"] = optimal - opt["energy"]
         summary["final_exact_regret_wh"] = res.cumulative_exact_regret
         summary["first_round_within_1pct"] = res.first_within_1pct
+    if cfg.vehicle_scale > 0:  # what the run learnt of this vehicle's scale a (the agents' prior's)
+        summary["vehicle_scale_mean"], summary["vehicle_scale_sd"] = _scale_posterior(cfg, problem, res, log_dir)
     tables = {name: pd.DataFrame(cols) for name, cols in agent.tables().items()}
     if env.turns is not None:  # a truth of edges plus turns: the junctions' costs, for maps and readers
         tables["turns"] = pd.DataFrame({"from_edge": np.asarray(env.turns.conn_src, dtype=np.int64),
@@ -183,6 +185,19 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
                                         "cost_wh": np.asarray(env.turns.costs, dtype=np.float64)})
     return RunResult(res.rounds, res.observations, edges, summary, log_dir=Path(log_dir) if log_dir is not None else None,
                      tables=tables)
+
+def _scale_posterior(cfg, problem, res, log_dir) -> tuple[float, float]:
+    """E[a | every observation] and its sd under the agents' prior with the vehicle scale
+    (:meth:`evroute.prior.VehicleScalePrior.scale_posterior`)."""
+    obs = res.observations if res.observations is not None else \
+        pd.read_parquet(Path(log_dir) / "observations.parquet", columns=["edge", "observed_wh"])
+    n = problem.net.n_edges
+    e = obs.edge.to_numpy(np.int64)
+    counts = np.bincount(e, minlength=n)
+    sums = np.bincount(e, weights=obs.observed_wh.to_numpy(np.float64), minlength=n)
+    noise = problem.noise_var if problem.edge_noise_std is None else problem.edge_noise_std ** 2
+    return agent_prior(cfg, problem).scale_posterior(counts, sums, noise)
+
 
 def limit_blas(threads: int | None):
     """A context limiting the BLAS libraries to ``threads`` threads (None or 0: no limit).

@@ -318,3 +318,86 @@ def test_precision_ordering_is_a_nested_dissection_of_the_precision_kept_on_disk
     npr = NetworkPrior(net, pm, "graph", 1.0, 1.0, 1.0, 1.0)
     assert np.array_equal(npr.precision_ordering(), nested_dissection(npr.precision()))
     assert npr.precision_ordering() is npr.precision_ordering()
+
+
+# --------------------------------------------------------------------------------------
+# the vehicle scale: f = a m + g, a ~ N(1, s²)
+# --------------------------------------------------------------------------------------
+
+
+def test_the_vehicle_scale_is_a_rank_one_term_and_is_learnt_as_a_regression():
+    """K + s² m mᵀ in every view; with a negligible base prior the posterior of a is Bayesian
+    linear regression of the edges' means on m (closed form), and the exact posterior moves an
+    edge it never observed by that a (the BI baseline, independent edges, does not)."""
+    from evroute.models import make_model
+    from evroute.prior import DensePrior, DiagonalPrior, VehicleScalePrior
+
+    rng = np.random.default_rng(0)
+    E = 40
+    m = rng.uniform(20.0, 200.0, E) * np.where(rng.random(E) < 0.2, -0.3, 1.0)  # some downhill edges
+    base = DensePrior(m, 1e-6 * np.eye(E))
+    s = 0.5
+    p = VehicleScalePrior(base, s)
+    dense = base.dense() + s * s * np.outer(m, m)
+    np.testing.assert_allclose(p.dense(), dense, rtol=1e-14)
+    np.testing.assert_allclose(p.rows([3, 7]), dense[[3, 7]], rtol=1e-14)
+    np.testing.assert_allclose(p.diag(), np.diag(dense), rtol=1e-14)
+    np.testing.assert_allclose(p.independent_variance(), np.diag(dense), rtol=1e-14)
+    draws = np.array([p.sample(np.random.default_rng(i)) for i in range(2000)])
+    a = (draws @ m) / (m @ m)  # each draw's scale
+    assert a.mean() == pytest.approx(1.0, abs=4 * s / np.sqrt(2000)) and a.std() == pytest.approx(s, rel=0.1)
+
+    truth, nv = 1.6 * m, 25.0
+    seen = np.arange(0, E, 3)
+    edges = np.repeat(seen, 2)
+    y = truth[edges] + 5.0 * rng.standard_normal(edges.size)
+    counts = np.bincount(edges, minlength=E)
+    sums = np.bincount(edges, weights=y, minlength=E)
+    got_mean, got_sd = p.scale_posterior(counts, sums, nv)
+    d = (1e-6 + nv / counts[seen])  # the edges' means: ȳ = a m + noise of variance 1e-6 + ς²/n
+    prec = 1 / s**2 + np.sum(m[seen] ** 2 / d)
+    ref = (1 / s**2 + np.sum(m[seen] * (sums[seen] / counts[seen]) / d)) / prec
+    assert got_mean == pytest.approx(ref, rel=1e-9) and got_sd == pytest.approx(prec ** -0.5, rel=1e-6)
+    assert got_mean == pytest.approx(1.6, abs=0.01)
+
+    gp = make_model("exact", p, noise_var=nv)
+    bi = make_model("bi", DiagonalPrior(m, p.independent_variance()), noise_var=nv)
+    for model in (gp, bi):
+        model.update(edges, y)
+    never = 1  # not in seen
+    assert gp.mean_std()[0][never] == pytest.approx(got_mean * m[never], rel=1e-6)
+    assert bi.mean_std()[0][never] == m[never]
+
+
+def test_the_vehicle_scale_in_a_run(tmp_path, capsys):
+    """A run whose truth is the paper's EV's while the agents take a van's E_det learns the
+    ratio of the two (E_det(EV) / E_det(van), least squares over the edges); a sparse prior and
+    a bad value are one line each."""
+    import json
+
+    from evroute.cli import main
+    from evroute.energy import load_vehicle
+    from evroute.network import load_network
+    from evroute.routes import edge_energies
+
+    out = tmp_path / "run"
+    assert main(["simulate", "--network", "synthetic", "--policy", "gp-ts", "--horizon", "30", "--vehicle",
+                 "delivery-van", "--truth-prior", "sumo-ev", "--vehicle-scale", "0.5", "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    net = load_network("synthetic")
+    van, ev = edge_energies(net, load_vehicle("delivery-van")), edge_energies(net, load_vehicle("sumo-ev"))
+    ratio = float(van @ ev / (van @ van))
+    assert s["vehicle_scale_mean"] == pytest.approx(ratio, abs=3 * s["vehicle_scale_sd"] + 0.03)
+    assert s["vehicle_scale_sd"] < 0.1
+    capsys.readouterr()
+    assert main(["simulate", "--vehicle-scale", "-1", "--out", str(tmp_path / "x")]) == 2
+    assert "vehicle-scale" in capsys.readouterr().err
+
+
+def test_the_vehicle_scale_refuses_a_sparse_precision():
+    from evroute.network import load_network
+    from evroute.prior import GraphMaternPrior, VehicleScalePrior
+
+    net = load_network("synthetic", size=60)
+    with pytest.raises(EvrouteError, match="sparse precision"):
+        VehicleScalePrior(GraphMaternPrior(net, np.ones(net.n_edges)), 0.3)
