@@ -28,7 +28,8 @@ def drives_import_cmd(
     files: Annotated[list[Path], typer.Argument(help="CSV or GPX traces: time (s), lat, lon and the energy used "
                                                 "so far (Wh), the power (W) or the state of charge (%); "
                                                 "optional speed (m/s), trip and vehicle (GPX: extensions of "
-                                                "those names).", show_default=False)],
+                                                "those names); or SUMO's battery output (.xml, with --sumo-net).",
+                                                show_default=False)],
     network: Annotated[str, typer.Option("--network", help="Network name or OSM file the traces drove on.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for traversals.parquet (one row per complete "
                                       "traversal of an edge) and report.json (what was kept and dropped).")],
@@ -40,6 +41,9 @@ def drives_import_cmd(
                                                        "state of charge; in (0, 1e4].")] = None,
     gps_noise: Annotated[float, typer.Option("--gps-noise", help="The fixes' noise, metres, for the map "
                                              "matcher; in (0, 500].")] = 10.0,
+    sumo_net: Annotated[Path | None, typer.Option("--sumo-net", help="The SUMO network (net.net.xml) a SUMO battery "
+                                                 "output (.xml, sumo --battery-output) was recorded on; it turns the "
+                                                 "positions into longitude and latitude.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", help="Processes matching trips side by side; 0: one per usable "
                                       "CPU; 0 to 256 (the table is the same for any number).")] = 0,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
@@ -73,7 +77,7 @@ def drives_import_cmd(
     net = load_network(network, osm=osm, dem=dem)
     with counter("matching trips") as tick:
         table, report = import_traces(files, net, columns=names, capacity_kwh=capacity_kwh, gps_noise_m=gps_noise,
-                                      vehicle=veh, progress=tick, jobs=jobs or usable_cpus())
+                                      vehicle=veh, progress=tick, jobs=jobs or usable_cpus(), sumo_net=sumo_net)
     summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
                "files": [str(f) for f in files], **report.to_dict()}
     out.mkdir(parents=True, exist_ok=True)

@@ -165,6 +165,9 @@ def sumo_drives_cmd(
     traffic: Annotated[float, typer.Option("--traffic", help="Background traffic: random trips an hour; in "
                                            "(0, 1e6].")] = 1800.0,
     hours: Annotated[float, typer.Option(help="Simulated hours; in (0, 24].")] = 0.5,
+    battery: Annotated[bool, typer.Option("--battery-xml", help="Also write SUMO's own battery output of the drives "
+                                          "(battery.xml) and its network (net.net.xml): evroute drives import "
+                                          "battery.xml --sumo-net net.net.xml reads them.")] = False,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
     overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
@@ -188,13 +191,16 @@ def sumo_drives_cmd(
         if not ok:
             raise EvrouteError(what)
     configure_progress(progress)
-    for name in ("traces.csv", "traces.gpx", "answer.parquet", "drives.json"):
+    names = ["traces.csv", "traces.gpx", "answer.parquet", "drives.json"]
+    names += ["battery.xml", "net.net.xml"] if battery else []
+    for name in names:
         check_output_file(out / name, overwrite)  # before any work
     veh = load_vehicle(vehicle)
     net = load_network(network, osm=osm, dem=dem)
-    d = sumo_drives(net, network, veh, vehicles=vehicles, seed=seed, rate=traffic, hours=hours, gps_noise_m=gps_noise,
-                    sample_hz=rate_hz, osm=str(osm) if osm else None, dem=str(dem) if dem else None)
     out.mkdir(parents=True, exist_ok=True)
+    d = sumo_drives(net, network, veh, vehicles=vehicles, seed=seed, rate=traffic, hours=hours, gps_noise_m=gps_noise,
+                    sample_hz=rate_hz, osm=str(osm) if osm else None, dem=str(dem) if dem else None,
+                    battery_dir=out if battery else None)
     with atomic_path(out / "traces.csv") as tmp:
         with open(tmp, "w") as fh:
             fh.write(f"# generator: {generator()}\n")
@@ -208,5 +214,5 @@ def sumo_drives_cmd(
     s = d.summary
     print(f"{s['vehicles']:,} drives on {net.name}: {s['fixes']:,} fixes at {s['sample_hz']:g} Hz, GPS noise "
           f"{s['gps_noise_m']:g} m; answer key {s['answer_traversals']:,} traversals ({s['teleports']} teleports)")
-    print(f"wrote {out / 'traces.csv'}, {out / 'traces.gpx'}, {out / 'answer.parquet'}, {out / 'drives.json'}")
+    print("wrote " + ", ".join(str(out / n) for n in names))
     print(f"import them: evroute drives import {out / 'traces.csv'} --network {network} --out DRIVES")

@@ -43,7 +43,7 @@ from .prior import PRIOR_SCALE
 from .routes import edge_energies
 
 __all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "Matcher", "degrade", "read_traces", "match_trip", "trip_traversals",
-           "import_traces", "ImportReport", "parse_columns", "read_gpx", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
+           "import_traces", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
 #: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
@@ -309,6 +309,84 @@ def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacit
     return pd.concat(keep, ignore_index=True)[cols]
 
 
+def read_sumo_battery(path: str | Path, sumo_net: str | Path, report: ImportReport | None = None) -> pd.DataFrame:
+    """SUMO's battery output (``sumo --battery-output FILE``: a ``<battery-export>`` of timesteps,
+    one ``<vehicle>`` each with ``energyConsumed`` (Wh in the step), ``speed`` and its position
+    ``x``, ``y`` in the network's coordinates) as the fixes of :func:`read_traces`: one trip per
+    vehicle, positions turned into longitude and latitude by the SUMO network the run used
+    (``sumo_net``, read with sumolib: the ``sumo`` extra), the energy used since the vehicle's
+    first report.
+
+    Raises
+    ------
+    EvrouteError
+        The file is not a battery export, the network cannot be read or has no geo-reference,
+        or sumolib is not installed.
+    """
+    import xml.etree.ElementTree as ET
+
+    path, sumo_net = Path(path), Path(sumo_net)
+    report = report if report is not None else ImportReport()
+    try:
+        import sumolib
+    except ImportError:
+        raise EvrouteError(f"{path}: reading SUMO's battery output needs sumolib: pip install \"evroute[sumo]\"") \
+            from None
+    if not sumo_net.is_file():
+        raise EvrouteError(f"no such SUMO network: {sumo_net}")
+    cols: dict[str, list] = {k: [] for k in ("time_s", "vehicle", "energy", "speed", "x", "y")}
+    root, bad, first_bad = None, 0, ""
+    try:
+        for event, elem in ET.iterparse(path, events=("start", "end")):
+            if event == "start":
+                if root is None:
+                    root = elem.tag
+                    if root != "battery-export":
+                        raise EvrouteError(f"{path} is not SUMO's battery output (root <{root}>, expected "
+                                           "<battery-export>)")
+                continue
+            if elem.tag != "timestep":
+                continue
+            for v in elem.iter("vehicle"):
+                try:
+                    row = (float(elem.get("time")), str(v.get("id")), float(v.get("energyConsumed")),
+                           float(v.get("speed", "nan")), float(v.get("x")), float(v.get("y")))
+                except (TypeError, ValueError):  # one bad report: dropped, named, the others kept
+                    bad += 1
+                    if bad == 1:
+                        first_bad = f"timestep {elem.get('time')!r}, vehicle {v.get('id')!r}"
+                    continue
+                for k, x in zip(cols, row, strict=True):
+                    cols[k].append(x)
+            elem.clear()
+    except ET.ParseError as exc:
+        raise EvrouteError(f"{path} is not readable XML ({exc})") from None
+    except OSError as exc:
+        raise EvrouteError(f"cannot read {path}: {exc.strerror}") from None
+    if bad:
+        report.problems.append(f"{path} {first_bad}: a time, energyConsumed, x or y that is not a number"
+                               + (f" (and {bad - 1:,} more)" if bad > 1 else "") + "; dropped")
+        report.fixes_read += bad
+        report.fixes_dropped += bad
+        report.drop("bad row", bad)
+    try:
+        snet = sumolib.net.readNet(str(sumo_net))
+        lon, lat = snet.convertXY2LonLat(np.asarray(cols["x"], dtype=np.float64), np.asarray(cols["y"], np.float64))
+    except Exception as exc:  # sumolib raises several kinds
+        raise EvrouteError(f"{sumo_net}: not a geo-referenced SUMO network ({str(exc).splitlines()[0][:120]})") from None
+    d = pd.DataFrame({"trip": np.asarray(cols["vehicle"], dtype=object), "vehicle": np.asarray(cols["vehicle"], object),
+                      "time_s": np.asarray(cols["time_s"], np.float64), "lat": np.asarray(lat, np.float64),
+                      "lon": np.asarray(lon, np.float64), "speed_mps": np.asarray(cols["speed"], np.float64),
+                      "energy": np.asarray(cols["energy"], np.float64)})
+    report.files += 1
+    report.fixes_read += len(d)
+    report.trips_read += int(d.trip.nunique())
+    d = d.sort_values(["trip", "time_s"], kind="stable")
+    # the trip meter: SUMO reports a step's energy at its end, as the emission output does
+    d["energy_wh"] = d.groupby("trip", sort=False).energy.cumsum() - d.groupby("trip", sort=False).energy.transform("first")
+    return d.reset_index(drop=True)[["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]]
+
+
 class Matcher:
     """A map matcher of ``net``: its roads' shapes (each edge's geometry, in local metres) in
     leuvenmapmatching's in-memory map, a state being a point on one segment of one edge.
@@ -518,13 +596,17 @@ def _match_in_worker(fixes: pd.DataFrame):
 
 
 def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
-                  gps_noise_m: float = 10.0, vehicle: Vehicle | None = None, progress=None, jobs: int = 1):
+                  gps_noise_m: float = 10.0, vehicle: Vehicle | None = None, progress=None, jobs: int = 1,
+                  sumo_net: str | Path | None = None):
     """Read, match and split the traces in ``paths`` on ``net``.
 
     Parameters
     ----------
     paths : sequence of path-like
-        CSV or GPX traces (:func:`read_traces`).
+        CSV or GPX traces (:func:`read_traces`), or SUMO's battery output (``.xml``:
+        :func:`read_sumo_battery`, with ``sumo_net``).
+    sumo_net : path-like, optional
+        The SUMO network a battery output was recorded on.
     net : evroute.network.Network
     columns, capacity_kwh
         As in :func:`read_traces`.
@@ -544,7 +626,15 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
         One row per traversal (:data:`TRAVERSAL_COLUMNS`) and what was kept and dropped.
     """
     report = ImportReport()
-    fixes = [read_traces(p, columns, capacity_kwh, report) for p in paths]
+
+    def read(p):
+        if Path(p).suffix.lower() != ".xml":
+            return read_traces(p, columns, capacity_kwh, report)
+        if sumo_net is None:
+            raise EvrouteError(f"{p}: SUMO's battery output needs the SUMO network it was recorded on (--sumo-net)")
+        return read_sumo_battery(p, sumo_net, report)
+
+    fixes = [read(p) for p in paths]
     trips = [(str(p), name, g) for p, f in zip(paths, fixes, strict=True) for name, g in f.groupby("trip", sort=True)]
     todo = [g for _, _, g in trips if len(g) >= 2]
     # leuvenmapmatching breaks ties between equally likely states in the order of Python sets of

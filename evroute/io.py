@@ -161,7 +161,8 @@ def written_by_evroute(path: str | os.PathLike) -> bool:
     """Whether the regular file ``path`` carries evroute's generator mark (:data:`GENERATOR_PREFIX`):
     a GeoJSON ``"generator"`` member first after ``"type"``, an HTML comment after the doctype, the
     ``Software`` text of a PNG, the ``Creator`` of an SVG, the layer descriptions of a GeoPackage,
-    the ``generator`` attribute of an OSM XML file, the ``creator`` of a GPX file, a JSON object's first member ``"generator"``, a
+    the ``generator`` attribute of an OSM XML file, a comment ``<!-- generator: ... -->`` right after
+    another XML file's declaration, the ``creator`` of a GPX file, a JSON object's first member ``"generator"``, a
     Parquet file's ``generator`` metadata, a CSV's first line ``# generator: ...``."""
     path = Path(path)
     if not path.is_file() or path.is_symlink():
@@ -173,6 +174,7 @@ def written_by_evroute(path: str | os.PathLike) -> bool:
     if head.startswith(b"<!DOCTYPE html>\n<!-- generator: " + mark):
         return True
     if head.startswith(b"<?xml") and (b' generator="' + mark in head[:400]  # OSM XML
+                                      or b"?>\n<!-- generator: " + mark in head[:200]  # other XML
                                       or b' creator="' + mark in head[:1000]  # GPX
                                       or _SVG_CREATOR.search(head) is not None):  # SVG
         return True

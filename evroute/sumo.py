@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,8 +56,8 @@ from .energy import ROTATING_MASS_KG, Vehicle, kinetic_wh
 from .environments import Truth, Turns, noise_at, register_truth
 from .errors import EvrouteError, EvrouteWarning
 from .fitting import FIT_LENGTHSCALES, fit_prior
+from .io import atomic_path, atomic_write_text, generator
 from .noise import edge_noise_std, fit_noise_model
-from .io import atomic_write_text
 from .network import network_spec, resolve_osm_path
 from .oracle import Oracle
 from .osm import node_elevations, write_osm_xml
@@ -607,7 +608,7 @@ class SumoDrives:
 
 def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed: int = 0, rate: float = 1800.0,
                 hours: float = 0.5, gps_noise_m: float = 0.0, sample_hz: float = 1.0, min_distance_m: float = 1000.0,
-                osm: str | None = None, dem: str | None = None) -> SumoDrives:
+                osm: str | None = None, dem: str | None = None, battery_dir: Path | None = None) -> SumoDrives:
     """Realistic drives with an answer key: ``vehicles`` cars (``vehicle``, with SUMO's battery
     device) on random trips of at least ``min_distance_m`` through background traffic as in the
     atlas (``rate`` random trips an hour over ``hours`` hours), recorded as GPS traces.
@@ -617,7 +618,10 @@ def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed
     independent Gaussian noise of ``gps_noise_m`` metres in east and north (seeded by ``seed``),
     and the energy used so far. The answer key is SUMO's own traversals of the same cars
     (:func:`traversals`: complete traversals, the kinetic split), against which an import
-    (:func:`evroute.drives.import_traces`) is measured.
+    (:func:`evroute.drives.import_traces`) is measured. With ``battery_dir``, SUMO's own battery
+    output of the drives (``battery.xml``, every second, 6 decimals) and the SUMO network
+    (``net.net.xml``) are written there too: what a SUMO user would import
+    (:func:`evroute.drives.read_sumo_battery`).
     """
     if vehicles < 1 or not rate > 0 or not hours > 0 or not gps_noise_m >= 0 or not 0 < sample_hz <= 1:
         raise EvrouteError("the drives need vehicles >= 1, rate > 0, hours > 0, gps_noise_m >= 0 and sample_hz "
@@ -646,7 +650,19 @@ def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed
                         "--device.battery.probability", "1", "--emission-output", "emissions.parquet",
                         "--emission-output.attributes", "electricity,lane,speed,x,y", "--seed", str(seed),
                         "--no-step-log", "--ignore-route-errors", "--time-to-teleport", "300",
-                        "--duration-log.statistics"], "sumo", folder)
+                        "--duration-log.statistics",
+                        *(["--battery-output", "battery.xml", "--battery-output.precision", "6"]
+                          if battery_dir is not None else [])], "sumo", folder)
+        if battery_dir is not None:
+            _drives_only(folder / "battery.xml", Path(battery_dir) / "battery.xml")
+            with atomic_path(Path(battery_dir) / "net.net.xml") as tmp_net, \
+                    open(folder / "net.net.xml", "rb") as src, open(tmp_net, "wb") as dst:
+                first = src.readline()  # the XML declaration, then evroute's mark
+                dst.write(first if first.startswith(b"<?xml") else b'<?xml version="1.0" encoding="UTF-8"?>\n')
+                dst.write(f"<!-- generator: {generator()} -->\n".encode())
+                if not first.startswith(b"<?xml"):
+                    dst.write(first)
+                shutil.copyfileobj(src, dst)
         raw = pd.read_parquet(folder / "emissions.parquet")
         vid = raw.iloc[:, 1].astype(str)
         raw = raw[vid.str.startswith("drive").to_numpy()]
@@ -674,6 +690,27 @@ def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed
                "answer_traversals": int(len(answer)), "edges_mapped_share": mapped, "sumo": sumo_version(),
                "teleports": int(teleports.group(1)) if teleports else 0}
     return SumoDrives(traces, answer, summary)
+
+
+def _drives_only(src: Path, dst: Path) -> None:
+    """SUMO's battery output ``src`` with only the recorded drives' vehicles (ids ``drive…``; the
+    background traffic carries the battery device too), streamed to ``dst`` (temp file, then
+    renamed)."""
+    from xml.sax.saxutils import quoteattr
+
+    with atomic_path(dst) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        out.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<!-- generator: {generator()} -->\n<battery-export>\n')
+        for _, elem in ET.iterparse(src, events=("end",)):
+            if elem.tag != "timestep":
+                continue
+            cars = [v for v in elem.iter("vehicle") if v.get("id", "").startswith("drive")]
+            if cars:
+                out.write(f'  <timestep time={quoteattr(elem.get("time"))}>\n')
+                for v in cars:
+                    out.write("    <vehicle " + " ".join(f"{k}={quoteattr(x)}" for k, x in v.attrib.items()) + "/>\n")
+                out.write("  </timestep>\n")
+            elem.clear()
+        out.write("</battery-export>\n")
 
 
 def _write_probes(net, chains, oracle, start, end, probes, hours, path: Path) -> int:

@@ -478,3 +478,40 @@ def test_check_prior_measures_the_per_edge_noise_model_on_held_out_trips(synthet
     assert 0.40 < hetero["edge_noise"]["coverage_50"] < 0.60 and 0.85 < hetero["edge_noise"]["coverage_90"] < 0.95
     flat = check_prior(synthetic, e_det, drives(np.full(synthetic.n_edges, 3.0)), lengthscales=(1.0,))
     assert abs(flat["edge_noise"]["log_density"] - flat["kernel"]["log_density"]) < 0.02
+
+
+@pytest.mark.needs("sumo")
+def test_sumo_battery_output_imports_as_the_trace(synthetic, tmp_path):
+    """`sumo drives --battery-xml` keeps SUMO's battery output and network; importing it with
+    --sumo-net places the same fixes (lon/lat from sumolib within 1e-6°) on the same edges as
+    the CSV trace of the same drives, and its energies are the battery device's (within 1 % of
+    the emission output's per trip: two outputs of SUMO); a file that is not one is one line."""
+    import subprocess
+    import sys
+
+    from evroute.drives import read_sumo_battery
+    from evroute.io import written_by_evroute
+
+    out = tmp_path / "d"
+    cmd = [sys.executable, "-m", "evroute", "sumo", "drives", "synthetic", "--vehicles", "4", "--traffic", "300",
+           "--hours", "0.25", "--battery-xml", "--out", str(out), "--no-progress"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert written_by_evroute(out / "battery.xml") and written_by_evroute(out / "net.net.xml")
+    csv = read_traces(out / "traces.csv")
+    bat = read_sumo_battery(out / "battery.xml", out / "net.net.xml")
+    m = csv.merge(bat, on=["trip", "time_s"], suffixes=("_csv", "_xml"))
+    assert len(m) == len(csv) == len(bat) > 100
+    assert np.abs(m.lat_csv - m.lat_xml).max() < 1e-6 and np.abs(m.lon_csv - m.lon_xml).max() < 1e-6
+    last = m.groupby("trip").last()
+    np.testing.assert_allclose(last.energy_wh_xml, last.energy_wh_csv, rtol=0.01, atol=1.0)
+    a, _ = import_traces([out / "traces.csv"], synthetic, gps_noise_m=5)
+    b, report = import_traces([out / "battery.xml"], synthetic, gps_noise_m=5, sumo_net=out / "net.net.xml")
+    assert report.trips_kept == 4 and list(a.edge) == list(b.edge)
+    np.testing.assert_allclose(b.energy_wh, a.energy_wh, atol=1.5)
+    p = subprocess.run(cmd, capture_output=True, text=True)  # its own files: replaced
+    assert p.returncode == 0, p.stderr
+    with pytest.raises(EvrouteError, match="not SUMO's battery output"):
+        read_sumo_battery(out / "net.net.xml", out / "net.net.xml")
+    with pytest.raises(EvrouteError, match="--sumo-net"):
+        import_traces([out / "battery.xml"], synthetic)
