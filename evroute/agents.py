@@ -34,10 +34,18 @@ from .models import (
     require_capability,
     resolve_model,
 )
-from .policies import BETA_RULES, MODEL_FAMILIES, RULES, make_policy, model_noise_std, route_weights, turn_potential
+from .policies import (
+    BETA_RULES,
+    MODEL_FAMILIES,
+    RULES,
+    make_policy,
+    model_noise_std,
+    route_weights,
+    turn_potential,
+)
 from .prior import DiagonalPrior, ScaledPrior, ShiftedPrior
 from .specs import Component, Option
-from .validate import choice, flag, nonneg_float, positive_float, positive_int
+from .validate import choice, flag, in_range, nonneg_float, positive_float, positive_int
 
 __all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
            "pe_beta", "pe_path_beta", "pe_xi", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
@@ -629,8 +637,12 @@ class PEAgent(Agent):
                 "priors_surviving": list(self.survivors), "priors_eliminated_at": dict(self.eliminated_at)}
 
 
+#: A confidence δ: in (0, 1), as every agent's bounds need it (declared so, not first refused
+#: when the agent is built).
+_unit_open = in_range(0, 1, lo_open=True, hi_open=True, why="a confidence delta")
+
 _PE_OPTIONS: tuple[Option, ...] = (
-    Option("delta", nonneg_float, 0.05, "confidence delta of beta_t and xi (paper 004's example: 0.05)"),
+    Option("delta", _unit_open, 0.05, "confidence delta of beta_t and xi (paper 004's example: 0.05)"),
     Option("beta_scale", nonneg_float, 1.0, "multiplier of paper 004's beta_t (1: the theory's)"),
     Option("xi_scale", nonneg_float, 1.0, "multiplier of paper 004's xi(n) (1: the theory's; smaller eliminates "
            "sooner and voids the guarantee)"),
@@ -848,7 +860,7 @@ RULE_OPTIONS: dict[str, tuple[Option, ...]] = {
             Option("radius", nonneg_float, 0.1, "with beta=001: the radius in the papers' 1/lambda-scaled units "
                    "(001's experiments and code: 0.1)"),
             Option("fnorm", nonneg_float, 1.0, "with beta=002: the RKHS-norm bound F (the BKB code's default 1)"),
-            Option("delta", nonneg_float, 0.5, "with beta=002: the confidence delta (the BKB code's default 0.5)")),
+            Option("delta", _unit_open, 0.5, "with beta=002: the confidence delta (the BKB code's default 0.5)")),
     "bucb": (Option("omega", nonneg_float, 1.0, "GP-BUCB ω of η_t = √(2π)^ω / (2|A|^ω t^ξ)", "003 Thm. 3.1",
                     aliases=("w",), metavar="NUMBER"),
              Option("xi", nonneg_float, 1.0, "GP-BUCB ξ of η_t", "003 Thm. 3.1 (Fig. 3 also runs 0.5)", aliases=("x",),
@@ -901,7 +913,7 @@ def _bound_b(name, value):
 BOUND_OPTIONS: tuple[Option, ...] = (
     Option("b", _bound_b, "oracle", "B, the RKHS-norm bound of f - m in the prior's RKHS (gp-amm[b=10]); "
            "'oracle': the truth's own norm, as paper 000's experiments give the true B"),
-    Option("delta", nonneg_float, 0.01, "confidence 1 - delta (paper 000 Sec. 7: 0.01)"),
+    Option("delta", _unit_open, 0.01, "confidence 1 - delta (paper 000 Sec. 7: 0.01)"),
     Option("eta", nonneg_float, 0.002, "gp-igp's eta (paper 000 Sec. 7: 2/T at T = 1000)"),
     Option("c", positive_float, 1.0, "the mixture scale c, fixed in advance: the model's prior is c times the "
            "prior's covariance (1: the prior's own sigma_0^2; paper 000 uses c = 1 for RBF)"),

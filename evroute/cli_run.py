@@ -121,7 +121,9 @@ def models_cmd() -> None:
         print(f"{title}:")
         registry.load_all()
         for name in registry.names():
-            print("  " + registry.get(name).help().replace("\n", "\n  "))
+            origin = registry.origin(name)
+            print("  " + registry.get(name).help().replace("\n", "\n  ")
+                  + ("" if origin == "built-in" else f"\n    (from {origin})"))
         print()
 
 

@@ -33,13 +33,15 @@ ProgressOpt = Annotated[bool | None, typer.Option(
     "--progress/--no-progress", help="Spinners while networks, kernels and factors are built (default: on a terminal).")]
 
 
-def with_settings(names, *, show_defaults: bool = True):
+def with_settings(names, *, show_defaults: bool = True, table=None):
     """Add the command-line options of some run settings (:data:`evroute.settings.RUN_SETTINGS`) to a
     command whose last parameter is ``**settings``: each option's flag, help, bounds and default
     come from its one declaration, so ``simulate`` and ``compare`` share them and no help is stale.
-    The command receives the given values (text, or True for a flag) in ``settings``; those not
-    given are left out. ``show_defaults=False`` for a command whose defaults come from elsewhere
-    (a preset)."""
+    The command receives the given values (converted by their declaration) in ``settings``; those
+    not given are left out. ``show_defaults=False`` for a command whose defaults come from
+    elsewhere (a preset). ``table``: another mapping of names to :class:`evroute.specs.Option`
+    (a component's declared options, e.g. the sumo truth's for ``evroute sumo atlas``)."""
+    declared = table if table is not None else RUN_SETTINGS
 
     def decorate(func):
         sig = inspect.signature(func)
@@ -47,7 +49,7 @@ def with_settings(names, *, show_defaults: bool = True):
         params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
                   if p.kind is not inspect.Parameter.VAR_KEYWORD]
         for name in names:
-            opt = RUN_SETTINGS[name]
+            opt = declared[name]
             help_text = opt.describe(with_default=show_defaults) + "."
             if opt.default is False:  # a flag: given or not
                 annotation = Annotated[bool, typer.Option(opt.cli_flag, help=help_text)]
@@ -62,7 +64,7 @@ def with_settings(names, *, show_defaults: bool = True):
         @functools.wraps(func)
         def command(**kwargs):
             # converted here, so that a bad value's error names the flag the user typed
-            given = {k: RUN_SETTINGS[k](kwargs[k], RUN_SETTINGS[k].cli_flag) for k in names
+            given = {k: declared[k](kwargs[k], declared[k].cli_flag) for k in names
                      if kwargs.get(k) not in (None, False)}
             for k in names:
                 kwargs.pop(k, None)

@@ -17,7 +17,9 @@ from .cli_settings import (
     OverwriteFileOpt,
     ProgressOpt,
     VehicleOpt,
+    with_settings,
 )
+from .settings import SUMO_TRUTH_OPTIONS
 
 app = typer.Typer(help="SUMO's EV model in simulated traffic, a physical truth (pip install \"evroute[sumo]\").",
                   no_args_is_help=True, **HELP_STYLE)
@@ -55,29 +57,27 @@ def conservation_lines(c: dict, trip: str) -> list[str]:
     return lines
 
 
+#: The options of the sumo truth ``evroute sumo atlas`` takes: its flags, help, bounds and defaults
+#: come from the truth's own declarations (one atlas for both).
+ATLAS_OPTIONS = ("rate", "hours", "probes", "atlas_seed", "demand")
+
+
 @app.command("atlas")
+@with_settings(ATLAS_OPTIONS, table={o.name: o for o in SUMO_TRUTH_OPTIONS})
 def sumo_atlas_cmd(
     network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
     route: Annotated[str | None, typer.Option("--route", help="Probe vehicles drive every edge between this "
                                               "trip's ends (A or B; default A).")] = None,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
-    rate: Annotated[float, typer.Option(help="Background traffic: random trips an hour; in (0, 1e6].")] = 1800.0,
-    hours: Annotated[float, typer.Option(help="Simulated hours; in (0, 24].")] = 0.5,
-    probes: Annotated[int, typer.Option(help="Traversals of every edge between the trip's ends by probe "
-                                        "vehicles; 0 to 100.")] = 3,
-    seed: Annotated[int, typer.Option(help="Seed of the demand and of SUMO; 0 to 2^31-1.")] = 0,
-    demand: Annotated[str | None, typer.Option("--demand", metavar="ROUTES.xml", help="A SUMO route file as the "
-                                               "background traffic instead of --rate random trips (its vehicles "
-                                               "become --vehicle; trips may name OSM node ids with fromJunction/"
-                                               "toJunction); --hours then only spreads the probes.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for atlas.parquet, atlas.json and the plot "
                                              "atlas.png/svg (E_det against SUMO).")] = None,
     fit: Annotated[bool, typer.Option("--fit", help="Also fit sigma_0, the noise and the lengthscale of the "
                                       "agents' prior by type-II maximum likelihood on the atlas's first half.")] = False,
     overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+    **truth_options,
 ) -> None:
     """Build (or read from the cache) the energy atlas of a network: one row per traversal of an
-    edge in SUMO with traffic; the same atlas --truth sumo[...] uses."""
+    edge in SUMO with traffic; the same atlas --truth sumo[...] uses (its options are the truth's)."""
     from .energy import load_vehicle
     from .environments import TRUTHS
     from .io import atomic_write_parquet, atomic_write_text, generator
@@ -90,8 +90,7 @@ def sumo_atlas_cmd(
     from .runs import check_output_file
     from .sumo import atlas_conservation, build_atlas, edet_agreement, fit_hyperparameters
 
-    options = TRUTHS.get("sumo").resolve({"rate": rate, "hours": hours, "probes": probes, "atlas_seed": seed,
-                                          "demand": demand})
+    options = TRUTHS.get("sumo").resolve(truth_options)
     configure_progress(progress)
     if out is not None:
         for name in ("atlas.parquet", "atlas.json", "atlas.png", "atlas.svg"):

@@ -24,7 +24,7 @@ from pathlib import Path
 from .config import SimulationConfig
 from .errors import EvrouteError
 from .network import load_network
-from .problem import agent_prior, make_agent, prepare_problem
+from .problem import agent_prior, make_agent, prepare_problem, prior_key, problem_key
 from .runs import prepare_out_dir, write_run
 from .simulation import limit_blas, run_bandit, run_config
 
@@ -67,11 +67,10 @@ def cached_network(name: str, osm: str | None = None, dem: str | None = None):
 def cached_problem(cfg: SimulationConfig):
     """The prepared problem of a run (network, route, prior, truth), once per process.
 
-    It depends on the network, the route, the vehicle, the seed, the truth and the scales only.
+    It depends on the settings :func:`evroute.problem.prepare_problem` reads only
+    (:data:`evroute.problem.PROBLEM_SETTINGS`: the key is their values, not a list kept here).
     """
-    key = (cfg.network, cfg.osm, cfg.dem, cfg.vehicle, cfg.route, cfg.from_point, cfg.to_point, cfg.seed,
-           float(cfg.truth_lengthscale), str(cfg.truth), cfg.truth_vehicle(), cfg.prior_std, cfg.noise_std,
-           cfg.prior_drives)
+    key = problem_key(cfg)
 
     def build():
         net = cached_network(cfg.network, cfg.osm, cfg.dem)
@@ -83,8 +82,7 @@ def cached_problem(cfg: SimulationConfig):
 def cached_prior(cfg: SimulationConfig, problem):
     """The agent's prior of a run (:func:`evroute.problem.agent_prior`), once per process:
     its dense covariance is built on first use and kept with it."""
-    key = (problem.net.cache_key, cfg.kernel, float(cfg.lengthscale), float(cfg.kappa), float(cfg.nu),
-           float(problem.prior_var), problem.prior_mean.tobytes(), float(cfg.vehicle_scale))
+    key = (problem.net.cache_key, prior_key(cfg), float(problem.prior_var), problem.prior_mean.tobytes())
     return _lru_get(_PRIORS, key, lambda: agent_prior(cfg, problem), _CACHE_SIZES["priors"])
 
 

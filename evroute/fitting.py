@@ -26,7 +26,10 @@ from .linalg import jittered_cholesky
 from .noise import edge_noise_std, fit_noise_model
 from .prior import NetworkPrior
 
-__all__ = ["FIT_LENGTHSCALES", "edge_statistics", "fit_prior", "check_prior"]
+__all__ = ["FIT_LENGTHSCALES", "FIT_MAX_EDGES", "edge_statistics", "fit_prior", "check_prior"]
+
+#: At most this many of the best-covered edges enter a fit (the dense |O|×|O| block).
+FIT_MAX_EDGES = 3000
 
 #: The grid of context lengthscales :func:`fit_prior` tries.
 FIT_LENGTHSCALES = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -46,11 +49,12 @@ def edge_statistics(table: pd.DataFrame, n_edges: int, column: str = "edge_wh"):
 
 
 def fit_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", kappa: float = 1.0, nu: float = 2.0,
-              lengthscales=FIT_LENGTHSCALES, max_edges: int = 3000, column: str = "edge_wh",
-              what: str = "the traversals", noise_sd=None) -> dict:
+              lengthscales=FIT_LENGTHSCALES, column: str = "edge_wh", what: str = "the traversals",
+              noise_sd=None) -> dict:
     """σ₀, ς and the context lengthscale ℓ of the prior GP(E_det, σ₀² k_ℓ) with noise ς, by type-II
-    maximum likelihood on ``table``'s traversals (see the module docstring). At most ``max_edges``
-    of the best-covered edges with two traversals or more enter (the dense |O|×|O| block);
+    maximum likelihood on ``table``'s traversals (see the module docstring). At most
+    :data:`FIT_MAX_EDGES` of the best-covered edges with two traversals or more enter (the dense
+    |O|×|O| block);
     ``what`` names the traversals in the error. ``noise_sd`` (length E): a per-edge noise model's
     ς_e (:func:`evroute.noise.fit_noise_model`), held fixed; σ₀ and ℓ are then fitted under it
     and ``noise_std`` reports the root mean square of ς_e over the edges that entered.
@@ -69,7 +73,7 @@ def fit_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", kapp
     e_det = np.asarray(e_det, dtype=np.float64)
     n, s1, s2 = edge_statistics(table, net.n_edges, column)
     edges = np.flatnonzero(n >= 2)
-    edges = np.sort(edges[np.argsort(-n[edges], kind="stable")[:max_edges]])
+    edges = np.sort(edges[np.argsort(-n[edges], kind="stable")[:FIT_MAX_EDGES]])
     if edges.size < 10:
         raise EvrouteError(f"{what} has fewer than 10 edges with two traversals: nothing to fit")
     ne, ybar = n[edges], s1[edges] / n[edges]
@@ -115,8 +119,7 @@ def _predict(K, m, n, s1, observed, target, noise_var):
 
 
 def check_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", kappa: float = 1.0, nu: float = 2.0,
-                seed: int = 0, column: str = "edge_wh", max_edges: int = 3000,
-                lengthscales=FIT_LENGTHSCALES) -> dict:
+                seed: int = 0, column: str = "edge_wh", lengthscales=FIT_LENGTHSCALES) -> dict:
     """Fit the prior on half of the trips and predict the other half's traversals.
 
     The trips are split at random (``seed``) into a training and a held-out half; σ₀, ς and ℓ
@@ -143,16 +146,15 @@ def check_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", ka
     train_trips = set(trips[rng.permutation(trips.size)[: trips.size // 2]].tolist())
     is_train = table.trip.astype(str).isin(train_trips).to_numpy()
     train, test = table[is_train], table[~is_train]
-    fit = fit_prior(net, e_det, train, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
-                    max_edges=max_edges, column=column)
+    fit = fit_prior(net, e_det, train, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales, column=column)
     s0, sn = fit["prior_std"] ** 2, fit["noise_std"] ** 2
     n, s1, _ = edge_statistics(train, net.n_edges, column)
     obs = np.flatnonzero(n > 0)
-    obs = np.sort(obs[np.argsort(-n[obs], kind="stable")[:max_edges]])
+    obs = np.sort(obs[np.argsort(-n[obs], kind="stable")[:FIT_MAX_EDGES]])
     tn, ts1, _ = edge_statistics(test, net.n_edges, column)
     tgt = np.flatnonzero(tn > 0)
     block = np.union1d(obs, tgt)
-    if block.size > 2 * max_edges:
+    if block.size > 2 * FIT_MAX_EDGES:
         tgt = np.intersect1d(tgt, obs)
         block = obs
     where = {int(e): i for i, e in enumerate(block.tolist())}
@@ -175,7 +177,7 @@ def check_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", ka
     if nm is not None:
         sd_e = edge_noise_std(net, nm["spec"])
         f2 = fit_prior(net, e_det, train, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
-                       max_edges=max_edges, column=column, noise_sd=sd_e)
+                       column=column, noise_sd=sd_e)
         K2 = f2["prior_std"] ** 2 * NetworkPrior(net, np.zeros(net.n_edges), kernel, f2["lengthscale"], kappa, nu,
                                                   1.0).block(block)
         cases.append(("edge_noise", K2, sd_e[block] ** 2))

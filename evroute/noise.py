@@ -119,7 +119,6 @@ def fit_noise_model(net, table: pd.DataFrame, column: str = "edge_wh", what: str
         raise EvrouteError(f"{what}: edge ids outside 0..{net.n_edges - 1}: not traversals of this network")
     n = np.bincount(e, minlength=net.n_edges).astype(np.float64)
     s1 = np.bincount(e, weights=y, minlength=net.n_edges)
-    s2 = np.bincount(e, weights=y * y, minlength=net.n_edges)
     keep = np.flatnonzero(n >= max(int(min_traversals), 2))
     if keep.size < 10:
         raise EvrouteError(f"{what} has fewer than 10 edges with {max(int(min_traversals), 2)} traversals: no noise "

@@ -41,7 +41,27 @@ from .progress import stage
 from .routes import edge_energies, resolve_route
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
-           "weight_inputs"]
+           "weight_inputs", "PROBLEM_SETTINGS", "PRIOR_SETTINGS", "problem_key", "prior_key"]
+
+
+#: The settings :func:`prepare_problem` reads (the world of a run, as one seed draws it): a prepared
+#: problem is kept by their values (:func:`problem_key`; :func:`evroute.executors.cached_problem`).
+#: ``tests/test_config.py`` checks that it reads no other.
+PROBLEM_SETTINGS = ("network", "osm", "dem", "vehicle", "route", "from_point", "to_point", "seed", "truth",
+                    "truth_lengthscale", "truth_prior", "prior_std", "noise_std", "prior_drives")
+#: The settings :func:`agent_prior` reads besides the problem (its kernel and the vehicle scale).
+PRIOR_SETTINGS = ("kernel", "lengthscale", "kappa", "nu", "vehicle_scale")
+
+
+def problem_key(cfg) -> tuple:
+    """The values of :data:`PROBLEM_SETTINGS` of ``cfg``: two configurations with the same key
+    prepare the same problem (a cache key, hashable)."""
+    return tuple((name, getattr(cfg, name)) for name in PROBLEM_SETTINGS)
+
+
+def prior_key(cfg) -> tuple:
+    """The values of :data:`PRIOR_SETTINGS` of ``cfg`` (with the problem's, the agents' prior)."""
+    return tuple((name, getattr(cfg, name)) for name in PRIOR_SETTINGS)
 
 
 @dataclass

@@ -13,7 +13,10 @@ here and imported there.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .components import component_names
+from .errors import EvrouteError
 from .specs import Option, deferred
 from .validate import (
     MAX_SEED,
@@ -30,7 +33,8 @@ from .validate import (
 __all__ = ["RUN_SETTINGS", "NETWORK_SETTINGS", "ROUTE_SETTINGS", "VEHICLE_SETTINGS", "AGENT_SETTINGS",
            "LOOP_SETTINGS", "KERNEL_SETTINGS", "SCALE_SETTINGS", "ENVIRONMENT_SETTINGS", "PRIOR_SETTINGS",
            "OPTIMUM_SETTINGS", "WEIGHT_RULES", "KERNEL_KINDS", "check_kappa", "check_nu", "check_lengthscale", "check_std_wh",
-           "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE", "MAX_TIME_LIMIT"]
+           "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE", "MAX_TIME_LIMIT", "SUMO_TRUTH_OPTIONS",
+           "demand_file"]
 
 # --- network and trip ---------------------------------------------------------
 
@@ -217,3 +221,43 @@ OPTIMUM_SETTINGS = (
 RUN_SETTINGS: dict[str, Option] = {o.name: o for o in (
     *NETWORK_SETTINGS, *ROUTE_SETTINGS, *VEHICLE_SETTINGS, *AGENT_SETTINGS, *LOOP_SETTINGS, *KERNEL_SETTINGS,
     *SCALE_SETTINGS, *ENVIRONMENT_SETTINGS, *PRIOR_SETTINGS, *OPTIMUM_SETTINGS)}
+
+
+# --- the sumo truth's options --------------------------------------------------------------
+
+def _hour(name, value):
+    return None if value in (None, "none") else in_range(0, None, why="an hour of the simulation")(name, value)
+
+
+def demand_file(name, value):
+    """A SUMO route file that exists (the text as given: config.json names it as the user did)."""
+    if value in (None, "none", "random"):
+        return None
+    path = Path(str(value)).expanduser()
+    if not path.is_file():
+        raise EvrouteError(f"{name}: no such file: {value}")
+    return str(value)
+
+
+#: The options of ``--truth sumo[...]`` (:mod:`evroute.sumo` registers the truth with them), declared
+#: here, where importing them costs nothing: ``evroute sumo atlas`` makes its flags of them.
+SUMO_TRUTH_OPTIONS = (
+    Option("rate", in_range(0, 1e6, lo_open=True, why="random trips an hour"), 1800.0,
+           "background traffic: random trips an hour", "measured: 1,800 trips over 30 min give Monaco a realistic traffic",
+           metavar="NUMBER"),
+    Option("hours", in_range(0, 24, lo_open=True, why="simulated hours"), 0.5, "simulated time span (hours)",
+           metavar="NUMBER"),
+    Option("probes", int_range(0, 100, why="traversals of every edge between the trip's ends"), 3,
+           "probe vehicles drive every edge on a route between the trip's ends this many times", metavar="INT"),
+    Option("atlas_seed", int_range(0, 2**31 - 1, why="SUMO's seed"), 0, "seed of the demand and of SUMO (the "
+           "run's seed draws the observations)", flag="--seed", metavar="INT"),
+    Option("hour", _hour, None, "only traversals entered in this hour of the simulation (rush hour and night "
+           "differ); default all"),
+    Option("min_traversals", int_range(1, 10_000), 3, "fewer traversals: the edge keeps E_det (the fallback)"),
+    Option("demand", demand_file, None, "a SUMO route file as the background traffic instead of random trips "
+           "(its vehicles become the run's car; trips may name OSM node ids with fromJunction/toJunction; the atlas "
+           "is keyed by its content); default random", metavar="ROUTES.xml"),
+    Option("turns", flag, True, "edges plus turns: each traversal's kinetic-energy change moved out of the edge onto "
+           "the junction where the car braked and accelerated (false: the whole energy booked on the edge, which "
+           "creates energy edge by edge)", "the kinetic split, docs/reproductions/sumo.md"),
+)

@@ -46,7 +46,14 @@ from .config import SimulationConfig
 from .errors import Interrupted
 from .loop import run_loop
 from .prior import NOISE_SCALE, PRIOR_SCALE
-from .problem import Problem, agent_prior, exact_optimum_cached, make_agent, make_environment, prepare_problem
+from .problem import (
+    Problem,
+    agent_prior,
+    exact_optimum_cached,
+    make_agent,
+    make_environment,
+    prepare_problem,
+)
 from .runs import RunResult, check_out_dir, prepare_out_dir, write_run
 from .validate import nonneg_int
 

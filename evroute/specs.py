@@ -273,12 +273,42 @@ class Registry:
         The family's built-in names and the module whose import registers each
         (:data:`evroute.components.BUILTIN`): they are listed before they are imported, and
         the first :meth:`get` of one imports its module.
+    plugins : callable, optional
+        ``plugins() -> {name: (module, distribution)}``: the family's components declared by
+        installed packages (:func:`evroute.components.plugin_catalogue`), asked once, when a
+        name is first listed or looked up; each then works as a built-in one.
     """
 
-    def __init__(self, kind: str, sort: bool = True, example: str = "", catalogue: Mapping[str, str] | None = None):
+    def __init__(self, kind: str, sort: bool = True, example: str = "", catalogue: Mapping[str, str] | None = None,
+                 plugins: Callable[[], Mapping[str, tuple[str, str]]] | None = None):
         self.kind, self.sort, self.example = kind, sort, example or "name[key=value]"
         self._entries: dict[str, Entry] = {}
-        self._catalogue = dict(catalogue or {})
+        self._builtin = dict(catalogue or {})
+        self._plugins_source = plugins
+        self._plugins: dict[str, tuple[str, str]] | None = None if plugins is not None else {}
+        self._merged: dict[str, str] | None = None
+
+    @property
+    def _catalogue(self) -> dict[str, str]:
+        """Built-in names, then plug-in names → the module whose import registers each."""
+        if self._merged is None:
+            if self._plugins is None:
+                self._plugins = {k: v for k, v in self._plugins_source().items() if k not in self._builtin}
+            self._merged = {**self._builtin, **{k: m for k, (m, _) in self._plugins.items()}}
+        return self._merged
+
+    def origin(self, name: str) -> str:
+        """Where a component comes from: ``built-in``, ``plug-in DIST (MODULE)`` or ``registered by
+        MODULE`` (code that called the family's register function)."""
+        key = str(name).strip().lower()
+        if key in self._builtin:
+            return "built-in"
+        self._catalogue  # noqa: B018 (reads the plug-ins once)
+        if key in self._plugins:
+            module, dist = self._plugins[key]
+            return f"plug-in {dist} ({module})"
+        entry = self.get(key)
+        return f"registered by {getattr(entry.factory, '__module__', None) or 'unknown code'}"
 
     def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
                  description: str = "", overwrite: bool = False, capabilities: Iterable[str] = (),
@@ -312,13 +342,15 @@ class Registry:
         if key not in self._entries and key in self._catalogue:
             importlib.import_module(self._catalogue[key])  # its registration call makes the entry
             if key not in self._entries:
-                raise EvrouteError(f"{self.kind} {key!r}: {self._catalogue[key]} does not register it (a bug in evroute)")
+                whose = "evroute" if key in self._builtin else f"the plug-in {self._plugins[key][1]}"
+                raise EvrouteError(f"{self.kind} {key!r}: {self._catalogue[key]} does not register it (a bug in {whose})")
         if key not in self._entries:
             raise EvrouteError(f"unknown {self.kind} {str(name)!r:.60}; choose one of: {', '.join(self.names())}")
         return self._entries[key]
 
     def load_all(self) -> None:
-        """Import every built-in component of the family (for listings of their options)."""
+        """Import every built-in and plug-in component of the family (for listings of their
+        options)."""
         for module in dict.fromkeys(self._catalogue.values()):
             importlib.import_module(module)
 

@@ -57,14 +57,13 @@ from .environments import Truth, Turns, noise_at, register_truth
 from .errors import EvrouteError, EvrouteWarning
 from .fitting import FIT_LENGTHSCALES, fit_prior
 from .io import atomic_path, atomic_write_text, generator
-from .noise import edge_noise_std, fit_noise_model
 from .network import network_spec, resolve_osm_path
+from .noise import edge_noise_std, fit_noise_model
 from .oracle import Oracle
 from .osm import node_elevations, write_osm_xml
 from .progress import stage
-from .specs import Option
+from .settings import SUMO_TRUTH_OPTIONS
 from .synthetic import synthetic_graph
-from .validate import flag, in_range, int_range, nonneg_float
 
 __all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "AtlasTruth", "sumo_truth", "build_atlas", "atlas_turns",
            "kinetic_wh", "kinetic_potential_wh", "speed_change_wh", "atlas_conservation", "drive_predictions",
@@ -964,37 +963,7 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, e_det:
     return out
 
 
-def _hour(name, value):
-    return None if value in (None, "none") else nonneg_float(name, value)
-
-
-def demand_file(name, value):
-    """A SUMO route file that exists (the text as given: config.json names it as the user did)."""
-    if value in (None, "none", "random"):
-        return None
-    path = Path(str(value)).expanduser()
-    if not path.is_file():
-        raise EvrouteError(f"{name}: no such file: {value}")
-    return str(value)
-
-
-register_truth("sumo", sumo_truth, options=(
-    Option("rate", in_range(0, 1e6, lo_open=True, why="random trips an hour"), 1800.0,
-           "background traffic: random trips an hour", "measured: 1,800 trips over 30 min give Monaco a realistic traffic"),
-    Option("hours", in_range(0, 24, lo_open=True, why="simulated hours"), 0.5, "simulated time span (hours)"),
-    Option("probes", int_range(0, 100, why="traversals of every edge between the trip's ends"), 3,
-           "probe vehicles drive every edge on a route between the trip's ends this many times"),
-    Option("atlas_seed", int_range(0, 2**31 - 1, why="SUMO's seed"), 0, "seed of the demand and of SUMO (the "
-           "run's seed draws the observations)"),
-    Option("hour", _hour, None, "only traversals entered in this hour of the simulation (rush hour and night "
-           "differ); default all"),
-    Option("min_traversals", int_range(1, 10_000), 3, "fewer traversals: the edge keeps E_det (the fallback)"),
-    Option("demand", demand_file, None, "a SUMO route file as the background traffic instead of random trips "
-           "(its vehicles become the run's car; the atlas is keyed by its content); default random"),
-    Option("turns", flag, True, "edges plus turns: each traversal's kinetic-energy change moved out of the edge onto "
-           "the junction where the car braked and accelerated (false: the whole energy booked on the edge, which "
-           "creates energy edge by edge)", "the kinetic split, docs/reproductions/sumo.md"),
-), description="per-edge energies from SUMO's EV model in simulated traffic (an atlas; needs "
+register_truth("sumo", sumo_truth, options=SUMO_TRUTH_OPTIONS, description="per-edge energies from SUMO's EV model in simulated traffic (an atlas; needs "
                f"{SUMO_INSTALL}); an observation is one recorded traversal", requires=(("sumo", "sumolib"), SUMO_INSTALL))
 
 
@@ -1004,7 +973,7 @@ register_truth("sumo", sumo_truth, options=(
 
 
 def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, kernel: str = "combined", kappa: float = 1.0,
-                        nu: float = 2.0, lengthscales=FIT_LENGTHSCALES, max_edges: int = 3000,
+                        nu: float = 2.0, lengthscales=FIT_LENGTHSCALES,
                         column: str = "edge_wh") -> dict:
     """σ₀, ς and the context lengthscale ℓ of the agents' prior GP(E_det, σ₀² k_ℓ) with noise ς,
     by type-II maximum likelihood (:func:`evroute.fitting.fit_prior`) on the first half of the
@@ -1023,11 +992,11 @@ def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, kernel: str = "com
     half = t[t.enter_s < span / 2]
     what = "the atlas's first half"
     out = fit_prior(net, e_det, half, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
-                    max_edges=max_edges, column=column, what=what)
+                    column=column, what=what)
     # the per-edge noise model (evroute.noise) on the same traversals, then σ₀ and ℓ under it
     noise = fit_noise_model(net, half, column=column, what=what)
     under = fit_prior(net, e_det, half, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
-                      max_edges=max_edges, column=column, what=what, noise_sd=edge_noise_std(net, noise["spec"]))
+                      column=column, what=what, noise_sd=edge_noise_std(net, noise["spec"]))
     out["noise_model"] = {**noise, "prior_std": under["prior_std"], "lengthscale": under["lengthscale"],
                           "neg_log_likelihood_with_prior": under["neg_log_likelihood"]}
     return out

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from evroute.energy import load_vehicle
-from evroute.oracle import Oracle
 from evroute.network import load_network
+from evroute.oracle import Oracle
 from evroute.prior import NetworkPrior
 from evroute.routes import edge_energies, resolve_route
 from evroute.sumo import build_atlas

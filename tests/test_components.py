@@ -35,3 +35,66 @@ def test_a_listed_name_imports_its_module_on_first_use():
 def test_help_lists_follow_the_registries():
     assert REGISTRIES["policy"].names()[:3] == ["gp-ucb", "gp-bucb", "gp-ts"]
     assert REGISTRIES["model"].names() == sorted(BUILTIN["model"])
+
+
+# --------------------------------------------------------------------------------------
+# declared once: what a declaration accepts, the constructor builds
+# --------------------------------------------------------------------------------------
+
+#: Values each option is tried with: those its declaration accepts must build the component.
+_PROBES = (0, 1e-9, 0.5, 1, 2, 10, 1e6, True, False)
+
+
+def _accepted(option):
+    out = []
+    for v in _PROBES:
+        try:
+            option.convert(option.name, v)
+        except Exception:  # noqa: BLE001 (the declaration refuses it: nothing to build)
+            continue
+        out.append(v)
+    return out
+
+
+def _specs(registry, skip=()):
+    """``name[option=value]`` of every registered component and every probe value its declaration
+    accepts (required options given 1)."""
+    from evroute.specs import format_value
+
+    for name in registry.names():
+        if name in skip:
+            continue
+        entry = registry.get(name)
+        required = {o.name: 1 for o in entry.options if o.required}
+        for o in entry.options:
+            for v in _accepted(o):
+                given = {**required, o.name: v}
+                yield name, f"{name}[{','.join(f'{k}={format_value(x)}' for k, x in given.items())}]"
+
+
+def test_every_value_a_declaration_accepts_is_built():
+    """Every registered agent, backend, truth and closure pattern, with each of its options at
+    each probe value its declaration accepts: the constructor builds it (it does not refuse, after
+    the network has loaded, what the flag let through; e.g. a confidence delta of 0)."""
+    import numpy as np
+
+    from evroute.agents import POLICIES, make_agent
+    from evroute.environments import CLOSURES, TRUTHS, TruthSetup, make_truth, parse_closures
+    from evroute.errors import EvrouteError
+    from evroute.models import MODELS, make_model
+    from evroute.testing import small_problem
+
+    p = small_problem()
+    setup = TruthSetup(p.net, p.prior.mean, float(p.prior.prior_var), float(np.sqrt(p.noise_var)), 0)
+    build = [(POLICIES, (), lambda s: make_agent(s, p.setup())),
+             (MODELS, ("svgp",), lambda s: make_model(s, p.prior, noise_var=p.noise_var)),  # svgp: tests/test_svgp.py
+             (TRUTHS, ("sumo",), lambda s: make_truth(s, setup)),  # sumo: an atlas, tests/test_sumo.py
+             (CLOSURES, (), lambda s: CLOSURES.get(parse_closures(s).name).factory(**parse_closures(s).options))]
+    refused = []
+    for registry, skip, make in build:
+        for _, spec in _specs(registry, skip):
+            try:
+                make(spec)
+            except EvrouteError as exc:
+                refused.append(f"{spec}: {exc}")
+    assert not refused, "declared but refused by the constructor:\n" + "\n".join(refused)

@@ -212,3 +212,34 @@ def test_evroute_error_is_a_value_error():
     """As scikit-learn's and BoTorch's input errors: library callers may catch ValueError."""
     with pytest.raises(ValueError, match="unknown policy"):
         SimulationConfig(policy="gp-magic")
+
+
+class _Recorder:
+    """A configuration that records which of its settings are read."""
+
+    def __init__(self, cfg):
+        object.__setattr__(self, "_cfg", cfg)
+        object.__setattr__(self, "read", set())
+
+    def __getattr__(self, name):
+        self.read.add(name)
+        return getattr(self._cfg, name)
+
+
+@pytest.mark.parametrize("extra", [{}, {"truth_prior": "delivery-van", "noise_std": "edge[a=2,b_per_km=10]",
+                                        "prior_std": 9.0, "vehicle_scale": 0.3, "kernel": "graph"}])
+def test_the_problem_and_prior_read_only_the_settings_of_their_cache_keys(synthetic, extra):
+    """prepare_problem and agent_prior read no setting outside PROBLEM_SETTINGS / PRIOR_SETTINGS
+    (the keys the compare workers keep them by: a new world setting left out of a key would
+    reuse a stale problem), and read every one of them (no dead entries)."""
+    from evroute.problem import PRIOR_SETTINGS, PROBLEM_SETTINGS, agent_prior, prepare_problem
+
+    cfg = SimulationConfig(network="synthetic", horizon=3, **extra)
+    rec = _Recorder(cfg)
+    problem = prepare_problem(rec, net=synthetic)
+    derived = {"truth_vehicle"}  # a method of the configuration reading vehicle and truth_prior
+    assert rec.read - derived <= set(PROBLEM_SETTINGS), rec.read - set(PROBLEM_SETTINGS)
+    assert set(PROBLEM_SETTINGS) - {"osm", "dem", "from_point", "to_point"} <= rec.read | {"vehicle", "truth_prior"}
+    rec = _Recorder(cfg)
+    agent_prior(rec, problem)
+    assert rec.read <= set(PRIOR_SETTINGS) and rec.read >= {"kernel", "lengthscale", "vehicle_scale"}

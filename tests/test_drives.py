@@ -121,6 +121,32 @@ def test_a_stop_at_a_junction_is_split_into_the_edges_kinetic_parts():
         assert r[5] == pytest.approx(base, rel=1e-9)
 
 
+def test_the_sumo_boundary_books_whole_steps_past_the_junction():
+    """``boundary="sumo"``: each one-second step counts whole for the edge where it ends, the edges
+    ending SUMO_JUNCTION_OFFSET_M past the junction's centre (SUMO's accounting, computed here by
+    walking the fixes); ``centre`` interpolates at the centre (a linear energy: exact)."""
+    from evroute.drives import SUMO_JUNCTION_OFFSET_M
+
+    length = np.array([100.0, 100.0, 100.0, 100.0])
+    route = [0, 1, 2, 3]
+    t = np.arange(0.0, 41.0)
+    s = np.clip(t * 9.7 + 1.3, 0, 400)  # fixes fall between the junctions
+    energy = t ** 2  # any trip meter
+    rows = {r[0]: r for r in trip_traversals(route, s, t, energy, np.full(t.size, 9.7), np.zeros(t.size), length,
+                                              boundary="sumo")}
+    ends = np.cumsum(length) + SUMO_JUNCTION_OFFSET_M  # edge k ends here, along the route
+    edge_of = np.searchsorted(ends, s, side="right")  # the edge each fix (a step's end) lies on
+    for k in (1, 2):
+        steps = np.flatnonzero(edge_of[1:] == k) + 1  # the steps (i-1, i] ending on edge k
+        assert rows[k][4] == pytest.approx(float(np.sum(energy[steps] - energy[steps - 1])), rel=1e-12)
+        assert rows[k][2] == t[steps[0] - 1] and rows[k][3] == t[steps[-1]] - t[steps[0] - 1]
+    centre = {r[0]: r for r in trip_traversals(route, s, t, 5.0 * s, np.full(t.size, 9.7), np.zeros(t.size),
+                                                length)}
+    assert centre[1][4] == pytest.approx(500.0, rel=1e-12) and centre[2][4] == pytest.approx(500.0, rel=1e-12)
+    with pytest.raises(EvrouteError, match="boundary"):
+        trip_traversals(route, s, t, energy, np.full(t.size, 9.7), np.zeros(t.size), length, boundary="edge")
+
+
 def test_energy_power_and_state_of_charge_read_the_same(tmp_path):
     """The three energy sources give one trip meter: power integrated by the trapezoid rule,
     the state of charge times the capacity."""

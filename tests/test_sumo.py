@@ -5,6 +5,7 @@ and a climb against Eq. 8."""
 from __future__ import annotations
 
 import builtins
+import inspect
 import subprocess
 import time
 
@@ -484,19 +485,22 @@ def test_users_demand_becomes_the_runs_car(atlas, tmp_path, capsys):
         build_atlas(net, "synthetic", load_vehicle(None), demand=str(tmp_path / "empty.xml"), **{**kw, "probes": 0})
 
 
-def test_the_atlas_commands_numbers_are_the_truths_defaults_and_typed():
-    """`evroute sumo atlas` types --rate/--hours/--probes/--seed as numbers, with the defaults the
-    truth sumo[...] declares (one atlas for both)."""
-    import inspect
-    import typing
-
-    from evroute.cli_sumo import sumo_atlas_cmd
+def test_the_atlas_commands_options_are_the_truths_declarations(capsys):
+    """`evroute sumo atlas` takes --rate/--hours/--probes/--seed/--demand from the truth sumo[...]'s
+    own declarations (one atlas for both): their help, bounds and defaults, and a bad value is
+    refused by the declaration, naming the flag, before any work."""
+    from evroute.cli import main
+    from evroute.cli_sumo import ATLAS_OPTIONS, sumo_atlas_cmd
     from evroute.environments import TRUTHS
 
     declared = {o.name: o for o in TRUTHS.get("sumo").options}
-    hints = typing.get_type_hints(sumo_atlas_cmd, include_extras=True)
     params = inspect.signature(sumo_atlas_cmd).parameters
-    for flag, option in (("rate", "rate"), ("hours", "hours"), ("probes", "probes"), ("seed", "atlas_seed")):
-        assert params[flag].default == declared[option].default, flag
-        kind = typing.get_args(hints[flag])[0]
-        assert kind in (int, float) and type(declared[option].default) is kind, flag
+    assert set(ATLAS_OPTIONS) <= set(params) and declared["atlas_seed"].cli_flag == "--seed"
+    assert main(["sumo", "atlas", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for name in ATLAS_OPTIONS:
+        assert " ".join(declared[name].describe().split()) in text, name
+    for flag, bad in (("--rate", "0"), ("--probes", "101"), ("--seed", "-1"), ("--hours", "x")):
+        assert main(["sumo", "atlas", "synthetic", flag, bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and flag in err, (flag, err)

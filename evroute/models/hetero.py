@@ -135,7 +135,7 @@ class HeteroscedasticModel(PosteriorModel):
 
     @property
     def log_evidence(self) -> float:
-        """ln p(r) = ln p(r / s) − Σ ln s_e over the observations (the change of variables)."""
+        """Ln p(r) = ln p(r / s) − Σ ln s_e over the observations (the change of variables)."""
         return float(self.inner.log_evidence) - self._log_scale_sum
 
     @property

@@ -79,10 +79,10 @@ import numpy as np
 from ..errors import EvrouteError
 from ..kernels import KERNEL_KINDS
 from ..prior import NetworkPrior
-from .hetero import WhitenedPrior
 from ..specs import Option
 from ..validate import choice, flag, nonneg_int, optional_flag, positive_float, positive_int, text
 from .base import aggregate_observations, readonly
+from .hetero import WhitenedPrior
 
 # Also available, built on first access (they need torch): SVGPModel, EdgeContextKernel,
 # EdgePriorMean, SVGPModule.

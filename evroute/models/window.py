@@ -37,17 +37,28 @@ from .base import (
     PosteriorModel,
     grouped_log_density,
 )
-from .registry import make_model
+from .registry import make_model, resolve_model
 
 __all__ = ["WindowPosterior", "make_window", "OPTIONS"]
 
 
 
 def _base(name, value) -> str:
+    """A registered static backend's spec (checked here, where it is declared: not first when
+    the window builds it)."""
     v = str(value).strip().lower()
-    if v in ("window", "kalman", "eigen"):
+    comp = resolve_model(v)  # one line naming the backends for an unknown one
+    if comp.name in ("window", "kalman", "eigen"):
         raise EvrouteError(f"{name} must be a static backend (exact, svgp, nystrom, ...), got {value!r}")
     return v
+
+
+def _every(name, value) -> int:
+    """0 (⌈1/ε⌉) or at least 2 rounds: two staggered windows."""
+    every = nonneg_int(name, value)
+    if every == 1:
+        raise EvrouteError(f"{name} must be 0 (1/eps rounds) or at least 2 rounds (two staggered windows)")
+    return every
 
 
 class WindowPosterior(PosteriorModel):
@@ -59,11 +70,9 @@ class WindowPosterior(PosteriorModel):
         self.n_arms = int(prior.n_edges)
         self.noise_var = float(noise_var)
         self.eps = unit_rate("eps", eps)
-        every = nonneg_int("every", every)
+        every = _every("every", every)
         if every == 0:
             every = max(2, math.ceil(1.0 / self.eps)) if self.eps > 0 else 0
-        if every == 1:
-            raise EvrouteError("every must be at least 2 rounds (two staggered windows)")
         self.every = every
         self._make = lambda: make_model(base, prior, noise_var=noise_var, seed=seed)
         self._models = [self._make(), self._make()]
@@ -120,7 +129,8 @@ class WindowPosterior(PosteriorModel):
 #: Options of ``--model window[...]``.
 OPTIONS = (
     Option("eps", unit_rate, 0.01, "forgetting rate the window is sized for (paper 004's kernel; 0: never restart)"),
-    Option("every", nonneg_int, 0, "restart period H in rounds (0: ceil(1/eps)); answers use the last H/2 to H rounds"),
+    Option("every", _every, 0, "restart period H in rounds, 0 or at least 2 (0: ceil(1/eps)); answers use the last "
+           "H/2 to H rounds"),
     Option("base", _base, "exact", "the static backend restarted (exact: dense or sparse GMRF by itself)"),
 )
 
