@@ -44,6 +44,11 @@ def drives_import_cmd(
     sumo_net: Annotated[Path | None, typer.Option("--sumo-net", help="The SUMO network (net.net.xml) a SUMO battery "
                                                  "output (.xml, sumo --battery-output) was recorded on; it turns the "
                                                  "positions into longitude and latitude.")] = None,
+    boundary: Annotated[str, typer.Option("--boundary", help="Where a traversal begins and ends: centre (where the "
+                                          "car passes the junction's centre, interpolated) or sumo (SUMO's own "
+                                          "accounting: each reporting step whole on the edge where it ends, edges "
+                                          "ending 6 m past the junction), to compare with SUMO's per-edge "
+                                          "energies.")] = "centre",
     jobs: Annotated[int, typer.Option("--jobs", help="Processes matching trips side by side; 0: one per usable "
                                       "CPU; 0 to 256 (the table is the same for any number).")] = 0,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
@@ -51,7 +56,7 @@ def drives_import_cmd(
 ) -> None:
     """Map-match GPS traces with energy onto a network: one row per complete traversal of an edge
     (energy, its kinetic split as the SUMO truth books it, speeds, match distance)."""
-    from .drives import import_traces, parse_columns
+    from .drives import BOUNDARIES, import_traces, parse_columns
     from .energy import load_vehicle
     from .errors import EvrouteError
     from .io import atomic_write_json, atomic_write_parquet, generator, usable_cpus
@@ -59,6 +64,7 @@ def drives_import_cmd(
     from .progress import configure as configure_progress
     from .progress import counter
     from .runs import check_output_file
+    from .validate import choice
 
     if capacity_kwh is not None and not 0 < capacity_kwh <= 1e4:
         raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
@@ -66,6 +72,7 @@ def drives_import_cmd(
         raise EvrouteError(f"--gps-noise must be in (0, 500] metres, got {gps_noise:g}")
     if not 0 <= jobs <= 256:
         raise EvrouteError(f"--jobs must be 0 to 256, got {jobs}")
+    boundary = choice("--boundary", boundary, BOUNDARIES)
     names = parse_columns(columns)
     for f in files:
         if not f.is_file():
@@ -77,7 +84,8 @@ def drives_import_cmd(
     net = load_network(network, osm=osm, dem=dem)
     with counter("matching trips") as tick:
         table, report = import_traces(files, net, columns=names, capacity_kwh=capacity_kwh, gps_noise_m=gps_noise,
-                                      vehicle=veh, progress=tick, jobs=jobs or usable_cpus(), sumo_net=sumo_net)
+                                      vehicle=veh, progress=tick, jobs=jobs or usable_cpus(), sumo_net=sumo_net,
+                                      boundary=boundary)
     summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
                "files": [str(f) for f in files], **report.to_dict()}
     out.mkdir(parents=True, exist_ok=True)

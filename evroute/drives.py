@@ -614,22 +614,25 @@ def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = 
 _WORKER: dict = {}
 
 
-def _start_worker(net, gps_noise_m: float, vehicle) -> None:
+def _start_worker(net, gps_noise_m: float, vehicle, boundary: str = "centre") -> None:
     _WORKER["matcher"] = Matcher(net, gps_noise_m)
     _WORKER["vehicle"] = vehicle
+    _WORKER["boundary"] = boundary
 
 
 def _match_in_worker(fixes: pd.DataFrame):
-    return match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"])
+    return match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"], _WORKER["boundary"])
 
 
 def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
                   gps_noise_m: float = 10.0, vehicle: Vehicle | None = None, progress=None, jobs: int = 1,
-                  sumo_net: str | Path | None = None):
+                  sumo_net: str | Path | None = None, boundary: str = "centre"):
     """Read, match and split the traces in ``paths`` on ``net``.
 
     Parameters
     ----------
+    boundary : {"centre", "sumo"}
+        Where a traversal begins and ends (:func:`trip_traversals`).
     paths : sequence of path-like
         CSV or GPX traces (:func:`read_traces`), or SUMO's battery output (``.xml``:
         :func:`read_sumo_battery`, with ``sumo_net``).
@@ -676,7 +679,7 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
     os.environ["PYTHONHASHSEED"] = "0"
     pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo))),
                                mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
-                               initargs=(net, gps_noise_m, vehicle))
+                               initargs=(net, gps_noise_m, vehicle, choice("boundary", boundary, BOUNDARIES)))
     try:
         results = pool.map(_match_in_worker, todo, chunksize=max(1, len(todo) // (8 * max(jobs, 1))))
     except BaseException:
