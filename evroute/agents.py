@@ -44,7 +44,7 @@ from .policies import (
     turn_potential,
 )
 from .prior import DiagonalPrior, ScaledPrior, ShiftedPrior
-from .specs import Component, Option
+from .specs import Component, Option, parse_spec
 from .validate import choice, flag, in_range, nonneg_float, positive_float, positive_int
 
 __all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
@@ -789,15 +789,18 @@ LOWER_CONFIDENCE_BOUND = "lower-confidence-bound"
 
 
 def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[Option, ...] = (),
-                   description: str = "", overwrite: bool = False, capabilities: tuple[str, ...] = ()) -> None:
+                   description: str = "", overwrite: bool = False, capabilities: tuple[str, ...] = (),
+                   model: str = "gp") -> None:
     """Register an agent under a policy name (``--policy NAME``).
 
     ``factory(setup: AgentSetup, **options) -> Agent`` receives every declared option (the
     given value converted, else its default). A second registration of a name is an error
     unless ``overwrite``. ``capabilities`` declares what the policy offers
-    (:data:`LOWER_CONFIDENCE_BOUND`), shown by ``evroute policies``.
+    (:data:`LOWER_CONFIDENCE_BOUND`), shown by ``evroute policies``. ``model`` declares which
+    posterior it keeps (:func:`policy_family`): ``gp`` (the run's ``--model``, swept by ``compare``
+    and named in its runs), ``bi`` (its own independent model) or ``none``.
     """
-    _AGENTS.register(name, factory, options, description, overwrite, capabilities)
+    _AGENTS.register(name, factory, options, description, overwrite, capabilities, model=model)
 
 
 def unregister_agent(name: str) -> None:
@@ -823,9 +826,10 @@ def resolve_policy(spec) -> Component:
 
 
 def policy_family(name) -> str:
-    """The model family of a policy name or component: the part before the first ``-`` (``gp``, ``bi``)."""
-    text = name.name if isinstance(name, Component) else str(name)
-    return text.strip().lower().split("-", 1)[0]
+    """The model family a policy declared at registration (:func:`register_agent`): ``gp`` (it
+    uses the run's ``--model``), ``bi`` or ``none``; of a policy name, spec or component."""
+    text = name.name if isinstance(name, Component) else parse_spec(str(name), "policy")[0]
+    return _AGENTS.get(text).model
 
 
 def make_agent(name, setup: AgentSetup, **options) -> Agent:
@@ -892,6 +896,7 @@ def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
 for _family in MODEL_FAMILIES:
     for _rule in RULES:
         register_agent(f"{_family}-{_rule}", _index_agent_factory(_family, _rule), options=RULE_OPTIONS[_rule],
+                       model=_family,
                        description=f"{_rule} index rule on the {'GP' if _family == 'gp' else 'BI'} posterior",
                        capabilities=(LOWER_CONFIDENCE_BOUND,) if _rule in ("ucb", "bucb") else ())
 

@@ -121,9 +121,10 @@ class SimulationConfig:
             raise EvrouteError("give both --from and --to (or a --route)")
         if self.from_point is not None and self.route is not None:
             raise EvrouteError("give either --route or --from/--to, not both")
-        if self.family == "bi" and self.model.name not in ("exact", "bi"):
-            raise EvrouteError(f"--model {self.model.label} is a GP backend for the gp-* policies; "
-                               f"{self.policy.label} uses its own Bayesian-inference model (leave --model out)")
+        if self.family != "gp" and self.model.name not in ("exact", "bi"):
+            what = "its own Bayesian-inference model" if self.family == "bi" else "no posterior model"
+            raise EvrouteError(f"--model {self.model.label} is a GP backend for the policies that use one; "
+                               f"{self.policy.label} uses {what} (leave --model out)")
         if self.family == "gp":  # an extra that is not installed: one line now, not after the network loads
             MODELS.get(self.model.name).check_installed()
         TRUTHS.get(self.truth.name).check_installed()
@@ -134,13 +135,14 @@ class SimulationConfig:
 
     @property
     def family(self) -> str:
-        """The posterior family of the policy: ``gp`` or ``bi``."""
+        """The posterior family the policy declared: ``gp``, ``bi`` or ``none``."""
         return policy_family(self.policy)
 
     @property
     def backend(self) -> str:
-        """The posterior backend actually used: ``bi`` for bi-* policies, else the model's name."""
-        return "bi" if self.family == "bi" else self.model.name
+        """The posterior backend actually used: ``bi`` for the BI policies, ``none`` for a policy
+        without a model, else the model's name (:func:`evroute.agents.policy_family`)."""
+        return self.model.name if self.family == "gp" else self.family
 
     @property
     def scenario(self) -> Scenario:

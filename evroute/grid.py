@@ -138,13 +138,25 @@ class Grid:
         return self.base.model
 
     def cells(self) -> list[Cell]:
-        """Cells in grid order: route, lengthscale, sweeps (first varying slowest), policy, seed."""
+        """Cells in grid order: route, lengthscale, sweeps (first varying slowest), policy, seed. A
+        policy that does not use the run's model (:func:`evroute.agents.policy_family`: ``bi``,
+        ``none``) runs once whatever a ``model`` sweep holds."""
         combos: list[tuple] = [()]
         for name, values in self.sweeps:
             combos = [(*c, (name, v)) for c in combos for v in values]
-        return [Cell(r.partition(":")[0], r, p, float(ls), int(s), sw)
-                for r in self.routes for ls in self.lengthscales for sw in combos for p in self.policies
-                for s in self.seeds]
+        gp = {p.label: policy_family(p) == "gp" for p in self.policies}
+        cells, seen = [], set()
+        for r in self.routes:
+            for ls in self.lengthscales:
+                for sw in combos:
+                    for p in self.policies:
+                        own = sw if gp[p.label] else tuple((k, v) for k, v in sw if k != "model")
+                        for s in self.seeds:
+                            key = (r, float(ls), own, p.label, int(s))
+                            if key not in seen:
+                                seen.add(key)
+                                cells.append(Cell(r.partition(":")[0], r, p, float(ls), int(s), own))
+        return cells
 
     def truth_for(self, cell: Cell) -> float:
         """The truth lengthscale of a cell."""
@@ -152,9 +164,9 @@ class Grid:
 
     def config(self, cell: Cell) -> SimulationConfig:
         """The configuration of a cell (what ``evroute simulate`` would run): the base with the
-        cell's values; bi-* policies keep the default backend (they use their own model)."""
+        cell's values; the policies that do not use the run's model (bi, none) keep the default backend."""
         changes = dict(cell.sweep)
-        gp = policy_family(cell.policy) != "bi"
+        gp = policy_family(cell.policy) == "gp"
         return self.base.replace(
             network=cell.network, osm=self.osm.get(cell.network), dem=self.dem.get(cell.network),
             route=cell.route, from_point=None, to_point=None, policy=cell.policy, lengthscale=cell.lengthscale,

@@ -223,6 +223,9 @@ class Entry:
     capabilities: frozenset = frozenset()
     #: (the modules it imports, how to install them): checked when it is resolved, before any work
     requires: tuple = ()
+    #: a policy's model family, declared at registration: ``gp`` (the run's ``--model``), ``bi``
+    #: (its own independent model) or ``none`` (no posterior model)
+    model: str = "gp"
 
     def check_installed(self) -> None:
         """One line naming the install command when a module the component needs is missing
@@ -312,7 +315,7 @@ class Registry:
 
     def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
                  description: str = "", overwrite: bool = False, capabilities: Iterable[str] = (),
-                 requires: tuple = ()) -> Entry:
+                 requires: tuple = (), model: str = "gp") -> Entry:
         key, extra = parse_spec(str(name), f"{self.kind} name")
         if extra or key != str(name).strip().lower():
             raise EvrouteError(f"invalid {self.kind} name {name!r}")
@@ -321,8 +324,10 @@ class Registry:
             raise EvrouteError(f"{self.kind} {key!r} declares an option or alias twice")
         if key in self._entries and not overwrite:
             raise EvrouteError(f"{self.kind} {key!r} is already registered")
+        if model not in ("gp", "bi", "none"):
+            raise EvrouteError(f"{self.kind} {key!r}: model must be gp, bi or none, got {model!r}")
         entry = self._entries[key] = Entry(self.kind, key, factory, tuple(options), description,
-                                           frozenset(capabilities), tuple(requires))
+                                           frozenset(capabilities), tuple(requires), model)
         return entry
 
     def unregister(self, name: str) -> None:

@@ -243,3 +243,37 @@ def test_the_problem_and_prior_read_only_the_settings_of_their_cache_keys(synthe
     rec = _Recorder(cfg)
     agent_prior(rec, problem)
     assert rec.read <= set(PRIOR_SETTINGS) and rec.read >= {"kernel", "lengthscale", "vehicle_scale"}
+
+
+@pytest.fixture
+def declared_agents():
+    """Two plug-in agents whose names say nothing of their model: one declares the BI model, one
+    none."""
+    from evroute.agents import POLICIES, register_agent
+    from evroute.testing import small_problem  # noqa: F401 (the agents below are never built)
+
+    register_agent("counter", lambda setup: None, description="declares bi", model="bi")
+    register_agent("fixed-route", lambda setup: None, description="declares none", model="none")
+    yield
+    POLICIES.unregister("counter")
+    POLICIES.unregister("fixed-route")
+
+
+def test_a_policys_model_is_what_it_declared_not_its_name(declared_agents):
+    """The model family comes from the registration, not from a gp-/bi- prefix: the backend a run
+    reports, the --model check, and a compare model sweep (the runs of a policy without the run's
+    model are not multiplied by the sweep, nor named after it)."""
+    from evroute.agents import policy_family
+    from evroute.grid import make_grid
+
+    assert [policy_family(p) for p in ("gp-ts", "bi-ucb[delta=0.1]", "counter", "fixed-route", "gp-amm")] == \
+        ["gp", "bi", "bi", "none", "gp"]
+    assert SimulationConfig(policy="counter").backend == "bi"
+    assert SimulationConfig(policy="fixed-route").backend == "none"
+    with pytest.raises(EvrouteError, match="no posterior model"):
+        SimulationConfig(policy="fixed-route", model="nystrom")
+    g = make_grid(network="synthetic", routes="A", policies="gp-ts,fixed-route", seeds=1, sweep="model=exact,nystrom")
+    names = [g.cell_name(c) for c in g.cells()]
+    assert len(names) == len(set(names))
+    assert {g.config(c).model.name for c in g.cells() if c.policy.name == "fixed-route"} == {"exact"}
+    assert any("mnystrom" in n for n in names if "gp-ts" in n)

@@ -44,4 +44,5 @@ class PriorRoute(Agent):
 
 register_truth("flat", _flat, options=(Option("shift", nonneg_float, 0.0, "added to every edge", metavar="WH"),),
                description="E_det plus a constant (a plug-in)")
-register_agent("prior-route", lambda setup: PriorRoute(setup), description="the prior mean's route (a plug-in)")
+register_agent("prior-route", lambda setup: PriorRoute(setup), description="the prior mean's route (a plug-in)",
+               model="none")
