@@ -144,15 +144,15 @@ class Grid:
         combos: list[tuple] = [()]
         for name, values in self.sweeps:
             combos = [(*c, (name, v)) for c in combos for v in values]
-        gp = {p.label: policy_family(p) == "gp" for p in self.policies}
+        gp = [policy_family(p) == "gp" for p in self.policies]
         cells, seen = [], set()
         for r in self.routes:
             for ls in self.lengthscales:
                 for sw in combos:
-                    for p in self.policies:
-                        own = sw if gp[p.label] else tuple((k, v) for k, v in sw if k != "model")
+                    for i, p in enumerate(self.policies):  # (a policy listed twice stays twice: an error)
+                        own = sw if gp[i] else tuple((k, v) for k, v in sw if k != "model")
                         for s in self.seeds:
-                            key = (r, float(ls), own, p.label, int(s))
+                            key = (r, float(ls), own, i, int(s))
                             if key not in seen:
                                 seen.add(key)
                                 cells.append(Cell(r.partition(":")[0], r, p, float(ls), int(s), own))
