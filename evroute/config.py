@@ -103,6 +103,7 @@ class SimulationConfig:
     #: a number of Wh, or a per-edge model's spec ``edge[a=…,b_per_km=…,tls=…]`` (:mod:`evroute.noise`)
     noise_std: float | str | None = _setting("noise_std")
     prior_drives: str | None = _setting("prior_drives")
+    prior_drives_variance: str = _setting("prior_drives_variance")
     vehicle_scale: float = _setting("vehicle_scale")
     vehicle: str | None = _setting("vehicle")
     exact_optimum: bool = _setting("exact_optimum")

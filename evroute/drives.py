@@ -43,7 +43,7 @@ from .prior import PRIOR_SCALE
 from .routes import edge_energies
 from .validate import choice
 
-__all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "degrade", "read_traces", "match_trip", "trip_traversals",
+__all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "degrade", "read_traces", "match_trip", "trip_traversals", "odometry_positions",
            "import_traces", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
@@ -536,8 +536,62 @@ BOUNDARIES = ("centre", "sumo")
 SUMO_JUNCTION_OFFSET_M = 6.0
 
 
+#: The odometer's error a step (:func:`odometry_positions`): a floor in metres plus a share of the
+#: step's length (a logger's speed is a few per cent off, the trapezoid misses the acceleration
+#: within a step, and a matched route that is not the driven one has another length). Chosen on
+#: SUMO's Monaco drives (scripts/bench_drives.py; floors 0.5–2 m, shares 5–20 % tried): the
+#: loosest was best at 10 and 20 m of noise.
+ODOMETRY_FLOOR_M = 2.0
+ODOMETRY_SHARE = 0.2
+
+
+def odometry_positions(s, t, speed, gps_noise_m: float):
+    r"""Each fix's position along its route from the GPS and the speed together.
+
+    The matched positions ``s`` are the GPS's, off by its noise (10 m moves a junction's crossing
+    by a second at city speeds, and with it the energy of the braking or the start there between
+    two edges); the distance driven between two fixes is known far better from the speed (the
+    trapezoid of the two speeds). The positions are the least-squares compromise, a local-level
+    (Rauch–Tung–Striebel) smoother solved as one tridiagonal system:
+
+    .. math:: \min_x \sum_i (x_i - s_i)^2 / r + \sum_i (x_{i+1} - x_i - d_i)^2 / q_i,
+
+    with ``r`` the GPS noise's variance and ``q_i`` the odometer's (:data:`ODOMETRY_FLOOR_M` plus
+    :data:`ODOMETRY_SHARE` of the step ``d_i``, squared). A stopped car stays put, whatever its
+    fixes do.
+
+    Parameters
+    ----------
+    s, t, speed : arrays (n,)
+        Matched positions (m), times (s) and speeds (m/s), all finite.
+    gps_noise_m : float
+        The GPS's standard deviation (m).
+
+    Returns
+    -------
+    numpy.ndarray
+        The positions (m).
+    """
+    from scipy.linalg import solveh_banded
+
+    s, t, speed = (np.asarray(a, dtype=np.float64) for a in (s, t, speed))
+    if s.size < 2:
+        return s.copy()
+    d = np.diff(t) * 0.5 * (speed[1:] + speed[:-1])
+    w = 1.0 / (ODOMETRY_FLOOR_M + ODOMETRY_SHARE * np.abs(d)) ** 2
+    r = 1.0 / float(gps_noise_m) ** 2
+    diag = np.full(s.size, r)
+    diag[:-1] += w
+    diag[1:] += w
+    upper = np.r_[0.0, -w]
+    rhs = r * s
+    rhs[:-1] -= w * d
+    rhs[1:] += w * d
+    return solveh_banded(np.vstack([upper, diag]), rhs)
+
+
 def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle | None = None,
-                    boundary: str = "centre") -> list[tuple]:
+                    boundary: str = "centre", gps_noise_m: float | None = None) -> list[tuple]:
     """The complete traversals of one matched trip (:data:`TRAVERSAL_COLUMNS` from ``edge`` on).
 
     Parameters
@@ -553,6 +607,9 @@ def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle |
         For the kinetic split (default the paper's EV).
     boundary : {"centre", "sumo"}
         Where a traversal begins and ends (:data:`BOUNDARIES`).
+    gps_noise_m : float, optional
+        The fixes' noise (m): where every fix has its speed, the positions are the GPS's and the
+        speed's together (:func:`odometry_positions`); None: the GPS's alone.
 
     Returns
     -------
@@ -563,12 +620,14 @@ def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle |
     s, t, energy, speed, dist = (np.asarray(a, dtype=np.float64)[ok] for a in (s, t, energy, speed, dist))
     if s.size < 2 or not route:
         return []
+    bounds = np.r_[0.0, np.cumsum(np.asarray(length, dtype=np.float64)[route])]
+    if gps_noise_m is not None and np.isfinite(speed).all():  # on the matched route, whatever the smoother says
+        s = odometry_positions(s, t, speed, gps_noise_m).clip(0.0, bounds[-1])
     s = np.maximum.accumulate(s)  # the car does not drive backwards along its route
     if boundary == "sumo":  # the edges end past the junctions' centres
         s = s - SUMO_JUNCTION_OFFSET_M
     if not np.isfinite(speed).all():  # from the positions: central differences
         speed = np.where(np.isfinite(speed), speed, np.abs(np.gradient(s, t)))
-    bounds = np.r_[0.0, np.cumsum(np.asarray(length, dtype=np.float64)[route])]
     # the junction k is crossed between fixes j-1 and j (the first at or past it)
     inside = (bounds > s[0]) & (bounds < s[-1])
     j = np.searchsorted(s, bounds, side="left").clip(1, s.size - 1)
@@ -606,7 +665,7 @@ def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = 
         n = s.size
         placed += int(np.isfinite(s).sum())
         rows.extend(trip_traversals(route, s, t[first:first + n], energy[first:first + n], speed[first:first + n],
-                                    dist, matcher.length, vehicle, boundary))
+                                    dist, matcher.length, vehicle, boundary, matcher.noise))
     return rows, placed
 
 

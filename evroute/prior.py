@@ -50,7 +50,7 @@ from .linalg import (
 from .progress import stage
 from .validate import choice, positive_float
 
-__all__ = ["Prior", "DiagonalPrior", "DensePrior", "VehicleScalePrior", "PointsPrior", "rbf_kernel", "ShiftedPrior", "ScaledPrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
+__all__ = ["Prior", "DiagonalPrior", "DensePrior", "VehicleScalePrior", "EdgeScaledPrior", "PointsPrior", "rbf_kernel", "ShiftedPrior", "ScaledPrior", "NetworkPrior", "GraphMaternPrior", "network_prior", "graph_kernel",
            "network_kernel", "DENSE_MAX_EDGES", "KERNEL_KINDS",
            "PRIOR_SCALE", "NOISE_SCALE"]
 
@@ -400,6 +400,78 @@ class ScaledPrior(Prior):
 
     def diag_error_bound(self) -> float:
         return self.c * self._base.diag_error_bound()
+
+
+class EdgeScaledPrior(Prior):
+    """Another prior's covariance with each edge's variance rescaled, its correlations kept:
+    D K D with D = diag(d), and a new mean (issue "Drives in": a fleet's per-edge posterior as the
+    prior, the variance d_e² σ₀² small where the fleet drove often, σ₀² where it never drove).
+
+    On a Gaussian Markov random field the precision stays sparse, D⁻¹ Q D⁻¹ (same graph, same
+    fill-reducing order), so every backend serves it.
+
+    Parameters
+    ----------
+    base : Prior
+    scale : array (E,)
+        d, positive.
+    mean : array (E,)
+    """
+
+    def __init__(self, base: Prior, scale, mean):
+        self._base = base
+        self.mean = _as_mean(mean)
+        d = np.asarray(scale, dtype=np.float64)
+        if d.shape != (base.n_edges,) or self.mean.size != base.n_edges:
+            raise EvrouteError(f"a per-edge scale and mean need {base.n_edges} entries, got {d.shape} and "
+                               f"{self.mean.size}")
+        if not np.all(np.isfinite(d)) or np.any(d <= 0):
+            raise EvrouteError("a per-edge prior scale must be positive and finite")
+        self.scale = _readonly(d.copy())
+        self._dense = None
+
+    def diag(self) -> np.ndarray:
+        return _readonly(self.scale ** 2 * np.asarray(self._base.diag(), dtype=np.float64))
+
+    def rows(self, idx) -> np.ndarray:
+        idx = _as_index(idx, self.n_edges)
+        return self.scale[idx, None] * np.asarray(self._base.rows(idx), dtype=np.float64) * self.scale[None, :]
+
+    def dense(self) -> np.ndarray:
+        if self._dense is None:
+            self._check_dense()
+            self._dense = _readonly(self.scale[:, None] * np.asarray(self._base.dense(), dtype=np.float64)
+                                    * self.scale[None, :])
+        return self._dense
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        return self.mean + self.scale * (np.asarray(self._base.sample(rng), dtype=np.float64) - self._base.mean)
+
+    def independent_variance(self):
+        return self.scale ** 2 * np.asarray(self._base.independent_variance(), dtype=np.float64)
+
+    @property
+    def representation(self) -> str:
+        return self._base.representation
+
+    @property
+    def is_markov(self) -> bool:
+        return self._base.is_markov
+
+    def precision(self) -> sp.csc_matrix:
+        inv = sp.diags(1.0 / self.scale)
+        return sp.csc_matrix(inv @ self._base.precision() @ inv)
+
+    def precision_min_eigenvalue(self) -> float | None:
+        # λ_min(D⁻¹ Q D⁻¹) ≥ λ_min(Q) / max d² (Rayleigh quotient with x = D⁻¹ y, ‖x‖ ≥ ‖y‖ / max d)
+        lam = self._base.precision_min_eigenvalue()
+        return None if lam is None else float(lam / np.max(self.scale) ** 2)
+
+    def precision_ordering(self) -> np.ndarray:
+        return self._base.precision_ordering()
+
+    def diag_error_bound(self) -> float:
+        return float(np.max(self.scale) ** 2 * self._base.diag_error_bound())
 
 
 class VehicleScalePrior(Prior):

@@ -36,7 +36,7 @@ from .noise import edge_noise_std
 from .optimum import exact_optimum
 from .oracle import Oracle
 from .policies import route_weights, turn_potential
-from .prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior, VehicleScalePrior
+from .prior import NOISE_SCALE, PRIOR_SCALE, EdgeScaledPrior, NetworkPrior, VehicleScalePrior
 from .progress import stage
 from .routes import edge_energies, resolve_route
 
@@ -50,7 +50,7 @@ __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_envi
 PROBLEM_SETTINGS = ("network", "osm", "dem", "vehicle", "route", "from_point", "to_point", "seed", "truth",
                     "truth_lengthscale", "truth_prior", "prior_std", "noise_std", "prior_drives")
 #: The settings :func:`agent_prior` reads besides the problem (its kernel and the vehicle scale).
-PRIOR_SETTINGS = ("kernel", "lengthscale", "kappa", "nu", "vehicle_scale")
+PRIOR_SETTINGS = ("kernel", "lengthscale", "kappa", "nu", "vehicle_scale", "prior_drives_variance")
 
 
 def problem_key(cfg) -> tuple:
@@ -92,6 +92,9 @@ class Problem:
     #: ς_e per edge under a per-edge noise model (``--noise-std edge[...]``); None: ``noise_std``
     #: on every edge (``noise_var`` is then the mean of ς_e², the reference level)
     edge_noise_std: np.ndarray | None = None
+    #: the fleet's posterior sd per edge over σ₀ (``--prior-drives``: √(ς² / (n σ₀² + ς²)) after n
+    #: traversals of noise ς², 1 where it never drove); None without drives
+    fleet_scale: np.ndarray | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -136,18 +139,26 @@ def prepare_problem(cfg, net=None) -> Problem:
                                              math.sqrt(noise_var) if edge_sd is None else edge_sd, cfg.seed,
                                              cfg.truth_lengthscale, truth_vehicle, route, cfg.network, cfg.osm,
                                              cfg.dem))
-    prior_mean = e_det
-    if cfg.prior_drives is not None:  # the fleet's drives as the agents' prior mean
-        prior_mean, _, _ = fleet_prior_mean(e_det, read_drives(cfg.prior_drives, net.n_edges), prior_var)
+    prior_mean, fleet_scale = e_det, None
+    if cfg.prior_drives is not None:  # the fleet's drives: its per-edge posterior (the conjugate update)
+        prior_mean, counts, fleet_var = fleet_prior_mean(e_det, read_drives(cfg.prior_drives, net.n_edges), prior_var)
+        fleet_scale = np.sqrt(fleet_var / (counts * prior_var + fleet_var))
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, cfg.seed,
-                   truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd)
+                   truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale)
 
 
 def agent_prior(cfg, problem: Problem):
     """The agent's prior: E_det and σ₀² of the problem, the kernel ``cfg`` names (built lazily);
-    with ``--vehicle-scale`` the vehicle's unknown scale on top (:class:`evroute.prior.VehicleScalePrior`)."""
+    with ``--prior-drives-variance fleet`` each edge's variance the fleet's posterior one
+    (:class:`evroute.prior.EdgeScaledPrior`); with ``--vehicle-scale`` the vehicle's unknown scale on
+    top (:class:`evroute.prior.VehicleScalePrior`)."""
     prior = NetworkPrior(problem.net, problem.prior_mean, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu,
                          problem.prior_var)
+    if cfg.prior_drives_variance == "fleet":
+        if problem.fleet_scale is None:
+            raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: "
+                               "give them with --prior-drives")
+        prior = EdgeScaledPrior(prior, problem.fleet_scale, problem.prior_mean)
     return VehicleScalePrior(prior, cfg.vehicle_scale) if cfg.vehicle_scale > 0 else prior
 
 

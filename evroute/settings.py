@@ -171,6 +171,11 @@ SCALE_SETTINGS = (
            "(traversals.parquet of evroute drives import): each edge the fleet drove starts at the posterior mean "
            "of its traversals at a constant kinetic state, the others at E_det; default E_det everywhere",
            metavar="FILE"),
+    Option("prior_drives_variance", lambda name, v: choice(name, v, ("prior", "fleet")), "prior",
+           "the agents' prior variance with --prior-drives: prior (sigma_0^2 on every edge) or fleet (the fleet's "
+           "posterior variance per edge, sigma_0^2 s^2 / (n sigma_0^2 + s^2) after n traversals of noise s^2, the "
+           "kernel's correlations kept; sigma_0^2 where it never drove)", "issue 41: the fleet's per-edge posterior",
+           metavar="prior|fleet"),
     Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
            "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "
            "fleet's: --prior-drives) plus the kernel's deviation, a ~ N(1, SD^2) learnt online with the edges; "

@@ -510,3 +510,79 @@ def test_kill_and_resume_a_local_grid(tmp_path):
         b = pd.read_parquet(tmp_path / "once" / "runs" / d.name / "rounds.parquet").drop(columns=["seconds"])
         assert "mean_error_bound" in a and (a.mean_error_bound <= 1e-8).all()
         pd.testing.assert_frame_equal(a, b)
+
+
+def _tracked_residual_error(s, m) -> float:
+    """How far the model's tracked residual is from b − (Q + D)(μ − m) recomputed from its counts
+    and sums (D = diag(c/ς²), b = (sums − c∘m)/ς²), relative to ‖b‖∞."""
+    c, sums, nv, pm = m.counts.astype(float), m.sums, s["nv"], s["pm"]
+    mu, _ = m.mean_std()
+    b = (sums - c * pm) / nv
+    res = b - (s["gmrf"].precision() @ (mu - pm) + c / nv * (mu - pm))
+    return float(np.abs(m._res - res).max() / max(np.abs(b).max(), 1e-300))
+
+
+@pytest.mark.filterwarnings("ignore::evroute.errors.EvrouteWarning")
+@pytest.mark.parametrize("chunk", [8, 2])
+def test_the_tracked_residual_is_the_residual_after_every_round(small, chunk):
+    """In pairs (8 edges a chunk) and in lanes (2), on two threads, with domains of one hop (the
+    residual then large, the sweeps at work): the residual the bounds are computed from equals
+    the one recomputed from scratch, to 1e-10."""
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=chunk, radius=1, max_radius=1, threads=2)
+    worst = []
+    feed(small, [m], n_rounds=8, check=lambda t: worst.append(_tracked_residual_error(small, m)))
+    assert max(worst) <= 1e-10, worst
+
+
+@pytest.mark.filterwarnings("ignore::evroute.errors.EvrouteWarning")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_two_chunks_that_meet_run_as_a_pair_is_caught_without_timing(small, monkeypatch, threads):
+    """The mutation: chunks whose domains and shells meet kept as a pair (each attempted on the
+    state before the other). The residual check catches it on one thread as on two."""
+    monkeypatch.setattr(LocalGMRFPosterior, "_disjoint", lambda self, a, b: True)
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=2, max_radius=2, threads=threads)
+    worst = []
+    feed(small, [m], n_rounds=8, check=lambda t: worst.append(_tracked_residual_error(small, m)))
+    assert max(worst) > 1e-6
+
+
+@pytest.mark.filterwarnings("ignore::evroute.errors.EvrouteWarning")
+def test_the_mean_bound_constant_bounds_every_posterior_column(small):
+    """C = √(k_max / λ_min) ≥ max_i ‖Σ eᵢ‖₂ for the prior and the posterior after every round
+    (Σ = (Q + D)⁻¹ dense), so |μ − μ*|∞ ≤ max_i ‖Σ eᵢ‖ ‖res‖ ≤ C ‖res‖; and the model's mean
+    error is below the tighter middle term too (checked where the domains are small)."""
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=1, max_radius=1)
+    Q = small["gmrf"].precision().toarray()
+    assert np.linalg.norm(np.linalg.inv(Q), axis=0).max() <= m._C * (1 + 1e-9)
+    ratios = []
+
+    def check(t):
+        sigma = np.linalg.inv(Q + np.diag(m.counts / small["nv"]))
+        col = float(np.linalg.norm(sigma, axis=0).max())
+        assert col <= m._C * (1 + 1e-9)
+        mean, _ = textbook(small, m.counts, m.sums)
+        err = float(np.abs(m.mean_std()[0] - mean).max())
+        assert err <= col * float(np.linalg.norm(m._res)) * (1 + 1e-9) + 1e-12
+        ratios.append(col / m._C)
+
+    feed(small, [m], n_rounds=6, check=check)
+    assert min(ratios) > 0.05  # C is a bound, and not a loose one here
+
+
+def test_the_variance_bound_never_exceeds_the_trivial_one(small, monkeypatch):
+    """At the loosest tol with one-hop domains and no exact clean-up, the first-order variance
+    bound would pass k_max/σ₀² (every variance lies in [0, k_max]); it is capped there and still
+    bounds the error."""
+    monkeypatch.setattr(LocalGMRFPosterior, "_check_variances", lambda self: None)
+    m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=1, max_radius=1)
+    cap = m._kmax / m._sigma0 ** 2
+    raw = []
+
+    def check(t):
+        raw.append((float(m._var_acc.max()) + m._var_out) / m._sigma0 ** 2)
+        assert m.var_error_bound <= cap
+        _, dv = errors(small, m)
+        assert dv <= m.var_error_bound * (1 + 1e-9) + 1e-12
+
+    feed(small, [m], n_rounds=8, check=check)
+    assert max(raw) > cap  # the cap was needed

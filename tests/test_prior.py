@@ -401,3 +401,33 @@ def test_the_vehicle_scale_refuses_a_sparse_precision():
     net = load_network("synthetic", size=60)
     with pytest.raises(EvrouteError, match="sparse precision"):
         VehicleScalePrior(GraphMaternPrior(net, np.ones(net.n_edges)), 0.3)
+
+
+def test_edge_scaled_prior_is_d_k_d_with_its_correlations_and_sparse_precision(synthetic):
+    """EdgeScaledPrior against the dense D K D: rows, diagonal, dense, a draw, the BI variance,
+    and on the GMRF the precision D⁻¹ Q D⁻¹ (the inverse of D K D) with a valid eigenvalue bound."""
+    from evroute.prior import EdgeScaledPrior, GraphMaternPrior
+
+    net = synthetic
+    mean = np.linspace(1.0, 2.0, net.n_edges)
+    d = np.random.default_rng(0).uniform(0.2, 1.0, net.n_edges)
+    new_mean = mean + 0.5
+    for base in (NetworkPrior(net, mean, "graph", 1.0, 1.0, 2.0, 0.7), GraphMaternPrior(net, mean, 1.0, 2.0, 0.7)):
+        K = np.asarray(base.dense())
+        p = EdgeScaledPrior(base, d, new_mean)
+        expected = d[:, None] * K * d[None, :]
+        np.testing.assert_allclose(p.dense(), expected, rtol=1e-12)
+        np.testing.assert_allclose(p.rows([3, 1]), expected[[3, 1]], rtol=1e-12)
+        np.testing.assert_allclose(p.diag(), np.diag(expected), rtol=1e-12)
+        np.testing.assert_allclose(p.independent_variance(), d ** 2 * base.prior_var, rtol=1e-12)
+        corr = expected / np.sqrt(np.outer(np.diag(expected), np.diag(expected)))
+        np.testing.assert_allclose(corr, K / np.sqrt(np.outer(np.diag(K), np.diag(K))), rtol=1e-10, atol=1e-12)
+        draw = p.sample(np.random.default_rng(5))
+        np.testing.assert_allclose(draw, new_mean + d * (base.sample(np.random.default_rng(5)) - mean), rtol=1e-12)
+        if base.is_markov:
+            assert p.is_markov and p.representation == base.representation
+            Q = p.precision().toarray()
+            np.testing.assert_allclose(Q @ expected, np.eye(net.n_edges), atol=1e-8)
+            assert p.precision_min_eigenvalue() <= np.linalg.eigvalsh(Q).min() * (1 + 1e-9)
+    with pytest.raises(EvrouteError, match="positive"):
+        EdgeScaledPrior(base, np.r_[0.0, d[1:]], mean)

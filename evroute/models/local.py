@@ -35,7 +35,9 @@ Bounds (relative to σ₀ = √mean(diag k) and σ₀², as ``tol``):
   ≤ (|G_e|·ρ)(2 s_e + |G_e|·s_K), G = W S⁻¹, and outside Ω ≤ k_max ‖ρ‖² max(δc)/ς². (With
   k_max in place of every s_e this is the spec's bound; √(k_max/k_e) is 1.6–2.8 on the middle
   90 % of synthetic-100k's edges.) The columns depend on the exact counts only, so the errors
-  add over chunks and rounds (accumulated per edge, never compounded).
+  add over chunks and rounds (accumulated per edge, never compounded). The bound shown is capped
+  at k_max (rigorous: the prior's and the posterior's variances both lie in [0, k_max]), which a
+  first-order bound at a large ``tol`` would otherwise exceed.
 
 A round's distinct route edges are cut into an even number of chunks of at most ``chunk``
 edges, as equal as can be. A chunk reads and writes only its domain and shell (its
@@ -732,7 +734,9 @@ class LocalGMRFPosterior(PosteriorModel):
 
     def _bounds(self) -> None:
         self.mean_error_bound = self._C * float(np.linalg.norm(self._res)) / self._sigma0
-        self.var_error_bound = (float(self._var_acc.max()) + self._var_out) / self._sigma0 ** 2
+        # first order (module docstring); capped at k_max, which bounds it rigorously: the prior's and
+        # the posterior's variances both lie in [0, k_max]
+        self.var_error_bound = min(float(self._var_acc.max()) + self._var_out, self._kmax) / self._sigma0 ** 2
 
     def _sweep(self) -> None:
         """Local solves around the largest residuals until the mean bound fits ``tol``; a
