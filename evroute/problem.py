@@ -41,7 +41,7 @@ from .progress import stage
 from .routes import edge_energies, resolve_route
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
-           "weight_inputs", "PROBLEM_SETTINGS", "PRIOR_SETTINGS", "problem_key", "prior_key"]
+           "weight_inputs", "fleet_ratio", "PROBLEM_SETTINGS", "PRIOR_SETTINGS", "problem_key", "prior_key"]
 
 
 #: The settings :func:`prepare_problem` reads (the world of a run, as one seed draws it): a prepared
@@ -95,6 +95,8 @@ class Problem:
     #: the fleet's posterior sd per edge over σ₀ (``--prior-drives``: √(ς² / (n σ₀² + ς²)) after n
     #: traversals of noise ς², 1 where it never drove); None without drives
     fleet_scale: np.ndarray | None = None
+    #: the fleet's traversals per edge (``--prior-drives``); None without drives
+    fleet_counts: np.ndarray | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -139,27 +141,46 @@ def prepare_problem(cfg, net=None) -> Problem:
                                              math.sqrt(noise_var) if edge_sd is None else edge_sd, cfg.seed,
                                              cfg.truth_lengthscale, truth_vehicle, route, cfg.network, cfg.osm,
                                              cfg.dem))
-    prior_mean, fleet_scale = e_det, None
+    prior_mean, fleet_scale, counts = e_det, None, None
     if cfg.prior_drives is not None:  # the fleet's drives: its per-edge posterior (the conjugate update)
         prior_mean, counts, fleet_var = fleet_prior_mean(e_det, read_drives(cfg.prior_drives, net.n_edges), prior_var)
+        fleet_var = max(fleet_var, 1e-6 * prior_var)  # (traversals that never differ: not certainty)
         fleet_scale = np.sqrt(fleet_var / (counts * prior_var + fleet_var))
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, cfg.seed,
-                   truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale)
+                   truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
+                   counts)
 
 
 def agent_prior(cfg, problem: Problem):
     """The agent's prior: E_det and σ₀² of the problem, the kernel ``cfg`` names (built lazily);
-    with ``--prior-drives-variance fleet`` each edge's variance the fleet's posterior one
+    with ``--prior-drives`` and ``--vehicle-scale`` the mean in the fleet's units everywhere
+    (:func:`fleet_ratio` × E_det where the fleet never drove); with ``--prior-drives-variance
+    fleet`` each edge's variance the fleet's posterior one
     (:class:`evroute.prior.EdgeScaledPrior`); with ``--vehicle-scale`` the vehicle's unknown scale on
     top (:class:`evroute.prior.VehicleScalePrior`)."""
-    prior = NetworkPrior(problem.net, problem.prior_mean, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu,
-                         problem.prior_var)
+    mean = problem.prior_mean
+    if cfg.vehicle_scale > 0 and problem.fleet_counts is not None:
+        # "this vehicle = a × the fleet" needs the whole mean in the fleet's units: where the fleet
+        # never drove, E_det times the fleet's ratio to it (least squares over the edges it drove)
+        driven = problem.fleet_counts > 0
+        e_det = problem.e_det if problem.e_det is not None else problem.prior_mean
+        ratio = fleet_ratio(e_det[driven], problem.prior_mean[driven])
+        mean = np.where(driven, problem.prior_mean, ratio * e_det)
+    prior = NetworkPrior(problem.net, mean, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu, problem.prior_var)
     if cfg.prior_drives_variance == "fleet":
         if problem.fleet_scale is None:
             raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: "
                                "give them with --prior-drives")
-        prior = EdgeScaledPrior(prior, problem.fleet_scale, problem.prior_mean)
+        prior = EdgeScaledPrior(prior, problem.fleet_scale, mean)
     return VehicleScalePrior(prior, cfg.vehicle_scale) if cfg.vehicle_scale > 0 else prior
+
+
+def fleet_ratio(e_det, fleet_mean) -> float:
+    """The fleet's energies over E_det, one factor: least squares through the origin over the edges
+    the fleet drove, Σ E_det·m / Σ E_det² (1 where that is undefined)."""
+    e_det, fleet_mean = np.asarray(e_det, dtype=np.float64), np.asarray(fleet_mean, dtype=np.float64)
+    denom = float(e_det @ e_det)
+    return float(e_det @ fleet_mean) / denom if denom > 0 else 1.0
 
 
 def weight_inputs(cfg, problem: Problem) -> dict:

@@ -101,7 +101,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("energy", ("evroute.energy", "evroute.routes")),
     ("prior", ("evroute.kernels", "evroute.prior", "evroute.bounds", "evroute.fitting", "evroute.noise")),
     ("models", ("evroute.models.base", "evroute.models.hetero", "evroute.models.registry", "evroute.models.bi", "evroute.models.exact",
-                "evroute.models.gmrf", "evroute.models.local", "evroute.models.nystrom", "evroute.models.svgp", "evroute.models.kalman",
+                "evroute.models.gmrf", "evroute.models.local", "evroute.models.ordered", "evroute.models.nystrom", "evroute.models.svgp", "evroute.models.kalman",
                 "evroute.models.eigen", "evroute.models.window", "evroute.models")),
     ("policies", ("evroute.policies",)),
     ("agents and environments", ("evroute.agents", "evroute.environments", "evroute.candidates", "evroute.conservation",

@@ -620,3 +620,31 @@ def test_fleet_variance_is_the_fleet_posterior_on_each_edge(synthetic, tmp_path)
     with pytest.raises(EvrouteError, match="--prior-drives"):
         agent_prior(SimulationConfig(network="synthetic", horizon=2, prior_drives_variance="fleet"),
                     prepare_problem(SimulationConfig(network="synthetic", horizon=2)))
+
+
+def test_the_vehicle_scale_on_a_fleet_prior_puts_the_whole_mean_in_the_fleets_units(synthetic, tmp_path):
+    """With --vehicle-scale and --prior-drives, the edges the fleet never drove start at E_det
+    times the fleet's ratio to E_det (least squares through the origin over the driven edges,
+    against numpy's lstsq), the driven ones at the fleet's means; without the scale, at E_det."""
+    from evroute.config import SimulationConfig
+    from evroute.io import atomic_write_parquet
+    from evroute.problem import agent_prior, prepare_problem
+
+    route = _route(synthetic)
+    e_det = prepare_problem(SimulationConfig(network="synthetic", horizon=2)).prior_mean
+    y = np.repeat(0.6 * e_det[route[:4]], 3)  # a lighter fleet: 0.6 × E_det
+    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:4], 3), "next_edge": -1,
+                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
+    atomic_write_parquet(tmp_path / "fleet.parquet", table)
+    cfg = SimulationConfig(network="synthetic", horizon=2, prior_drives=str(tmp_path / "fleet.parquet"))
+    problem = prepare_problem(cfg)
+    driven = np.zeros(synthetic.n_edges, bool)
+    driven[route[:4]] = True
+    ratio = np.linalg.lstsq(e_det[driven, None], problem.prior_mean[driven], rcond=None)[0][0]
+    assert ratio == pytest.approx(0.6, rel=1e-9)  # (no spread within edges: the means are the traversals)
+    scaled = agent_prior(cfg.replace(vehicle_scale=0.5), problem).mean
+    np.testing.assert_allclose(scaled[~driven], ratio * e_det[~driven], rtol=1e-12)
+    np.testing.assert_array_equal(scaled[driven], problem.prior_mean[driven])
+    np.testing.assert_array_equal(agent_prior(cfg, problem).mean[~driven], e_det[~driven])
+    tight = agent_prior(cfg.replace(prior_drives_variance="fleet"), problem).diag()  # no spread: tight, not 0
+    assert np.all(tight[driven] > 0) and np.all(tight[driven] < 1e-4 * tight[~driven].min())

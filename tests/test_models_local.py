@@ -15,9 +15,10 @@ from evroute.environments import StaticEnvironment
 from evroute.errors import EvrouteError, EvrouteWarning
 from evroute.loop import run_loop
 from evroute.models import local as local_module
-from evroute.models import make_model, resolve_model
+from evroute.models import make_model, ordered, resolve_model
 from evroute.models.gmrf import GMRFPosterior
-from evroute.models.local import CHUNK, SEAM, LocalGMRFPosterior
+from evroute.models.local import CHUNK, LocalGMRFPosterior
+from evroute.models.ordered import SEAM
 from evroute.oracle import Oracle
 from evroute.prior import GraphMaternPrior
 from evroute.routes import edge_energies, resolve_route
@@ -371,7 +372,7 @@ def test_two_threads_give_the_same_bits_in_lanes(seam, monkeypatch):
     in the order that defines the result: the same bits, in rounds whose lanes ran side by
     side to the end and in rounds whose lanes met (rolled back, ordered, and on); without
     the seam's order (-1) the lanes meet first at the seam."""
-    monkeypatch.setattr(local_module, "SEAM", seam)
+    monkeypatch.setattr(ordered, "SEAM", seam)
     one, two = _threads_1_and_2("synthetic-10k", None, 8)
     assert one.n_lane_rounds == two.n_lane_rounds == 6 and one.n_pairs == two.n_pairs == 0
     assert one.n_lanes_met == 0 and one.n_lanes_serial == 6  # (one thread: the order itself)
@@ -411,7 +412,7 @@ def test_a_rollback_restores_every_write(mutate, monkeypatch):
 
     monkeypatch.setattr(LocalGMRFPosterior, "_attempt", attempt)
     monkeypatch.setattr(LocalGMRFPosterior, "_restore", restore)
-    monkeypatch.setattr(local_module, "SEAM", -1)
+    monkeypatch.setattr(ordered, "SEAM", -1)
     if mutate:
         with pytest.raises(AssertionError):
             _threads_1_and_2("synthetic-10k", None, 8, rounds=1)
@@ -537,9 +538,10 @@ def test_the_tracked_residual_is_the_residual_after_every_round(small, chunk):
 @pytest.mark.filterwarnings("ignore::evroute.errors.EvrouteWarning")
 @pytest.mark.parametrize("threads", [1, 2])
 def test_two_chunks_that_meet_run_as_a_pair_is_caught_without_timing(small, monkeypatch, threads):
-    """The mutation: chunks whose domains and shells meet kept as a pair (each attempted on the
-    state before the other). The residual check catches it on one thread as on two."""
-    monkeypatch.setattr(LocalGMRFPosterior, "_disjoint", lambda self, a, b: True)
+    """The mutation: the ordered executor's check never finds a meeting, so the second chunk of
+    a pair whose domains and shells meet keeps its attempt made before the first was written.
+    The residual check catches it on one thread as on two."""
+    monkeypatch.setattr(ordered, "meets", lambda written_by, footprint, base: False)
     m = LocalGMRFPosterior(small["gmrf"], small["nv"], tol=1e-2, chunk=8, radius=2, max_radius=2, threads=threads)
     worst = []
     feed(small, [m], n_rounds=8, check=lambda t: worst.append(_tracked_residual_error(small, m)))

@@ -41,22 +41,18 @@ Bounds (relative to σ₀ = √mean(diag k) and σ₀², as ``tol``):
 
 A round's distinct route edges are cut into an even number of chunks of at most ``chunk``
 edges, as equal as can be. A chunk reads and writes only its domain and shell (its
-**footprint**), so two chunks whose footprints are disjoint commute. From :data:`LANES_FROM`
-chunks on, the route's two halves are two **lanes**, a_0, a_1, … and b_0, b_1, …, each chunk
-after the one before it in its lane and each lane with its own radius; the round's result is
-defined as that of the chunks one after the other in the order b_0, a_0, b_1, a_1, …, which is
-what one thread does. Two threads (``threads=2``) run the lanes side by side, a chunk after
-those of the other lane it must follow: at the seam (the first lane's last chunks follow the
-second's first, :data:`SEAM`) and where the lanes met before. Every footprint is claimed
-before its chunk writes; a claim that meets the footprint of a chunk it does not follow stops
-both threads (of two such chunks, whichever claims second sees the first's claim, whatever the
-timing), the writes after the longest prefix of the order both lanes had written are rolled
-back exactly (each write's old values were kept), the two chunks are ordered (the order's
-earlier first) and the threads go on. Every pair of chunks whose footprints meet is thus
-conditioned in the order's sequence, and every other pair commutes, so the result is the same,
-bit for bit, for one thread or two. With fewer chunks, **pairs**: chunk i with chunk i + n/2,
-both attempted on the same state; when the second's footprint misses the first's, the two
-updates commute and both are kept; otherwise the second is conditioned again after the first.
+**footprint**), so two chunks whose footprints are disjoint commute. The scheduling is
+:mod:`evroute.models.ordered`'s (the numerics here are the attempt, the write, the sweep and the
+bounds): each chunk is attempted (it writes nothing), then written, and the result is defined by
+an order of the chunks, whatever the threads. From :data:`LANES_FROM` chunks on, the route's two
+halves are two **lanes**, a_0, a_1, … and b_0, b_1, …, each chunk's radius and bound outside the
+domains coming from its lane's chunks before it, in the order b_0, a_0, b_1, a_1, …
+(:func:`~evroute.models.ordered.run_in_lanes`: two threads run the lanes side by side, claiming
+footprints and rolling back where two chunks met unordered). With fewer chunks, **pairs**: chunk
+i with chunk i + n/2, both attempted on the state after the pair before; the second is kept
+where its footprint misses the first's, else attempted again after the first
+(:func:`~evroute.models.ordered.run_in_order`). Either way the result is the same, bit for bit,
+for one thread or two.
 A chunk's radius grows (by one hop of Q) until its share of both bounds fits the tolerance
 (tol/(2√chunks) of the round), and the next chunk starts one hop smaller when a chunk fitted
 with a wide margin (:data:`SHRINK_BELOW`); after the round a **sweep** of local solves around the largest
@@ -69,7 +65,6 @@ inversion), with a warning. Never silently worse.
 from __future__ import annotations
 
 import math
-import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -94,9 +89,10 @@ from ..linalg import (
 from ..prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..validate import positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
+from .ordered import LaneMemory, run_in_lanes, run_in_order
 
-__all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", "MAX_THREADS", "resolve_threads", "LANES_FROM", "SEAM",
-           "LANE_TRIES"]
+__all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", "MAX_THREADS", "resolve_threads",
+           "LANES_FROM"]
 
 #: The largest tolerance accepted (relative to σ₀ and σ₀²).
 TOL_MAX = 1e-2
@@ -125,12 +121,6 @@ def resolve_threads(threads: int | str) -> int:
 #: A round of at least this many chunks is conditioned in two lanes (the route's two halves),
 #: fewer in pairs.
 LANES_FROM = 8
-#: The seam between the lanes: the first lane's chunk n − 1 − d (d = 0 … SEAM, n its chunks)
-#: follows the second lane's chunks 0 … SEAM − d (they are neighbours along the route).
-SEAM = 2
-#: Tries of the lanes side by side in a round (each orders the chunks that met in the one
-#: before), before the chunks are conditioned one after the other.
-LANE_TRIES = 4
 
 
 @dataclass
@@ -160,59 +150,8 @@ class _Chunk:
         return np.concatenate((self.omega, self.shell))
 
 
-@dataclass
-class _Lanes:
-    """A round's chunks in lanes (consecutive stretches of the route): the order that
-    defines the result, which chunk follows which, what each lane has written, and what the
-    threads share while they run."""
-
-    lanes: list  # per lane, its chunks in route order
-    share: float
-    r0: int
-    base: float
-    order: list = field(default_factory=list)  # (lane, chunk) in the order that defines the result
-    place: dict = field(default_factory=dict)  # (lane, chunk) → its place in ``order``
-    lane_of: np.ndarray | None = None  # place → lane
-    index_of: np.ndarray | None = None  # place → chunk in its lane
-    kept: list = field(default_factory=list)  # per lane, the chunks written (a prefix of the lane)
-    # one try on two threads: after[q, lane] is the last chunk of that lane that the chunk in
-    # place q of the order follows (and so all the lane's chunks before it; -1: none)
-    after: np.ndarray | None = None
-    cond: threading.Condition = field(default_factory=threading.Condition)
-    stop: bool = False
-    running: set = field(default_factory=set)  # lanes a thread is conditioning a chunk of
-    met: set = field(default_factory=set)  # places in ``order`` of two chunks that met, not ordered
-    undo: list = field(default_factory=list)  # (lane, what a write overwrote), in the order written
-
-    def __post_init__(self):
-        sizes = [len(lane) for lane in self.lanes]
-        # cycles over the lanes from the last to the first: b_0, a_0, b_1, a_1, … for two
-        # lanes a (first) and b, so that the first chunks of a lane come before the last
-        # chunks of the lane before it (its neighbours along the route, SEAM)
-        self.order = [(lane, k) for k in range(max(sizes)) for lane in reversed(range(len(sizes))) if k < sizes[lane]]
-        self.place = {x: q for q, x in enumerate(self.order)}
-        self.lane_of = np.array([lane for lane, _ in self.order], np.int64)
-        self.index_of = np.array([i for _, i in self.order], np.int64)
-        self.kept = [[] for _ in sizes]
-
-    def radius(self, lane: int) -> int:
-        return self.kept[lane][-1].next_radius if self.kept[lane] else self.r0
-
-    def out(self, lane: int) -> float:
-        """The lane's chunks' bounds outside their domains, added up in lane order."""
-        total = 0.0
-        for c in self.kept[lane]:
-            total += c.out
-        return total
-
-    def written(self, q: int) -> bool:
-        lane, i = self.order[q]
-        return i < len(self.kept[lane])
-
-    def chunk(self, q: int) -> _Chunk:
-        """The written chunk in place q of the order."""
-        lane, i = self.order[q]
-        return self.kept[lane][i]
+def _footprint(c: _Chunk) -> np.ndarray:
+    return c.footprint
 
 
 class LocalGMRFPosterior(PosteriorModel):
@@ -315,23 +254,21 @@ class LocalGMRFPosterior(PosteriorModel):
         # the same, added to every edge (the part outside the domains); it starts at the prior
         # diagonal's own bound (local solves on large networks): v starts from that diagonal
         self._var_out = float(prior.diag_error_bound())
-        # scratch, one set per side of a pair of chunks: marks (always all False between uses)
+        # scratch, one set per thread: marks (always all False between uses)
         # and positions in the current domain (always -1 between uses)
         self._mark = (np.zeros(E, bool), np.zeros(E, bool))
         self._where = (np.full(E, -1, np.int64), np.full(E, -1, np.int64))
         self._pool = None
-        #: pairs of chunks conditioned, and those whose second chunk had to be redone after
-        #: the first (their domains met)
+        #: pairs of chunks conditioned; second chunks of a pair attempted again after the first
+        #: wrote into their footprint; rounds conditioned in lanes
         self.n_pairs = 0
         self.n_redone = 0
-        #: rounds conditioned in lanes, tries of the lanes side by side that met, and rounds
-        #: whose lanes were finished one chunk after the other
         self.n_lane_rounds = 0
+        #: tries of the lanes side by side that met (rolled back), and rounds whose lanes were
+        #: finished one chunk after the other (with one thread, every round)
         self.n_lanes_met = 0
         self.n_lanes_serial = 0
-        self._owner = None  # per lane: the last chunk that claimed each edge (-1: none)
-        self._met_before: dict[tuple, set] = {}  # chunks a lane waited for in the last round
-        self._lanes_went = True  # whether the last round's lanes ran to the end side by side
+        self._lane_memory = None  # what the lanes keep between rounds (ordered.LaneMemory)
         self._cache = None
         self._joint = None
         self._radii: list[int] = []
@@ -369,9 +306,7 @@ class LocalGMRFPosterior(PosteriorModel):
         if n_chunks >= LANES_FROM:
             self._condition_lanes(chunks, share)
         else:
-            half = -(-n_chunks // 2)  # chunk i is paired with chunk i + half, far along the route
-            for i in range(half):
-                self._condition_pair(chunks[i], chunks[i + half] if i + half < n_chunks else None, share)
+            self._condition_pairs(chunks, share)
         tic = time.perf_counter()
         self._sweep()
         self._check_variances()
@@ -531,206 +466,82 @@ class LocalGMRFPosterior(PosteriorModel):
             self.seconds_split[key] += value
 
     def _condition_lanes(self, chunks: list, share: float) -> None:
-        """Condition the round's chunks in lanes (see the module docstring). The result is
-        that of the chunks one after the other in ``_Lanes.order``, which is what one thread
-        does. Two threads take the lanes' next chunks as they become free, each chunk after
-        those it must follow; when two chunks met that were not ordered, the chunks after the
-        longest prefix of that order all lanes had written are rolled back, the two ordered
-        (and their neighbours) and the threads go on; after LANE_TRIES such tries, one chunk
-        after the other."""
-        n_lanes = 2  # (more lanes meet more often: a route that wanders comes back near itself)
-        cut = (np.arange(n_lanes + 1) * len(chunks)) // n_lanes
-        run = _Lanes(lanes=[chunks[lo:hi] for lo, hi in zip(cut[:-1], cut[1:], strict=True)], share=share,
-                     r0=self._radius, base=self._var_out)
+        """Condition the round's chunks in two lanes (the route's halves a and b) with
+        :func:`evroute.models.ordered.run_in_lanes`: the result is that of the order b_0, a_0,
+        b_1, a_1, …, each chunk's radius and bound outside the domains from its lane's chunks
+        before it; on two threads the lanes run side by side."""
+        cut = (np.arange(3) * len(chunks)) // 2
+        lanes = [chunks[cut[0]:cut[1]], chunks[cut[1]:cut[2]]]
+        r0, start = self._radius, self._var_out
         self.n_lane_rounds += 1
-        if self.threads > 1:
-            if self._owner is None:
-                self._owner = np.full(self.n_arms, -1, np.int32)
-            # the seams (neighbours along the route), and the pairs that met in the last round
-            # (a guess, which decides how long a chunk waits, never the result)
-            seam = set()
-            for lane in range(n_lanes - 1):
-                n = len(run.lanes[lane])
-                seam |= {(run.place[lane, n - 1 - d], run.place[lane + 1, j]) for d in range(min(SEAM + 1, n))
-                         for j in range(min(SEAM + 1 - d, len(run.lanes[lane + 1])))}
-            key = tuple(map(len, run.lanes))
-            pairs = seam | self._met_before.get(key, set())
-            # (one try after a round whose tries all met: domains that span a small network
-            # meet wherever the chunks are)
-            for _ in range(LANE_TRIES if self._lanes_went else 1):
-                self._lanes_went = self._run_lanes(run, pairs)
-                if self._lanes_went:
-                    break
-                self.n_lanes_met += 1
-                pairs = pairs | {(run.place[la, i + di], run.place[lb, j + dj]) for la, i, lb, j in
-                                 ((*run.order[p], *run.order[q]) for p, q in run.met)
-                                 for di in (-1, 0, 1) for dj in (-1, 0, 1)
-                                 if (la, i + di) in run.place and (lb, j + dj) in run.place}
-            # kept for the next round: the pairs beyond the seams whose footprints met
-            self._met_before = {key: {(p, q) for p, q in pairs - seam if run.written(p) and run.written(q) and
-                                      not self._disjoint(run.chunk(p), run.chunk(q))}}
-        # (the rest) one after the other, in the order that defines the result
-        self.n_lanes_serial += sum(map(len, run.kept)) < len(run.order)
-        for q in range(sum(map(len, run.kept)), len(run.order)):
-            self._step(run, q, 0, claim=False)
-        for c in [c for kept in run.kept for c in kept]:  # (route order)
-            self._account(c)
-        total = run.base
-        for lane in range(n_lanes):
-            total += run.out(lane)
-        self._var_out = total
-        self._radius = max(run.radius(lane) for lane in range(n_lanes))
+        if self._lane_memory is None:
+            self._lane_memory = LaneMemory(self.n_arms)
 
-    def _run_lanes(self, run: _Lanes, pairs: set) -> bool:
-        """One try of the lanes on two threads, from the chunks written so far; False when
-        two chunks met that were not ordered (in ``run.met``), after the rollback."""
-        n = len(run.order)
-        # which chunks each chunk follows: the later of a pair (in the order) follows the
-        # earlier, a chunk follows its lane's earlier chunks, and what they follow (the order
-        # puts every chunk after those it follows, so one pass closes it)
-        direct = [[] for _ in range(n)]
-        for p, q in pairs:
-            direct[max(p, q)].append(min(p, q))
-        after = np.full((n, len(run.lanes)), -1, np.int64)
-        for q, (lane, i) in enumerate(run.order):
-            if i > 0:
-                direct[q].append(run.place[lane, i - 1])
-            for p in direct[q]:
-                np.maximum(after[q], after[p], out=after[q])
-                after[q, run.lane_of[p]] = max(after[q, run.lane_of[p]], run.index_of[p])
-        run.after, run.stop, run.met, run.undo, run.running = after, False, set(), [], set()
-        future = self._second_thread().submit(self._worker, run, 1)
-        error = None
-        try:
-            self._worker(run, 0)
-        except BaseException as e:  # (the other thread stops; roll back, then re-raise)
-            error = e
-        try:
-            future.result()
-        except BaseException as e:
-            error = error or e
-        for _, saved in run.undo:
-            self._owner[saved[0].footprint] = -1
-        if error is None and not run.met:
-            return True
-        # keep the longest prefix of the order that all lanes wrote: a chunk after it that
-        # met a chunk in it followed that chunk, so the rollback, in the reverse order of the
-        # writes, restores exactly the prefix's state
-        keep = [0] * len(run.lanes)
-        if error is None:
-            for lane, i in run.order:
-                if i >= len(run.kept[lane]):
-                    break
-                keep[lane] += 1
-        for lane, saved in reversed(run.undo):
-            if len(run.kept[lane]) > keep[lane]:
-                self._restore(saved)
-                run.kept[lane].pop()
-        if error is not None:
-            raise error
-        return False
+        def lane_out(previous: list) -> float:  # the lane's chunks' bounds outside their domains, in lane order
+            total = 0.0
+            for c in previous:
+                total += c.out
+            return total
 
-    def _next(self, run: _Lanes) -> int | None:
-        """The place in the order of the chunk a free thread takes (under the lock): the next
-        chunk of a lane no thread works on, once the chunks it follows are written; None
-        when there is none yet, -1 when none is left."""
-        if all(len(k) == len(lane) for k, lane in zip(run.kept, run.lanes, strict=True)):
-            return -1
-        for lane, chunks in enumerate(run.lanes):
-            i = len(run.kept[lane])
-            if lane not in run.running and i < len(chunks):
-                q = run.place[lane, i]
-                if all(len(kept) > last for kept, last in zip(run.kept, run.after[q], strict=True)):
-                    return q
-        return None
+        def attempt(lane: int, k: int, previous: list, slot: int) -> _Chunk:
+            r = previous[-1].next_radius if previous else r0
+            return self._attempt(*lanes[lane][k], r, share, slot, var_out=start + lane_out(previous))
 
-    def _worker(self, run: _Lanes, slot: int) -> None:
-        """A thread's loop: the next free chunk, until none is left or two chunks met."""
-        cond = run.cond
-        try:
-            while True:
-                with cond:
-                    cond.wait_for(lambda: run.stop or self._next(run) is not None)
-                    q = -1 if run.stop else self._next(run)
-                    if q < 0:
-                        return
-                    run.running.add(run.order[q][0])
-                if not self._step(run, q, slot, claim=True):
-                    return
-        except BaseException:
-            with cond:
-                run.stop = True
-                cond.notify_all()
-            raise
-
-    def _step(self, run: _Lanes, q: int, slot: int, claim: bool) -> bool:
-        """Attempt the chunk in place q of the order and write it; with ``claim``, only once
-        its footprint (domain and shell) is claimed: a footprint that meets one claimed by a
-        chunk it does not follow stops the threads (of two such chunks, whichever claims
-        second sees the first's claim: a place's latest claim is of the chunk that follows
-        all its earlier ones)."""
-        lane, i = run.order[q]
-        c = self._attempt(*run.lanes[lane][i], run.radius(lane), run.share, slot, var_out=run.base + run.out(lane))
-        footprint = c.footprint
-        with run.cond:
-            run.running.discard(lane)
-            if claim:
-                if run.stop:
-                    return False
-                other = self._owner[footprint]
-                other = np.unique(other[other >= 0])
-                met = other[run.index_of[other] > run.after[q, run.lane_of[other]]]
-                if met.size:
-                    run.met.update((int(p), q) for p in met)
-                    run.stop = True
-                    run.cond.notify_all()
-                    return False
-                self._owner[footprint] = q
-                run.undo.append((lane, self._saved(c)))
+        def write(c: _Chunk) -> tuple:
+            saved = self._saved(c)
             self._write(c)
-            run.kept[lane].append(c)
-            run.cond.notify_all()
-        return True
+            return saved
 
-    def _disjoint(self, a: _Chunk, b: _Chunk) -> bool:
-        """Whether a's writes (its footprint) miss everything b read or writes."""
-        mark, footprint = self._mark[0], a.footprint
-        mark[footprint] = True
-        hit = bool(mark[b.footprint].any())
-        mark[footprint] = False
-        return not hit
+        kept, stats = run_in_lanes([len(lane) for lane in lanes], attempt, _footprint, write, self._restore,
+                                   self._lane_memory, threads=self.threads,
+                                   pool=self._second_thread() if self.threads > 1 else None)
+        self.n_lanes_met += stats.met
+        self.n_lanes_serial += stats.serial
+        for c in kept[0] + kept[1]:  # (route order)
+            self._account(c)
+        total = start
+        for lane in range(2):
+            total += lane_out(kept[lane])
+        self._var_out = total
+        self._radius = max(kept[lane][-1].next_radius if kept[lane] else r0 for lane in range(2))
+
+    def _condition_pairs(self, chunks: list, share: float) -> None:
+        """Condition chunk i with chunk i + n/2 (far along the route), pair after pair: both
+        attempted on the state after the pair before, with its radius and bound outside the
+        domains; the second kept where its footprint misses the first's, else attempted again
+        after the first is written (:func:`evroute.models.ordered.run_in_order`)."""
+        half = -(-len(chunks) // 2)
+        tasks, base, pair_of = [], [], []
+        for i in range(half):
+            before = len(tasks) - 1
+            for c in (chunks[i], chunks[i + half]) if i + half < len(chunks) else (chunks[i],):
+                tasks.append(c)
+                base.append(before)
+                pair_of.append(i)
+            self.n_pairs += i + half < len(chunks)
+        radius = {0: self._radius}  # pair → its radius: the larger next radius of the pair before
+        var_after = {-1: self._var_out}  # task → the bound outside the domains after its commit
+
+        def attempt(q: int, fresh: bool, slot: int) -> _Chunk:
+            return self._attempt(*tasks[q], radius[pair_of[q]], share, slot,
+                                 var_out=self._var_out if fresh else var_after[base[q]])
+
+        def commit(q: int, c: _Chunk) -> None:
+            self._commit(c)
+            var_after[q] = self._var_out
+            p = pair_of[q]
+            radius[p + 1] = max(radius.get(p + 1, 0), c.next_radius)
+
+        stats = run_in_order(base, attempt, _footprint, commit, self.n_arms, threads=self.threads,
+                             pool=self._second_thread() if self.threads > 1 else None)
+        self.n_redone += stats.redone
+        self._radius = radius[pair_of[-1] + 1]
 
     def _second_thread(self) -> ThreadPoolExecutor:
-        """The thread beside the caller's (made once, for both lanes and pairs)."""
+        """The thread beside the caller's (made once)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evroute-local")
         return self._pool
-
-    def _condition_pair(self, a: tuple, b: tuple | None, share: float) -> None:
-        """Condition chunk ``a`` then chunk ``b`` (far along the route). Both are attempted on
-        the same state, side by side when ``threads`` > 1; b's attempt is kept only when its
-        domain and shell miss a's (the two updates then touch disjoint state and commute),
-        else b is redone after a's commit. The outcome never depends on the thread count."""
-        r = self._radius
-        if b is None:
-            ca = self._attempt(*a, r, share, 0)
-            self._commit(ca)
-            self._radius = ca.next_radius
-            return
-        self.n_pairs += 1
-        if self.threads > 1:
-            fb = self._second_thread().submit(self._attempt, *b, r, share, 1)
-            ca = self._attempt(*a, r, share, 0)
-            cb = fb.result()
-        else:
-            ca = self._attempt(*a, r, share, 0)
-            cb = self._attempt(*b, r, share, 1)
-        self._commit(ca)
-        if not self._disjoint(ca, cb):
-            self.n_redone += 1
-            cb = self._attempt(*b, r, share, 0)
-        self._commit(cb)
-        self._radius = max(ca.next_radius, cb.next_radius)
 
     def _bounds(self) -> None:
         self.mean_error_bound = self._C * float(np.linalg.norm(self._res)) / self._sigma0
