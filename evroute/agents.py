@@ -49,7 +49,8 @@ from .validate import choice, flag, in_range, nonneg_float, positive_float, posi
 
 __all__ = ["Decision", "Agent", "IndexAgent", "BoundAgent", "PathBoundAgent", "PEAgent", "lower_bound_weights",
            "pe_beta", "pe_path_beta", "pe_xi", "AgentSetup", "register_agent", "unregister_agent", "agent_names", "make_agent",
-           "agent_options", "policy_family", "resolve_policy", "POLICIES", "LOWER_CONFIDENCE_BOUND"]
+           "agent_options", "policy_family", "resolve_policy", "POLICIES", "LOWER_CONFIDENCE_BOUND", "ONE_NOISE_LEVEL",
+           "AGENT_NEEDS"]
 
 
 @dataclass
@@ -788,9 +789,17 @@ _AGENTS = POLICIES
 LOWER_CONFIDENCE_BOUND = "lower-confidence-bound"
 
 
+#: What an agent may declare it needs of a run (``register_agent(..., needs=...)``), checked when
+#: the run is configured (:class:`evroute.config.SimulationConfig`), before the network loads:
+#: ``one-noise-level``, one observation noise ς for every edge (its confidence bounds take one),
+#: so not a per-edge noise model (``--noise-std edge[...]``).
+ONE_NOISE_LEVEL = "one-noise-level"
+AGENT_NEEDS = (ONE_NOISE_LEVEL,)
+
+
 def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[Option, ...] = (),
                    description: str = "", overwrite: bool = False, capabilities: tuple[str, ...] = (),
-                   model: str = "gp") -> None:
+                   model: str = "gp", needs: tuple[str, ...] = ()) -> None:
     """Register an agent under a policy name (``--policy NAME``).
 
     ``factory(setup: AgentSetup, **options) -> Agent`` receives every declared option (the
@@ -798,9 +807,13 @@ def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[O
     unless ``overwrite``. ``capabilities`` declares what the policy offers
     (:data:`LOWER_CONFIDENCE_BOUND`), shown by ``evroute policies``. ``model`` declares which
     posterior it keeps (:func:`policy_family`): ``gp`` (the run's ``--model``, swept by ``compare``
-    and named in its runs), ``bi`` (its own independent model) or ``none``.
+    and named in its runs), ``bi`` (its own independent model) or ``none``. ``needs`` declares
+    what it needs of the run (:data:`AGENT_NEEDS`), checked before any work.
     """
-    _AGENTS.register(name, factory, options, description, overwrite, capabilities, model=model)
+    unknown = sorted(set(needs) - set(AGENT_NEEDS))
+    if unknown:
+        raise EvrouteError(f"policy {name!r}: unknown needs {', '.join(unknown)} (known: {', '.join(AGENT_NEEDS)})")
+    _AGENTS.register(name, factory, options, description, overwrite, capabilities, model=model, needs=needs)
 
 
 def unregister_agent(name: str) -> None:
@@ -969,13 +982,13 @@ _CMM_OPTIONS = BOUND_OPTIONS + (
 for _rule, _what in _BOUND_RULES.items():
     register_agent(f"gp-{_rule}", _bound_agent_factory(_rule), options=_CMM_OPTIONS if _rule == "cmm" else BOUND_OPTIONS,
                    description=f"lower confidence bounds of {_what}, frequentist: they assume ||f - m|| <= B",
-                   capabilities=(LOWER_CONFIDENCE_BOUND,))
+                   capabilities=(LOWER_CONFIDENCE_BOUND,), needs=(ONE_NOISE_LEVEL,))
 
-register_agent("gp-pe", _pe_factory, options=_PE_OPTIONS,
+register_agent("gp-pe", _pe_factory, options=_PE_OPTIONS, needs=(ONE_NOISE_LEVEL,),
                description="PE-GP-UCB (paper 004): optimistic over (route, prior), eliminates implausible priors")
-register_agent("gp-mle", lambda setup, **o: _pe_factory(setup, rule="mle", **o), options=_PE_OPTIONS,
+register_agent("gp-mle", lambda setup, **o: _pe_factory(setup, rule="mle", **o), options=_PE_OPTIONS, needs=(ONE_NOISE_LEVEL,),
                description="paper 004's baseline: GP-UCB under the type-II maximum-likelihood prior of the round")
-register_agent("gp-fb", lambda setup, **o: _pe_factory(setup, rule="fb", **o), options=_PE_OPTIONS,
+register_agent("gp-fb", lambda setup, **o: _pe_factory(setup, rule="fb", **o), options=_PE_OPTIONS, needs=(ONE_NOISE_LEVEL,),
                description="paper 004's baseline: fully Bayesian, LCBs weighted by P(prior | data)")
-register_agent("gp-rb", lambda setup, **o: _pe_factory(setup, rule="rb", **o), options=_PE_OPTIONS,
+register_agent("gp-rb", lambda setup, **o: _pe_factory(setup, rule="rb", **o), options=_PE_OPTIONS, needs=(ONE_NOISE_LEVEL,),
                description="paper 004's baseline: regret balancing over the priors (its Alg. 2)")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field, fields
 
-from .agents import POLICIES, policy_family, resolve_policy
+from .agents import ONE_NOISE_LEVEL, POLICIES, policy_family, resolve_policy
 from .candidates import Candidate, candidates_from_json, describe_candidates, parse_candidates
 from .energy import load_vehicle
 from .environments import CLOSURES, TRUTHS
@@ -126,6 +126,13 @@ class SimulationConfig:
             what = "its own Bayesian-inference model" if self.family == "bi" else "no posterior model"
             raise EvrouteError(f"--model {self.model.label} is a GP backend for the policies that use one; "
                                f"{self.policy.label} uses {what} (leave --model out)")
+        if ONE_NOISE_LEVEL in POLICIES.get(self.policy.name).needs and isinstance(self.noise_std, str):
+            raise EvrouteError(f"{self.policy.label} assumes one noise level for every edge (its confidence bounds "
+                               "take one sigma); give --noise-std a number, or use an index agent (gp-ucb, gp-ts, "
+                               "bi-ts, ...) with the per-edge model")
+        if self.prior_drives_variance == "fleet" and self.prior_drives is None:
+            raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: give them "
+                               "with --prior-drives")
         if self.family == "gp":  # an extra that is not installed: one line now, not after the network loads
             MODELS.get(self.model.name).check_installed()
         TRUTHS.get(self.truth.name).check_installed()

@@ -226,6 +226,9 @@ class Entry:
     #: a policy's model family, declared at registration: ``gp`` (the run's ``--model``), ``bi``
     #: (its own independent model) or ``none`` (no posterior model)
     model: str = "gp"
+    #: what the component needs of the run (agents: :data:`evroute.agents.AGENT_NEEDS`), checked
+    #: when a run is configured, before any work
+    needs: frozenset = frozenset()
 
     def check_installed(self) -> None:
         """One line naming the install command when a module the component needs is missing
@@ -255,6 +258,8 @@ class Entry:
         lines = [f"{self.name}: {self.description}"]
         if self.capabilities:
             lines[0] += f" [offers: {', '.join(sorted(self.capabilities))}]"
+        if self.needs:
+            lines[0] += f" [needs: {', '.join(sorted(self.needs))}]"
         lines += [f"  {o.name} = {o.default!r}: {o.describe(with_default=False)}" for o in self.options]
         return "\n".join(lines)
 
@@ -315,7 +320,7 @@ class Registry:
 
     def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
                  description: str = "", overwrite: bool = False, capabilities: Iterable[str] = (),
-                 requires: tuple = (), model: str = "gp") -> Entry:
+                 requires: tuple = (), model: str = "gp", needs: Iterable[str] = ()) -> Entry:
         key, extra = parse_spec(str(name), f"{self.kind} name")
         if extra or key != str(name).strip().lower():
             raise EvrouteError(f"invalid {self.kind} name {name!r}")
@@ -327,7 +332,7 @@ class Registry:
         if model not in ("gp", "bi", "none"):
             raise EvrouteError(f"{self.kind} {key!r}: model must be gp, bi or none, got {model!r}")
         entry = self._entries[key] = Entry(self.kind, key, factory, tuple(options), description,
-                                           frozenset(capabilities), tuple(requires), model)
+                                           frozenset(capabilities), tuple(requires), model, frozenset(needs))
         return entry
 
     def unregister(self, name: str) -> None:

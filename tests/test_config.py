@@ -277,3 +277,33 @@ def test_a_policys_model_is_what_it_declared_not_its_name(declared_agents):
     assert len(names) == len(set(names))
     assert {g.config(c).model.name for c in g.cells() if c.policy.name == "fixed-route"} == {"exact"}
     assert any("mnystrom" in n for n in names if "gp-ts" in n)
+
+
+def test_what_an_agent_needs_is_declared_and_checked_before_any_work():
+    """An agent whose bounds take one noise level declares it (ONE_NOISE_LEVEL): a per-edge noise
+    model is refused when the run is configured, in one line; and the declaration is what the
+    agent does: every registered policy built with a per-edge model refuses it exactly when it
+    declares the need."""
+    import dataclasses
+
+    from evroute.agents import ONE_NOISE_LEVEL, POLICIES, agent_names, make_agent, resolve_policy
+    from evroute.testing import small_problem
+
+    with pytest.raises(EvrouteError, match="one noise level"):
+        SimulationConfig(policy="gp-amm", noise_std="edge[a=1,b_per_km=2]")
+    with pytest.raises(EvrouteError, match="--prior-drives"):
+        SimulationConfig(prior_drives_variance="fleet")
+    SimulationConfig(policy="gp-ucb", noise_std="edge[a=1,b_per_km=2]")  # an index agent takes it
+    p = small_problem()
+    for name in agent_names():
+        setup = dataclasses.replace(p.setup(), edge_noise_var=np.full(p.n_edges, p.noise_var))
+        try:
+            make_agent(resolve_policy(name), setup)
+            refused = False
+        except EvrouteError as exc:
+            refused = "one noise level" in str(exc)
+        assert refused == (ONE_NOISE_LEVEL in POLICIES.get(name).needs), name
+    with pytest.raises(EvrouteError, match="unknown needs"):
+        from evroute.agents import register_agent
+
+        register_agent("needy", lambda setup: None, needs=("a-gpu",))
