@@ -26,9 +26,10 @@ import numpy as np
 
 from .energy import Vehicle, energy_floor_wh
 from .environments import Turns
-from .optimum import break_negative_cycles, exact_optimum, is_vertex_simple, negative_cycle
+from .optimum import exact_optimum, is_vertex_simple
 from .policies import route_weights, turn_potential
 from .settings import WEIGHT_RULES
+from .walks import break_negative_cycles, negative_cycle
 
 __all__ = ["truth_checks", "trip_checks", "route_energy", "conserve_energy"]
 
@@ -65,7 +66,7 @@ def conserve_energy(net, values, turns: Turns, covered=None, vehicle: Vehicle | 
     Measured means can make a cycle of negative energy although no single car could drive one:
     a turn's mean over the few cars that took it beside the typical speeds of the roads it joins
     (:func:`evroute.sumo.atlas_turns`), an edge's mean below its physical floor. Each such cycle
-    is broken by :func:`evroute.optimum.break_negative_cycles`, which raises first the turns on
+    is broken by :func:`evroute.walks.break_negative_cycles`, which raises first the turns on
     it that lie below their kinetic bound (ψ_next − ψ_prev) and the measured edges below their
     floor (:func:`evroute.energy.energy_floor_wh`), in proportion to how far below they are.
     Everything off such cycles is kept as measured.

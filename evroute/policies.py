@@ -325,12 +325,12 @@ class TurnPotential:
 
 def turn_potential(floor, turns, lift_to=None) -> TurnPotential:
     """The lower limits, turn costs and potential of :func:`route_weights`' potential rule with
-    turns: Johnson's reweighting (:func:`evroute.optimum.feasible_potential`) of the floors and the
+    turns: Johnson's reweighting (:func:`evroute.walks.feasible_potential`) of the floors and the
     turns' costs.
 
     It exists unless the floors and the turns' costs make a cycle of negative energy (means over
     different cars can: :func:`evroute.sumo.atlas_turns`). Then those cycles are broken for the
-    weights only (:func:`evroute.optimum.break_negative_cycles`): the floors of the cycle's edges
+    weights only (:func:`evroute.walks.break_negative_cycles`): the floors of the cycle's edges
     are lifted toward ``lift_to`` first (the agents' prior mean: where the truth lies above it
     the weights stay exact), then the turns below their kinetic bound are raised, with a warning;
     a route through a lifted edge below its lifted floor, or a raised turn, may then be off the
@@ -348,7 +348,7 @@ def turn_potential(floor, turns, lift_to=None) -> TurnPotential:
     -------
     TurnPotential
     """
-    from .optimum import break_negative_cycles, feasible_potential
+    from .walks import break_negative_cycles, feasible_potential
 
     floor = np.asarray(floor, dtype=np.float64)
     costs = np.asarray(turns.costs, dtype=np.float64)

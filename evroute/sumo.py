@@ -923,7 +923,7 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, e_det:
         ``drive_bias`` ((Σ predicted − Σ measured) / Σ |measured|).
     """
     from .conservation import conserve_energy, trip_checks, truth_checks
-    from .optimum import negative_cycle
+    from .walks import negative_cycle
 
     vehicle = vehicle or Vehicle()
     n = net.n_edges

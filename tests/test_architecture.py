@@ -97,7 +97,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "evroute.specs", "evroute.io", "evroute.registry", "evroute.cache", "evroute.linalg",
                     "evroute.components", "evroute.settings", "evroute.presets")),
     ("network", ("evroute.datasets", "evroute.synthetic", "evroute.fetch", "evroute.osm", "evroute.network", "evroute.oracle",
-                 "evroute.optimum")),
+                 "evroute.optimum", "evroute.walks")),
     ("energy", ("evroute.energy", "evroute.routes")),
     ("prior", ("evroute.kernels", "evroute.prior", "evroute.bounds", "evroute.fitting", "evroute.noise")),
     ("models", ("evroute.models.base", "evroute.models.hetero", "evroute.models.registry", "evroute.models.bi", "evroute.models.exact",
