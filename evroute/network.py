@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import synthetic
+from . import synthetic, synthetic_city
+from . import synthetic_arrays as synthetic_arrays_module
 from .cache import CacheEntry, cache_dir, hash_bytes, hash_file, make_key
 from .datasets import data_dir
 from .errors import EvrouteError, EvrouteWarning
@@ -53,6 +54,7 @@ from .osm import (
 from .progress import stage
 from .registry import load_registry
 from .synthetic import synthetic_graph, synthetic_route_points
+from .synthetic_arrays import synthetic_arrays
 from .validate import positive_float
 
 #: Bump when the processing changes: it is part of every cache key.
@@ -202,6 +204,8 @@ def network_names() -> list[str]:
     return list(load_registry("networks"))
 
 
+#: The modules that make the synthetic cities: their code is part of a synthetic network's cache key.
+SYNTHETIC_MODULES = (synthetic_city, synthetic, synthetic_arrays_module)
 #: ``synthetic-<N>k``: the synthetic city with about N thousand edges.
 SYNTHETIC_SIZED = re.compile(r"^synthetic-(\d+(?:\.\d+)?)k$")
 #: Edges of a synthetic city of ``size`` intersections: E ≈ a·size − b·√size (the √size term
@@ -409,7 +413,7 @@ def load_network(
         check_build_memory(name, size)
 
         params.update(kind="synthetic", seed=seed, size=size,
-                      generator=hash_file(synthetic.__file__)[:16])
+                      generator=hash_bytes(*(hash_file(m.__file__) for m in SYNTHETIC_MODULES))[:16])
         if arrays:
             params["builder"] = "arrays"
         source = None
@@ -449,7 +453,7 @@ def _build(params: dict, name: str, source, dem, max_grade: float, seed, size) -
                             restrictions=read_restrictions(source))
         return net, {"source": str(source), "osm_sha256": params["osm_sha256"]}
     if params.get("builder") == "arrays":
-        net = build_network_from_arrays(synthetic.synthetic_arrays(seed=seed, size=size), name, max_grade)
+        net = build_network_from_arrays(synthetic_arrays(seed=seed, size=size), name, max_grade)
         points, built = _array_city_route_points(net), ", built from arrays"
     else:
         graph = synthetic_graph(seed=seed, size=size)

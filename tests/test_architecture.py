@@ -96,7 +96,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("evroute", "evroute.errors", "evroute.geo", "evroute.progress", "evroute.validate",
                     "evroute.specs", "evroute.io", "evroute.registry", "evroute.cache", "evroute.linalg",
                     "evroute.components", "evroute.settings", "evroute.presets")),
-    ("network", ("evroute.datasets", "evroute.synthetic", "evroute.fetch", "evroute.osm", "evroute.network", "evroute.oracle",
+    ("network", ("evroute.datasets", "evroute.synthetic_city", "evroute.synthetic_arrays", "evroute.synthetic", "evroute.fetch", "evroute.osm", "evroute.network", "evroute.oracle",
                  "evroute.optimum", "evroute.walks")),
     ("energy", ("evroute.energy", "evroute.routes")),
     ("prior", ("evroute.kernels", "evroute.prior", "evroute.bounds", "evroute.fitting", "evroute.noise")),
