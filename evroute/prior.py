@@ -403,52 +403,58 @@ class ScaledPrior(Prior):
 
 
 class EdgeScaledPrior(Prior):
-    """Another prior's covariance with each edge's variance rescaled, its correlations kept:
-    D K D with D = diag(d), and a new mean (issue "Drives in": a fleet's per-edge posterior as the
-    prior, the variance d_e² σ₀² small where the fleet drove often, σ₀² where it never drove).
+    """Another prior's covariance with each edge rescaled, its correlations kept: S⁻¹ K S⁻¹ for
+    S = diag(s), s > 0, and a mean of its own (default the base's over s).
 
-    On a Gaussian Markov random field the precision stays sparse, D⁻¹ Q D⁻¹ (same graph, same
+    Two uses: per-edge observation noise by whitening (:class:`evroute.models.hetero.WhitenedPrior`,
+    g = f / s), and a fleet's per-edge posterior as the prior (issue "Drives in": each edge's
+    variance σ₀² / s_e², small where the fleet drove often). Every view is computed from the base
+    prior's; on a Gaussian Markov random field the precision S Q S keeps Q's pattern (and its
     fill-reducing order), so every backend serves it.
 
     Parameters
     ----------
     base : Prior
     scale : array (E,)
-        d, positive.
-    mean : array (E,)
+        s, positive: the covariance is divided by s_i s_j.
+    mean : array (E,), optional
+        Default ``base.mean / s``.
     """
 
-    def __init__(self, base: Prior, scale, mean):
+    def __init__(self, base: Prior, scale, mean=None):
+        s = np.asarray(scale, dtype=np.float64)
+        if s.shape != (base.n_edges,) or not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise EvrouteError(f"per-edge scales must be {base.n_edges} positive finite numbers")
         self._base = base
-        self.mean = _as_mean(mean)
-        d = np.asarray(scale, dtype=np.float64)
-        if d.shape != (base.n_edges,) or self.mean.size != base.n_edges:
-            raise EvrouteError(f"a per-edge scale and mean need {base.n_edges} entries, got {d.shape} and "
-                               f"{self.mean.size}")
-        if not np.all(np.isfinite(d)) or np.any(d <= 0):
-            raise EvrouteError("a per-edge prior scale must be positive and finite")
-        self.scale = _readonly(d.copy())
-        self._dense = None
+        self._s = _readonly(s.copy())
+        self._w = _readonly(1.0 / s)
+        self.mean = _readonly(np.asarray(base.mean, dtype=np.float64) * self._w) if mean is None else _as_mean(mean)
+        if self.mean.size != base.n_edges:
+            raise EvrouteError(f"mean has {self.mean.size} entries, the prior {base.n_edges} edges")
+        # a draw: the base's, rescaled about the new mean (exactly the base's × 1/s where the mean is the base's / s)
+        self._offset = self.mean - np.asarray(base.mean, dtype=np.float64) * self._w
+        self._Q = None
 
     def diag(self) -> np.ndarray:
-        return _readonly(self.scale ** 2 * np.asarray(self._base.diag(), dtype=np.float64))
+        return _readonly(np.asarray(self._base.diag(), dtype=np.float64) * self._w ** 2)
 
     def rows(self, idx) -> np.ndarray:
-        idx = _as_index(idx, self.n_edges)
-        return self.scale[idx, None] * np.asarray(self._base.rows(idx), dtype=np.float64) * self.scale[None, :]
+        idx = np.asarray(idx, dtype=np.int64)
+        return np.asarray(self._base.rows(idx), dtype=np.float64) * self._w[idx, None] * self._w[None, :]
+
+    def block(self, idx) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        return np.asarray(self._base.block(idx), dtype=np.float64) * np.outer(self._w[idx], self._w[idx])
 
     def dense(self) -> np.ndarray:
-        if self._dense is None:
-            self._check_dense()
-            self._dense = _readonly(self.scale[:, None] * np.asarray(self._base.dense(), dtype=np.float64)
-                                    * self.scale[None, :])
-        return self._dense
+        self._check_dense()
+        return _readonly(np.asarray(self._base.dense(), dtype=np.float64) * np.outer(self._w, self._w))
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
-        return self.mean + self.scale * (np.asarray(self._base.sample(rng), dtype=np.float64) - self._base.mean)
+        return np.asarray(self._base.sample(rng), dtype=np.float64) * self._w + self._offset
 
     def independent_variance(self):
-        return self.scale ** 2 * np.asarray(self._base.independent_variance(), dtype=np.float64)
+        return np.asarray(self._base.independent_variance(), dtype=np.float64) * self._w ** 2
 
     @property
     def representation(self) -> str:
@@ -459,19 +465,21 @@ class EdgeScaledPrior(Prior):
         return self._base.is_markov
 
     def precision(self) -> sp.csc_matrix:
-        inv = sp.diags(1.0 / self.scale)
-        return sp.csc_matrix(inv @ self._base.precision() @ inv)
+        if self._Q is None:
+            S = sp.diags(self._s)
+            self._Q = sp.csc_matrix(S @ sp.csc_matrix(self._base.precision()) @ S)
+        return self._Q
 
-    def precision_min_eigenvalue(self) -> float | None:
-        # λ_min(D⁻¹ Q D⁻¹) ≥ λ_min(Q) / max d² (Rayleigh quotient with x = D⁻¹ y, ‖x‖ ≥ ‖y‖ / max d)
+    def precision_min_eigenvalue(self):
         lam = self._base.precision_min_eigenvalue()
-        return None if lam is None else float(lam / np.max(self.scale) ** 2)
+        # λ_min(S Q S) ≥ λ_min(Q) · min s² (Rayleigh quotient of S x)
+        return None if lam is None else float(lam) * float(np.min(self._s)) ** 2
 
     def precision_ordering(self) -> np.ndarray:
-        return self._base.precision_ordering()
+        return self._base.precision_ordering()  # the same graph
 
     def diag_error_bound(self) -> float:
-        return float(np.max(self.scale) ** 2 * self._base.diag_error_bound())
+        return float(self._base.diag_error_bound()) * float(np.max(self._w)) ** 2
 
 
 class VehicleScalePrior(Prior):

@@ -171,7 +171,7 @@ def agent_prior(cfg, problem: Problem):
         if problem.fleet_scale is None:
             raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: "
                                "give them with --prior-drives")
-        prior = EdgeScaledPrior(prior, problem.fleet_scale, mean)
+        prior = EdgeScaledPrior(prior, 1.0 / problem.fleet_scale, mean)  # variance σ₀² × fleet_scale²
     return VehicleScalePrior(prior, cfg.vehicle_scale) if cfg.vehicle_scale > 0 else prior
 
 

@@ -404,8 +404,9 @@ def test_the_vehicle_scale_refuses_a_sparse_precision():
 
 
 def test_edge_scaled_prior_is_d_k_d_with_its_correlations_and_sparse_precision(synthetic):
-    """EdgeScaledPrior against the dense D K D: rows, diagonal, dense, a draw, the BI variance,
-    and on the GMRF the precision D⁻¹ Q D⁻¹ (the inverse of D K D) with a valid eigenvalue bound."""
+    """EdgeScaledPrior against the dense D K D (D = S⁻¹): rows, diagonal, dense, a draw, the BI
+    variance, the default mean m / s, and on the GMRF the precision S Q S (the inverse of D K D)
+    with a valid eigenvalue bound."""
     from evroute.prior import EdgeScaledPrior, GraphMaternPrior
 
     net = synthetic
@@ -414,7 +415,7 @@ def test_edge_scaled_prior_is_d_k_d_with_its_correlations_and_sparse_precision(s
     new_mean = mean + 0.5
     for base in (NetworkPrior(net, mean, "graph", 1.0, 1.0, 2.0, 0.7), GraphMaternPrior(net, mean, 1.0, 2.0, 0.7)):
         K = np.asarray(base.dense())
-        p = EdgeScaledPrior(base, d, new_mean)
+        p = EdgeScaledPrior(base, 1.0 / d, new_mean)  # (the covariance divided by s_i s_j)
         expected = d[:, None] * K * d[None, :]
         np.testing.assert_allclose(p.dense(), expected, rtol=1e-12)
         np.testing.assert_allclose(p.rows([3, 1]), expected[[3, 1]], rtol=1e-12)
@@ -431,3 +432,4 @@ def test_edge_scaled_prior_is_d_k_d_with_its_correlations_and_sparse_precision(s
             assert p.precision_min_eigenvalue() <= np.linalg.eigvalsh(Q).min() * (1 + 1e-9)
     with pytest.raises(EvrouteError, match="positive"):
         EdgeScaledPrior(base, np.r_[0.0, d[1:]], mean)
+    np.testing.assert_allclose(EdgeScaledPrior(base, 1.0 / d).mean, mean * d, rtol=1e-12)

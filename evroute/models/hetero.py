@@ -13,10 +13,8 @@ the evidence of the data r is that of r / s less Σ ln s_e over the observations
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
-from ..errors import EvrouteError
-from ..prior import Prior
+from ..prior import EdgeScaledPrior, Prior
 from .base import PosteriorModel, readonly
 
 __all__ = ["WhitenedPrior", "HeteroscedasticModel", "reference_noise_var"]
@@ -28,62 +26,12 @@ def reference_noise_var(edge_noise_var) -> float:
     return float(np.mean(np.asarray(edge_noise_var, dtype=np.float64)))
 
 
-class WhitenedPrior(Prior):
-    """The prior of g = f / s for a prior of f and positive scales s (see the module docstring).
-    Every view is computed from the base prior's; the sparse precision S Q S has Q's pattern."""
+class WhitenedPrior(EdgeScaledPrior):
+    """The prior of g = f / s for a prior of f and positive scales s (see the module docstring):
+    :class:`evroute.prior.EdgeScaledPrior` with the mean m / s."""
 
     def __init__(self, base: Prior, scale):
-        s = np.asarray(scale, dtype=np.float64)
-        if s.shape != (base.n_edges,) or not np.all(np.isfinite(s)) or np.any(s <= 0):
-            raise EvrouteError(f"per-edge noise scales must be {base.n_edges} positive finite numbers")
-        self._base = base
-        self._s = readonly(s.copy())
-        self._w = readonly(1.0 / s)
-        self.mean = readonly(np.asarray(base.mean, dtype=np.float64) * self._w)
-        self._Q = None
-
-    def diag(self) -> np.ndarray:
-        return readonly(np.asarray(self._base.diag(), dtype=np.float64) * self._w ** 2)
-
-    def rows(self, idx) -> np.ndarray:
-        idx = np.asarray(idx, dtype=np.int64)
-        return np.asarray(self._base.rows(idx), dtype=np.float64) * self._w[idx, None] * self._w[None, :]
-
-    def block(self, idx) -> np.ndarray:
-        idx = np.asarray(idx, dtype=np.int64)
-        return np.asarray(self._base.block(idx), dtype=np.float64) * np.outer(self._w[idx], self._w[idx])
-
-    def dense(self) -> np.ndarray:
-        self._check_dense()
-        return readonly(np.asarray(self._base.dense(), dtype=np.float64) * np.outer(self._w, self._w))
-
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
-        return np.asarray(self._base.sample(rng), dtype=np.float64) * self._w
-
-    @property
-    def representation(self) -> str:
-        return self._base.representation
-
-    @property
-    def is_markov(self) -> bool:
-        return self._base.is_markov
-
-    def precision(self) -> sp.csc_matrix:
-        if self._Q is None:
-            S = sp.diags(self._s)
-            self._Q = sp.csc_matrix(S @ sp.csc_matrix(self._base.precision()) @ S)
-        return self._Q
-
-    def precision_min_eigenvalue(self):
-        lam = self._base.precision_min_eigenvalue()
-        # λ_min(S Q S) ≥ λ_min(Q) · min s² (Rayleigh quotient of S x)
-        return None if lam is None else float(lam) * float(np.min(self._s)) ** 2
-
-    def precision_ordering(self) -> np.ndarray:
-        return self._base.precision_ordering()  # the same graph
-
-    def diag_error_bound(self) -> float:
-        return float(self._base.diag_error_bound()) * float(np.max(self._w)) ** 2
+        super().__init__(base, scale)
 
 
 class HeteroscedasticModel(PosteriorModel):
