@@ -42,13 +42,30 @@ def reachable(n: int, src: np.ndarray, dst: np.ndarray, root: int) -> np.ndarray
     return mask
 
 
-def _has_pred_cycle(pred: np.ndarray) -> bool:
-    """True if the predecessor graph (``-1`` = none) has a cycle (by pointer doubling)."""
+def _doubled(pred: np.ndarray) -> np.ndarray:
+    """Where each node of the predecessor graph (``-1`` = none) is after following its
+    predecessors at least n times (pointer doubling): the sentinel n where the chain ends, a node
+    on a cycle where it does not."""
     n = pred.size
     p = np.append(np.where(pred < 0, n, pred), n)  # sentinel n points to itself
     for _ in range(int(n).bit_length() + 1):
         p = p[p]
-    return bool(np.any(p[:n] != n))
+    return p[:n]
+
+
+def _has_pred_cycle(pred: np.ndarray) -> bool:
+    """True if the predecessor graph (``-1`` = none) has a cycle."""
+    return bool(np.any(_doubled(pred) != pred.size))
+
+
+def _best_per_target(cd: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Of relaxation candidates (target ``cd``, distance ``cand``), the index of each target's
+    best (the lowest distance; ties: the first)."""
+    order = np.lexsort((cand, cd))
+    cd_sorted = cd[order]
+    first = np.ones(cd_sorted.size, dtype=bool)
+    first[1:] = cd_sorted[1:] != cd_sorted[:-1]
+    return order[first]
 
 
 def shortest_walk(n, src, dst, w, start, arc=None):
@@ -78,11 +95,7 @@ def shortest_walk(n, src, dst, w, start, arc=None):
         if not better.any():
             return dist, pred, False
         cs, cd, cand = cs[better], cd[better], cand[better]
-        order = np.lexsort((cand, cd))  # per target, the best candidate first
-        cd_sorted = cd[order]
-        first = np.ones(cd_sorted.size, dtype=bool)
-        first[1:] = cd_sorted[1:] != cd_sorted[:-1]
-        idx = order[first]
+        idx = _best_per_target(cd, cand)
         dist[cd[idx]] = cand[idx]
         pred[cd[idx]] = cs[idx]
         active[:] = False
@@ -256,11 +269,7 @@ def _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights=None, r
         if not better.any():
             return dist, None, None
         cs, cd, cand, ci = cs[better], cd[better], cand[better], ci[better]
-        order = np.lexsort((cand, cd))
-        cd_sorted = cd[order]
-        first = np.ones(cd_sorted.size, dtype=bool)
-        first[1:] = cd_sorted[1:] != cd_sorted[:-1]
-        idx = order[first]
+        idx = _best_per_target(cd, cand)
         dist[cd[idx]] = cand[idx]
         pred[cd[idx]] = cs[idx]
         pred_arc[cd[idx]] = ci[idx]
@@ -278,14 +287,11 @@ def _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights=None, r
 
 def _pred_cycle(pred: np.ndarray) -> list[int] | None:
     """A cycle of the predecessor graph, in forward (driving) order, or None."""
-    if not _has_pred_cycle(pred):
+    p = _doubled(pred)  # (one doubling, not one to test and another to find)
+    on = np.flatnonzero(p != pred.size)
+    if on.size == 0:
         return None
-    n = pred.size
-    p = np.append(np.where(pred < 0, n, pred), n)
-    for _ in range(int(n).bit_length() + 1):
-        p = p[p]
-    v = int(np.flatnonzero(p[:n] != n)[0])
-    v = int(p[v])  # after doubling, a node on a cycle
+    v = int(p[on[0]])  # after doubling, a node on a cycle
     cycle = [v]
     u = int(pred[v])
     while u != v:
