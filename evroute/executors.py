@@ -24,7 +24,7 @@ from pathlib import Path
 from .config import SimulationConfig
 from .errors import EvrouteError
 from .network import load_network
-from .problem import agent_prior, make_agent, prepare_problem, prior_key, problem_key
+from .problem import agent_prior, make_agent, prepare_problem
 from .runs import prepare_out_dir, write_run
 from .simulation import limit_blas, run_bandit, run_config
 
@@ -67,23 +67,24 @@ def cached_network(name: str, osm: str | None = None, dem: str | None = None):
 def cached_problem(cfg: SimulationConfig):
     """The prepared problem of a run (network, route, prior, truth), once per process.
 
-    It depends on the settings :func:`evroute.problem.prepare_problem` reads only
-    (:data:`evroute.problem.PROBLEM_SETTINGS`: the key is their values, not a list kept here).
+    Kept by what :func:`evroute.problem.prepare_problem` reads: the scenario and the seed (the
+    key is the world itself, not a list of its settings kept here).
     """
-    key = problem_key(cfg)
+    world, seed = cfg.scenario, cfg.seed
 
     def build():
-        net = cached_network(cfg.network, cfg.osm, cfg.dem)
-        return prepare_problem(cfg, net=net)
+        net = cached_network(world.network, world.osm, world.dem)
+        return prepare_problem(world, seed, net=net)
 
-    return _lru_get(_PROBLEMS, key, build, _CACHE_SIZES["problems"])
+    return _lru_get(_PROBLEMS, (world, seed), build, _CACHE_SIZES["problems"])
 
 
 def cached_prior(cfg: SimulationConfig, problem):
     """The agent's prior of a run (:func:`evroute.problem.agent_prior`), once per process:
     its dense covariance is built on first use and kept with it."""
-    key = (problem.net.cache_key, prior_key(cfg), float(problem.prior_var), problem.prior_mean.tobytes())
-    return _lru_get(_PRIORS, key, lambda: agent_prior(cfg, problem), _CACHE_SIZES["priors"])
+    spec = cfg.agent.prior  # what agent_prior reads besides the problem
+    key = (problem.net.cache_key, spec, float(problem.prior_var), problem.prior_mean.tobytes())
+    return _lru_get(_PRIORS, key, lambda: agent_prior(spec, problem), _CACHE_SIZES["priors"])
 
 
 def run_cell(cfg: SimulationConfig, out: str | os.PathLike) -> dict:

@@ -40,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from .agents import policy_family
-from .config import SimulationConfig
+from .config import SimulationConfig, flat_config_json
 from .errors import EvrouteError, EvrouteWarning, Interrupted
 from .executors import cached_network, check_executor, default_jobs, executor_stream
 from .grid import Cell, Grid, fmt_number, is_osm_file, load_grid
@@ -70,10 +70,10 @@ def config_matches(run_dir: Path, cfg: SimulationConfig) -> tuple[bool, str]:
     if not isinstance(saved, dict):
         return False, "config.json is not a JSON object"
     try:
-        have = SimulationConfig.from_json(saved).to_json()
+        have = flat_config_json(SimulationConfig.from_json(saved).to_json())
     except EvrouteError as exc:
         return False, f"config.json: {exc}"
-    want = cfg.to_json()
+    want = flat_config_json(cfg.to_json())
     ignore = {"model"} if cfg.backend == "bi" else set()  # not used by bi-* runs
     for k, v in want.items():
         if k not in ignore and have.get(k) != v:
@@ -174,17 +174,18 @@ def _task_order(grid: Grid, cells: list[Cell], sizes: dict | None = None) -> lis
 
 
 def _warm_tasks(grid: Grid, cells: list[Cell]) -> list[dict]:
-    """One task per (network, seed, truth lengthscale): computes and caches the truth
-    before the runs need it."""
+    """One task per problem the cells prepare (their scenario and seed: the key the workers keep
+    problems by): computes and caches the truth before the runs need it."""
     seen, tasks = set(), []
     for c in cells:
-        tl = grid.truth_for(c)
-        key = (c.network, c.seed, tl)
+        cfg = grid.config(c)
+        key = (cfg.scenario, cfg.seed)
         if key not in seen:
             seen.add(key)
+            tl = cfg.truth_lengthscale
             what = f" truth ℓ {fmt_number(tl)}" if tl != 1.0 else ""
             tasks.append({"kind": "warm", "name": f"prepare {c.network} seed {c.seed}{what}",
-                          "config": grid.config(c).to_json(), "blas_threads": 1})
+                          "config": cfg.to_json(), "blas_threads": 1})
     return tasks
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .agents import policy_family, resolve_policy
-from .config import RUN_SETTINGS, SimulationConfig, normalise_config_json
+from .config import RUN_SETTINGS, SimulationConfig, flat_config_json, normalise_config_json
 from .energy import load_vehicle
 from .errors import EvrouteError
 from .kernels import check_lengthscale
@@ -234,6 +234,7 @@ class Grid:
         """``grid.json``: the base configuration (as ``config.json`` writes it), the axes and the
         cells (read by ``evroute plot`` and by a resumed ``compare``)."""
         base = self.base.to_json()
+        flat = flat_config_json(base)
         cells = [{"name": self.cell_name(c), "network": c.network, "route": c.route, "policy": c.policy.label,
                   "policy_name": c.policy.name, "lengthscale": c.lengthscale,
                   "truth_lengthscale": self.truth_for(c), "seed": c.seed,
@@ -245,9 +246,8 @@ class Grid:
                 "sweeps": [[k, [_json_value(v) for v in vs]] for k, vs in self.sweeps],
                 "osm": dict(self.osm), "dem": dict(self.dem),
                 # the base's settings also at the top, as format 1 had them (for readers of grid.json)
-                "horizon": base["horizon"], "model": base["model"], "kernel": base["kernel"],
-                "truth": base["truth"], "vehicle": base["vehicle"], "drift": base["drift"],
-                "closures": base["closures"], "truth_prior": base["truth_prior"], "cells": cells}
+                **{k: flat[k] for k in ("horizon", "model", "kernel", "truth", "vehicle", "drift", "closures",
+                                        "truth_prior")}, "cells": cells}
 
     @classmethod
     def from_dict(cls, d: dict) -> Grid:

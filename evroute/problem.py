@@ -19,6 +19,7 @@ from .agents import AgentSetup
 from .agents import make_agent as make_named_agent
 from .cache import CacheEntry, hash_bytes, make_key
 from .candidates import candidate_priors
+from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
 from .drives import fleet_prior_mean, read_drives
 from .energy import energy_floor_wh, load_vehicle
 from .environments import (
@@ -41,27 +42,7 @@ from .progress import stage
 from .routes import edge_energies, resolve_route
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
-           "weight_inputs", "fleet_ratio", "PROBLEM_SETTINGS", "PRIOR_SETTINGS", "problem_key", "prior_key"]
-
-
-#: The settings :func:`prepare_problem` reads (the world of a run, as one seed draws it): a prepared
-#: problem is kept by their values (:func:`problem_key`; :func:`evroute.executors.cached_problem`).
-#: ``tests/test_config.py`` checks that it reads no other.
-PROBLEM_SETTINGS = ("network", "osm", "dem", "vehicle", "route", "from_point", "to_point", "seed", "truth",
-                    "truth_lengthscale", "truth_prior", "prior_std", "noise_std", "prior_drives")
-#: The settings :func:`agent_prior` reads besides the problem (its kernel and the vehicle scale).
-PRIOR_SETTINGS = ("kernel", "lengthscale", "kappa", "nu", "vehicle_scale", "prior_drives_variance")
-
-
-def problem_key(cfg) -> tuple:
-    """The values of :data:`PROBLEM_SETTINGS` of ``cfg``: two configurations with the same key
-    prepare the same problem (a cache key, hashable)."""
-    return tuple((name, getattr(cfg, name)) for name in PROBLEM_SETTINGS)
-
-
-def prior_key(cfg) -> tuple:
-    """The values of :data:`PRIOR_SETTINGS` of ``cfg`` (with the problem's, the agents' prior)."""
-    return tuple((name, getattr(cfg, name)) for name in PRIOR_SETTINGS)
+           "weight_inputs", "fleet_ratio"]
 
 
 @dataclass
@@ -110,69 +91,100 @@ class Problem:
         return self.noise_std if self.edge_noise_std is None else self.edge_noise_std
 
 
-def prepare_problem(cfg, net=None) -> Problem:
+def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = None, *, net=None) -> Problem:
     """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed
-    (the truth ``cfg.truth`` names, made by its registered factory).
+    (the truth the scenario names, made by its registered factory).
+
+    The only reader of the world: it reads the scenario and the seed, nothing else, so prepared
+    problems are kept by ``(scenario, seed)`` (:func:`evroute.executors.cached_problem`).
+
+    Parameters
+    ----------
+    scenario : Scenario or SimulationConfig
+        The world (a run's configuration stands for its scenario and its seed).
+    seed : int, optional
+        The seed of the truth; required with a :class:`~evroute.config.Scenario`.
+    net : Network, optional
+        The scenario's network, already loaded (by default loaded here).
 
     Returns
     -------
     Problem
         The run's network, trip, prior mean and scales, truth and oracle.
     """
-    vehicle = load_vehicle(cfg.vehicle)
-    truth_vehicle = load_vehicle(cfg.truth_vehicle()) if cfg.truth_prior is not None else vehicle
-    net = net or load_network(cfg.network, osm=cfg.osm, dem=cfg.dem)
-    route = resolve_route(net, cfg.route, cfg.from_point, cfg.to_point)
+    if isinstance(scenario, SimulationConfig):
+        scenario, seed = scenario.scenario, scenario.seed if seed is None else seed
+    if seed is None:
+        raise TypeError("prepare_problem(scenario, seed): give the seed")
+    sc = scenario
+    vehicle = load_vehicle(sc.vehicle)
+    truth_vehicle = load_vehicle(sc.truth_vehicle()) if sc.truth_prior is not None else vehicle
+    net = net or load_network(sc.network, osm=sc.osm, dem=sc.dem)
+    route = resolve_route(net, sc.route, sc.from_point, sc.to_point)
     oracle = Oracle.from_network(net)
     if not oracle.reachable(route.start)[route.end]:
         raise EvrouteError(f"route {route.name}: the end edge {route.end} cannot be reached from the start edge {route.start}")
     e_det = edge_energies(net, vehicle)
-    e_truth = e_det if cfg.truth_prior is None else edge_energies(net, truth_vehicle)
+    e_truth = e_det if sc.truth_prior is None else edge_energies(net, truth_vehicle)
     sigma_det = float(np.std(e_truth))
     if not sigma_det > 0:
         raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
-    prior_var = (cfg.prior_std if cfg.prior_std is not None else PRIOR_SCALE * sigma_det) ** 2
-    edge_sd = edge_noise_std(net, cfg.noise_std) if isinstance(cfg.noise_std, str) else None
+    prior_var = (sc.prior_std if sc.prior_std is not None else PRIOR_SCALE * sigma_det) ** 2
+    edge_sd = edge_noise_std(net, sc.noise_std) if isinstance(sc.noise_std, str) else None
     if edge_sd is not None:  # a per-edge model: ς² is the mean of ς_e², the reference level
         noise_var = float(np.mean(edge_sd ** 2))
     else:
-        noise_var = (cfg.noise_std if cfg.noise_std is not None else NOISE_SCALE * sigma_det) ** 2
-    truth = make_truth(cfg.truth, TruthSetup(net, e_truth, prior_var,
-                                             math.sqrt(noise_var) if edge_sd is None else edge_sd, cfg.seed,
-                                             cfg.truth_lengthscale, truth_vehicle, route, cfg.network, cfg.osm,
-                                             cfg.dem))
+        noise_var = (sc.noise_std if sc.noise_std is not None else NOISE_SCALE * sigma_det) ** 2
+    truth = make_truth(sc.truth, TruthSetup(net, e_truth, prior_var,
+                                            math.sqrt(noise_var) if edge_sd is None else edge_sd, seed,
+                                            sc.truth_lengthscale, truth_vehicle, route, sc.network, sc.osm,
+                                            sc.dem))
     prior_mean, fleet_scale, counts = e_det, None, None
-    if cfg.prior_drives is not None:  # the fleet's drives: its per-edge posterior (the conjugate update)
-        prior_mean, counts, fleet_var = fleet_prior_mean(e_det, read_drives(cfg.prior_drives, net.n_edges), prior_var)
+    if sc.prior_drives is not None:  # the fleet's drives: its per-edge posterior (the conjugate update)
+        prior_mean, counts, fleet_var = fleet_prior_mean(e_det, read_drives(sc.prior_drives, net.n_edges), prior_var)
         fleet_var = max(fleet_var, 1e-6 * prior_var)  # (traversals that never differ: not certainty)
         fleet_scale = np.sqrt(fleet_var / (counts * prior_var + fleet_var))
-    return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, cfg.seed,
+    return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
                    counts)
 
 
-def agent_prior(cfg, problem: Problem):
-    """The agent's prior: E_det and σ₀² of the problem, the kernel ``cfg`` names (built lazily);
+def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem):
+    """The agent's prior: E_det and σ₀² of the problem, the kernel ``spec`` names (built lazily);
     with ``--prior-drives`` and ``--vehicle-scale`` the mean in the fleet's units everywhere
     (:func:`fleet_ratio` × E_det where the fleet never drove); with ``--prior-drives-variance
     fleet`` each edge's variance the fleet's posterior one
     (:class:`evroute.prior.EdgeScaledPrior`); with ``--vehicle-scale`` the vehicle's unknown scale on
-    top (:class:`evroute.prior.VehicleScalePrior`)."""
+    top (:class:`evroute.prior.VehicleScalePrior`).
+
+    It reads the :class:`~evroute.config.PriorSpec` and the problem only (an agent's
+    specification or a run's configuration stands for its prior's), so priors are kept by them
+    (:func:`evroute.executors.cached_prior`).
+
+    Returns
+    -------
+    NetworkPrior
+        The prior (possibly rescaled per edge, or with the vehicle's scale on top).
+    """
+    if isinstance(spec, SimulationConfig):
+        spec = spec.agent
+    if isinstance(spec, AgentSpec):
+        spec = spec.prior
     mean = problem.prior_mean
-    if cfg.vehicle_scale > 0 and problem.fleet_counts is not None:
+    if spec.vehicle_scale > 0 and problem.fleet_counts is not None:
         # "this vehicle = a × the fleet" needs the whole mean in the fleet's units: where the fleet
         # never drove, E_det times the fleet's ratio to it (least squares over the edges it drove)
         driven = problem.fleet_counts > 0
         e_det = problem.e_det if problem.e_det is not None else problem.prior_mean
         ratio = fleet_ratio(e_det[driven], problem.prior_mean[driven])
         mean = np.where(driven, problem.prior_mean, ratio * e_det)
-    prior = NetworkPrior(problem.net, mean, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu, problem.prior_var)
-    if cfg.prior_drives_variance == "fleet":
+    prior = NetworkPrior(problem.net, mean, spec.kernel, spec.lengthscale, spec.kappa, spec.nu, problem.prior_var)
+    if spec.prior_drives_variance == "fleet":
         if problem.fleet_scale is None:
             raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: "
                                "give them with --prior-drives")
         prior = EdgeScaledPrior(prior, 1.0 / problem.fleet_scale, mean)  # variance σ₀² × fleet_scale²
-    return VehicleScalePrior(prior, cfg.vehicle_scale) if cfg.vehicle_scale > 0 else prior
+    return VehicleScalePrior(prior, spec.vehicle_scale) if spec.vehicle_scale > 0 else prior
 
 
 def fleet_ratio(e_det, fleet_mean) -> float:
@@ -183,60 +195,74 @@ def fleet_ratio(e_det, fleet_mean) -> float:
     return float(e_det @ fleet_mean) / denom if denom > 0 else 1.0
 
 
-def weight_inputs(cfg, problem: Problem) -> dict:
+def weight_inputs(weights: str, problem: Problem) -> dict:
     """What the run's weight rule needs (:func:`evroute.policies.route_weights`): the edges'
     floor and potential, the truth's turns (None without) and, for the potential rule with
     turns, their potential (:func:`evroute.policies.turn_potential`)."""
-    key = ("weights", cfg.weights)
+    key = ("weights", weights)
     if key not in problem.derived:
         e = problem.net.edges
         floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
         turns = problem.ground_truth.turns if problem.ground_truth is not None else None
         h = turn_potential(floor, turns, lift_to=problem.prior_mean) \
-            if turns is not None and cfg.weights == "potential" else None
+            if turns is not None and weights == "potential" else None
         problem.derived[key] = {"floor": floor, "potential": potential, "turns": turns, "turn_potential": h}
     return problem.derived[key]
 
 
-def make_environment(cfg, problem: Problem):
+def make_environment(cfg: SimulationConfig, problem: Problem):
     """The environment of a run: the static truth of the problem (paper 003), or, with ``drift``
     or ``closures``, a :class:`evroute.environments.RoadEnvironment` (energies that change,
-    roads that close; paper 004)."""
+    roads that close; paper 004). It reads the scenario, the seed and the agents' weight rule
+    (for the clairvoyant route).
+
+    Returns
+    -------
+    StaticEnvironment or RoadEnvironment
+    """
     truth = problem.ground_truth if problem.ground_truth is not None else problem.truth
-    w = weight_inputs(cfg, problem)
+    w = weight_inputs(cfg.weights, problem)
 
     def weigh(f):  # the agents' weight rule, for the clairvoyant route
         return route_weights(f, cfg.weights, problem.observation_noise, **w)
 
-    if not cfg.drift and cfg.closures is None:
+    world = cfg.scenario
+    if world.static:
         return StaticEnvironment(truth, problem.observation_noise, problem.oracle, problem.route.start,
                                  problem.route.end, cfg.seed, weigh=weigh)
     mean = problem.truth_mean if problem.truth_mean is not None else problem.prior_mean
     dev = truth_kernel(problem.net, np.zeros(problem.net.n_edges), problem.prior_var,
-                       cfg.truth_lengthscale)  # the truth's kernel: the drift's innovations g_t
+                       world.truth_lengthscale)  # the truth's kernel: the drift's innovations g_t
     return RoadEnvironment(truth, mean, dev.sample, problem.observation_noise, problem.oracle, problem.route.start,
-                           problem.route.end, cfg.seed, eps=float(cfg.drift), closures=cfg.closures, weigh=weigh)
+                           problem.route.end, cfg.seed, eps=float(world.drift), closures=world.closures, weigh=weigh)
 
 
-def make_agent(cfg, problem: Problem, prior: NetworkPrior | None = None):
-    """The agent ``cfg.policy`` names (a resolved component: its options), on ``cfg.model``.
+def make_agent(cfg: SimulationConfig, problem: Problem, prior: NetworkPrior | None = None):
+    """The agent ``cfg.agent`` specifies (its policy, a resolved component with its options, on
+    its model), for the problem, the scenario's candidate priors and the run's horizon and seed.
 
     ``prior`` may be handed in when the caller already has it (e.g. an in-process cache
     keeping its dense covariance between runs); by default :func:`agent_prior`.
+
+    Returns
+    -------
+    Agent
+        The registered agent's factory's result.
     """
-    w = weight_inputs(cfg, problem)
-    prior = prior if prior is not None else agent_prior(cfg, problem)
+    agent, control = cfg.agent, cfg.control
+    w = weight_inputs(agent.weights, problem)
+    prior = prior if prior is not None else agent_prior(agent, problem)
     # the candidate priors (paper 004): E vectors and lazily built kernels, for the agents using them
-    candidates = candidate_priors(cfg.candidates(), problem.net, prior, kernel=cfg.kernel,
-                                  lengthscale=cfg.lengthscale, kappa=cfg.kappa, nu=cfg.nu,
+    candidates = candidate_priors(cfg.scenario.candidates(), problem.net, prior, kernel=agent.kernel,
+                                  lengthscale=agent.lengthscale, kappa=agent.kappa, nu=agent.nu,
                                   prior_var=problem.prior_var)
     setup = AgentSetup(prior=prior, noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
-                       end=problem.route.end, model=cfg.model, seed=cfg.seed,
+                       end=problem.route.end, model=agent.model, seed=control.seed,
                        truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=w["floor"], potential=w["potential"],
-                       candidates=candidates, horizon=int(cfg.horizon), weights=cfg.weights, turns=w["turns"],
+                       candidates=candidates, horizon=int(control.horizon), weights=agent.weights, turns=w["turns"],
                        turn_potential=w["turn_potential"],
                        edge_noise_var=None if problem.edge_noise_std is None else problem.edge_noise_std ** 2)
-    return make_named_agent(cfg.policy, setup)
+    return make_named_agent(agent.policy, setup)
 
 
 def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:

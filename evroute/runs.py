@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import io
-from .config import SimulationConfig
+from .config import SimulationConfig, flat_config_json
 from .errors import EvrouteError
 from .io import atomic_write_json, atomic_write_with, directory_entries, make_public, short_list
 
@@ -124,9 +124,22 @@ def _column_problem(schema, name: str) -> str | None:
     return None
 
 
+def _flat(obj, what: str):
+    """A ``config.json`` of any format with its settings by name (:func:`evroute.config.flat_config_json`);
+    what is not a JSON object is left for the shape check to name."""
+    if not isinstance(obj, dict):
+        return obj
+    try:
+        return flat_config_json(obj)
+    except EvrouteError as exc:
+        raise EvrouteError(f"{what}: {exc}") from None
+
+
 def read_run_json(run_dir: str | os.PathLike) -> tuple[dict, dict]:
     """``config.json`` and ``summary.json`` of a finished run, checked for the shape readers rely on
-    (:data:`CONFIG_SHAPE`, :data:`SUMMARY_SHAPE`); one EvrouteError line naming the run otherwise."""
+    (:data:`CONFIG_SHAPE`, :data:`SUMMARY_SHAPE`); one EvrouteError line naming the run otherwise.
+    The configuration comes with its settings by name, whatever its format
+    (:func:`evroute.config.flat_config_json`)."""
     import json
 
     run_dir = Path(run_dir)
@@ -139,6 +152,8 @@ def read_run_json(run_dir: str | os.PathLike) -> tuple[dict, dict]:
             raise EvrouteError(f"{run_dir} is not a finished run directory ({name} is missing)") from None
         except (OSError, ValueError) as exc:
             raise EvrouteError(f"{run_dir}: {name} is unreadable ({_first_line(exc)})") from None
+        if name == "config.json":  # of any format: its settings by name (format 3 keeps them in three parts)
+            obj = _flat(obj, f"{run_dir} is not a readable run")
         why = _shape_problem(obj, required, optional, name)
         if why is not None:
             raise EvrouteError(f"{run_dir} is not a readable run: {why}")
@@ -175,7 +190,8 @@ def read_config(path: str | os.PathLike) -> SimulationConfig:
         raise EvrouteError(f"no such configuration: {path}") from None
     except (OSError, ValueError) as exc:
         raise EvrouteError(f"{path} is not a readable configuration ({_first_line(exc)})") from None
-    why = _shape_problem(obj, CONFIG_SHAPE, CONFIG_OPTIONAL, "config.json")
+    why = _shape_problem(_flat(obj, f"{path} is not a run's configuration"), CONFIG_SHAPE, CONFIG_OPTIONAL,
+                         "config.json")
     if why is not None:
         raise EvrouteError(f"{path} is not a run's configuration: {why}")
     try:

@@ -138,7 +138,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
     opt = None
     if cfg.exact_optimum:  # computed once per truth (cached), before the rounds: each one's regret against it
         opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
-    static = not cfg.drift and cfg.closures is None
+    static = cfg.scenario.static
     res = run_loop(env, agent, cfg.horizon, cfg.seed, progress=progress, log_dir=log_dir,
                    baselines=baseline_routes(problem),
                    exact_energy=opt["energy"] if opt is not None and opt["energy"] is not None and static else None)

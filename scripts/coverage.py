@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from evroute.config import flat_config_json
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -27,7 +29,7 @@ def main(argv=None) -> int:
     for run in sorted((args.directory / "runs").iterdir()):
         if not (run / "summary.json").is_file():
             continue
-        policy = json.loads((run / "config.json").read_text())["policy"]
+        policy = flat_config_json(json.loads((run / "config.json").read_text()))["policy"]
         obs = pd.read_parquet(run / "observations.parquet", columns=["index_before", "expected_wh"])
         rounds = pd.read_parquet(run / "rounds.parquet")
         r = rows.setdefault(policy, {"below": 0, "pairs": 0, "empty": 0, "rounds": 0, "route_below": 0, "runs": 0})

@@ -11,13 +11,30 @@ import pandas as pd
 import pytest
 
 from evroute.cli import main
-from evroute.config import CONFIG_FORMAT, RUN_SETTINGS, SimulationConfig, normalise_config_json
+from evroute.config import (
+    CONFIG_FORMAT,
+    RUN_SETTINGS,
+    AgentSpec,
+    PriorSpec,
+    RunControl,
+    Scenario,
+    SimulationConfig,
+    flat_config_json,
+    normalise_config_json,
+)
 from evroute.environments import TRUTHS, Truth, register_truth
 from evroute.errors import EvrouteError
 from evroute.grid import Grid, load_grid, make_grid, parse_sweep
 from evroute.problem import make_agent, prepare_problem
 from evroute.specs import Component
 from evroute.summaries import collect_runs, summarize
+
+
+def fields_of(cls) -> list[str]:
+    import dataclasses
+
+    return [f.name for f in dataclasses.fields(cls)]
+
 
 SPECS = {
     "policy": ["gp-ucb", "gp-ucb[beta_scale=0]", "gp-ucb[bs=0.5]", "gp-ucb[beta-scale=0.5]", "gp-bucb[w=2,x=0.5]",
@@ -71,21 +88,64 @@ def test_components_resolve_once_with_canonical_labels():
         cfg.replace(horizon=0)
 
 
-def test_config_json_round_trip_and_format_1_still_reads(tmp_path):
+def test_config_json_round_trip_and_formats_1_and_2_still_read(tmp_path):
     cfg = SimulationConfig(policy="gp-ucb[beta_scale=0.5,beta=002]", model="exact[merge=always]",
-                           priors="sumo-ev,compact-ev[eps=0.01]", horizon=7, seed=3)
+                           priors="sumo-ev,compact-ev[eps=0.01]", horizon=7, seed=3, drift=0.01)
     data = json.loads(json.dumps(cfg.to_json()))
-    assert data["format"] == CONFIG_FORMAT == 2 and data["policy"] == "gp-ucb[beta_scale=0.5,beta=002]"
+    # format 3: the world, the agent and the schedule as three objects, every setting in one of them
+    assert data["format"] == CONFIG_FORMAT == 3 and set(data) == {"format", "scenario", "agent", "control"}
+    assert data["agent"]["policy"] == "gp-ucb[beta_scale=0.5,beta=002]" and data["control"]["horizon"] == 7
+    assert data["scenario"]["drift"] == 0.01 and data["scenario"]["priors"][1]["eps"] == 0.01
+    assert sorted(k for part in ("scenario", "agent", "control") for k in data[part]) == sorted(RUN_SETTINGS)
     assert SimulationConfig.from_json(data) == cfg
+    flat = flat_config_json(data)
+    # a config.json of format 2: one flat object, components as canonical specs
+    two = {**{k: v for k, v in flat.items() if k != "format"}, "format": 2}
+    assert SimulationConfig.from_json(two) == cfg
     # a config.json of format 1 (the policy's options as fields, the model's apart)
     old = {"network": "synthetic", "route": None, "policy": "gp-ucb", "model": "exact", "horizon": 7, "seed": 3,
            "omega": 1.0, "xi": 1.0, "beta_scale": 0.5, "joint_samples": False, "policy_options": {"beta": "002"},
-           "model_options": {"merge": "always"}, "priors": "sumo-ev,compact-ev[eps=0.01]",
-           "resolved": {"candidates": data["priors"]}}
+           "model_options": {"merge": "always"}, "priors": "sumo-ev,compact-ev[eps=0.01]", "drift": 0.01,
+           "resolved": {"candidates": flat["priors"]}}
     assert SimulationConfig.from_json(old) == cfg
     assert normalise_config_json(old)["policy"] == "gp-ucb[beta_scale=0.5,beta=002]"
+    assert normalise_config_json(data)["policy"] == "gp-ucb[beta_scale=0.5,beta=002]"
     with pytest.raises(EvrouteError, match="JSON object"):
         normalise_config_json([1])
+    with pytest.raises(EvrouteError, match="format 3 has no 'agent' object"):
+        SimulationConfig.from_json({"format": 3, "scenario": {}, "control": {}})
+
+
+def test_a_run_is_a_scenario_an_agent_and_a_control():
+    """Every setting belongs to exactly one part; a configuration is made from its parts or from
+    settings (the same value either way), reads every setting back by name, and the parts are
+    frozen, hashable values: equal worlds are one cache key whatever the agents."""
+    from evroute.config import SETTING_PART
+
+    assert sorted(SETTING_PART) == sorted(RUN_SETTINGS)
+    assert set(fields_of(PriorSpec)) <= set(fields_of(AgentSpec))
+    cfg = SimulationConfig(network="synthetic", route="B", policy="bi-ts", horizon=9, seed=4, drift=0.02,
+                           lengthscale=0.5)
+    again = SimulationConfig(Scenario(network="synthetic", route="B", drift=0.02),
+                             AgentSpec(policy="bi-ts", lengthscale=0.5), RunControl(horizon=9, seed=4))
+    assert again == cfg and hash(again) == hash(cfg)
+    assert {name: getattr(cfg, name) for name in RUN_SETTINGS} == cfg.settings()
+    assert (cfg.horizon, cfg.route, cfg.policy.name, cfg.lengthscale) == (9, "B", "bi-ts", 0.5)
+    assert cfg.agent.prior == PriorSpec(lengthscale=0.5)
+    # a change of agent keeps the world (the problem's cache key); a change of world does not
+    other = cfg.replace(policy="gp-ucb", model="kalman", lengthscale=2.0)
+    assert other.scenario is cfg.scenario and other.agent != cfg.agent
+    assert cfg.replace(truth_lengthscale=0.5).scenario != cfg.scenario
+    assert cfg.replace(scenario=Scenario(network="synthetic")).route is None
+    assert len({cfg.scenario, other.scenario, cfg.replace(seed=5).scenario}) == 1
+    with pytest.raises(AttributeError):
+        cfg.scenario.drift = 0.5  # type: ignore[misc]
+    with pytest.raises(TypeError, match="unknown setting.*colour"):
+        SimulationConfig(colour="red")
+    with pytest.raises(TypeError, match="must be a Scenario"):
+        SimulationConfig(scenario=AgentSpec())
+    with pytest.raises(EvrouteError, match="horizon"):
+        RunControl(horizon=0)
 
 
 def test_candidate_files_are_read_once(tmp_path):
@@ -228,21 +288,31 @@ class _Recorder:
 
 @pytest.mark.parametrize("extra", [{}, {"truth_prior": "delivery-van", "noise_std": "edge[a=2,b_per_km=10]",
                                         "prior_std": 9.0, "vehicle_scale": 0.3, "kernel": "graph"}])
-def test_the_problem_and_prior_read_only_the_settings_of_their_cache_keys(synthetic, extra):
-    """prepare_problem and agent_prior read no setting outside PROBLEM_SETTINGS / PRIOR_SETTINGS
-    (the keys the compare workers keep them by: a new world setting left out of a key would
-    reuse a stale problem), and read every one of them (no dead entries)."""
-    from evroute.problem import PRIOR_SETTINGS, PROBLEM_SETTINGS, agent_prior, prepare_problem
+def test_the_problem_reads_the_world_and_the_prior_its_spec(synthetic, extra):
+    """prepare_problem reads the scenario and the seed, agent_prior the PriorSpec: the keys the
+    compare workers keep them by are these values themselves (a world setting cannot be left out
+    of a key). Handed only those, they build what the whole configuration builds, and they read
+    most of what they are handed (the world's settings they leave are those of the environment
+    and the agents: drift, closures, candidate priors)."""
+    from evroute.problem import agent_prior, prepare_problem
 
     cfg = SimulationConfig(network="synthetic", horizon=3, **extra)
-    rec = _Recorder(cfg)
-    problem = prepare_problem(rec, net=synthetic)
-    derived = {"truth_vehicle"}  # a method of the configuration reading vehicle and truth_prior
-    assert rec.read - derived <= set(PROBLEM_SETTINGS), rec.read - set(PROBLEM_SETTINGS)
-    assert set(PROBLEM_SETTINGS) - {"osm", "dem", "from_point", "to_point"} <= rec.read | {"vehicle", "truth_prior"}
-    rec = _Recorder(cfg)
-    agent_prior(rec, problem)
-    assert rec.read <= set(PRIOR_SETTINGS) and rec.read >= {"kernel", "lengthscale", "vehicle_scale"}
+    rec = _Recorder(cfg.scenario)
+    problem = prepare_problem(rec, cfg.seed, net=synthetic)
+    whole = prepare_problem(cfg, net=synthetic)
+    np.testing.assert_array_equal(problem.truth, whole.truth)
+    np.testing.assert_array_equal(problem.prior_mean, whole.prior_mean)
+    assert problem.noise_var == whole.noise_var and problem.prior_var == whole.prior_var
+    derived = {"truth_vehicle"}  # a method of the scenario reading vehicle and truth_prior
+    unread = set(fields_of(Scenario)) - (rec.read - derived)
+    assert unread <= {"osm", "dem", "from_point", "to_point", "drift", "closures", "priors", "vehicle",
+                      "truth_prior"}, unread
+    rec = _Recorder(cfg.agent.prior)
+    prior = agent_prior(rec, problem)
+    assert rec.read >= {"kernel", "lengthscale", "vehicle_scale"}
+    np.testing.assert_array_equal(prior.diag(), agent_prior(cfg, problem).diag())
+    with pytest.raises(TypeError, match="give the seed"):
+        prepare_problem(cfg.scenario, net=synthetic)
 
 
 @pytest.fixture

@@ -396,8 +396,8 @@ def test_truth_lengthscale_same_changes_the_environment_with_the_sweep(tmp_path)
         "synthetic-B-bi-ts-ls0.5-tl0.5-s0", "synthetic-B-bi-ts-s0", "synthetic-B-bi-ts-ls2-tl2-s0"]
     from evroute.experiment import _warm_tasks
 
-    warm = _warm_tasks(grid, cells)  # one truth to prepare per (network, seed, ℓ_truth)
-    assert sorted((t["config"]["seed"], t["config"]["truth_lengthscale"]) for t in warm) == [
+    warm = _warm_tasks(grid, cells)  # one truth to prepare per (scenario, seed): per (seed, ℓ_truth) here
+    assert sorted((t["config"]["control"]["seed"], t["config"]["scenario"]["truth_lengthscale"]) for t in warm) == [
         (0, 0.5), (0, 1.0), (0, 2.0), (1, 0.5), (1, 1.0), (1, 2.0)]
     res = run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
     table = res.summary
@@ -423,7 +423,7 @@ def test_runs_from_before_the_truth_option_still_match(tmp_path):
     run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
     cfg_path = tmp_path / "runs" / "synthetic-B-bi-ts-s0" / "config.json"
     saved = json.loads(cfg_path.read_text())
-    del saved["truth_lengthscale"]
+    del saved["scenario"]["truth_lengthscale"]
     cfg_path.write_text(json.dumps(saved))
     res = run_grid(grid, tmp_path, jobs=1, progress=False, log=lambda m: None)
     assert (res.n_kept, res.n_computed) == (1, 0)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from evroute.agents import IndexAgent
-from evroute.config import SimulationConfig
+from evroute.config import SimulationConfig, flat_config_json
 from evroute.environments import StaticEnvironment
 from evroute.errors import EvrouteError
 from evroute.models import make_model
@@ -97,7 +97,7 @@ def test_run_directory_contents(tmp_path, synthetic, policy):
                 "route", "seed", "noise_std_wh", "prior_std_wh", "optimal_energy_wh", "exact_optimal_energy_wh"):
         assert key in summary
     config = json.loads((out / "config.json").read_text())
-    assert config["evroute_version"] and config["policy"] == policy
+    assert config["evroute_version"] and config["agent"]["policy"] == policy
     # consistency across files
     assert rounds.n_edges.sum() == len(obs) == edges.visits.sum()
     assert np.allclose(rounds.cumulative_regret_wh, np.cumsum(rounds.regret_wh))
@@ -168,7 +168,7 @@ def test_out_dir_rules(tmp_path, synthetic):
     simulate(SimulationConfig(horizon=3), out, net=synthetic)
     assert is_finished_run(out)
     simulate(SimulationConfig(horizon=4, seed=1), out, overwrite=True, net=synthetic)
-    assert json.loads((out / "config.json").read_text())["horizon"] == 4
+    assert json.loads((out / "config.json").read_text())["control"]["horizon"] == 4
     # a run directory the user added a file to is not replaced either
     (out / "thesis.txt").write_text("mine")
     with pytest.raises(EvrouteError, match="files evroute did not write.*thesis.txt"):
@@ -491,7 +491,7 @@ def test_simulate_config_runs_a_run_directory_again(tmp_path, capsys):
     for table in ("rounds", "observations"):
         ta, tb = (pd.read_parquet(d / f"{table}.parquet").drop(columns=["seconds"], errors="ignore") for d in (a, b))
         pd.testing.assert_frame_equal(ta, tb)
-    cfg = json.loads((c / "config.json").read_text())
+    cfg = flat_config_json(json.loads((c / "config.json").read_text()))
     assert (cfg["seed"], cfg["policy"], cfg["route"], cfg["horizon"]) == (4, "gp-ucb", "B", 12)
 
 

@@ -255,7 +255,7 @@ def test_simulate_writes_a_complete_run_directory(tmp_path, small, policy):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["model"] == "svgp" and summary["horizon"] == 5
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["model"] == "svgp[inducing=40,batch_size=100,steps=2]"
+    assert config["agent"]["model"] == "svgp[inducing=40,batch_size=100,steps=2]"
     assert len(res.rounds) == 5 and np.all(np.isfinite(res.edges.post_std_final))
     assert np.all(res.edges.post_std_final > 0)
 
