@@ -2,7 +2,7 @@
 ``evroute.components`` entry-point group through which other packages add theirs.
 
 The four families' registries live here (:data:`POLICIES`, :data:`MODELS`, :data:`TRUTHS`,
-:data:`CLOSURES`; :mod:`evroute.agents`, :mod:`evroute.models` and :mod:`evroute.environments`
+:data:`CLOSURES`; :mod:`evroute.bandit.agents`, :mod:`evroute.models` and :mod:`evroute.bandit.environments`
 re-export them and register into them). A registry knows the built-in names before the modules
 that register them are imported: help texts list them at once (``evroute simulate --help``
 imports no numerical library), and the first use of a name imports its module, whose
@@ -42,10 +42,10 @@ _MODELS = ("bi", "bkb", "eigen", "exact", "kalman", "nystrom", "svgp", "window")
 
 #: family → {name: the module whose import registers it}, in the order help texts list them.
 BUILTIN: dict[str, dict[str, str]] = {
-    "policy": dict.fromkeys(_POLICIES, "evroute.agents"),
+    "policy": dict.fromkeys(_POLICIES, "evroute.bandit.agents"),
     "model": dict.fromkeys(_MODELS, "evroute.models"),
-    "truth": {"gp": "evroute.environments", "rkhs": "evroute.environments", "sumo": "evroute.sumo"},
-    "closures": {"alternate": "evroute.environments", "random": "evroute.environments"},
+    "truth": {"gp": "evroute.bandit.environments", "rkhs": "evroute.bandit.environments", "sumo": "evroute.world.sumo"},
+    "closures": {"alternate": "evroute.bandit.environments", "random": "evroute.bandit.environments"},
 }
 
 
@@ -78,16 +78,16 @@ def plugin_catalogue(family: str) -> dict[str, tuple[str, str]]:
     return _PLUGINS[family]
 
 
-#: The policies (``--policy``): ``evroute.agents.register_agent`` adds one.
+#: The policies (``--policy``): ``evroute.bandit.agents.register_agent`` adds one.
 POLICIES = Registry("policy", sort=False, example="gp-bucb[xi=0.5]", catalogue=BUILTIN["policy"],
                     plugins=lambda: plugin_catalogue("policy"))
 #: The posterior backends (``--model``): ``evroute.models.register_model`` adds one.
 MODELS = Registry("model", sort=True, example="svgp[inducing=500]", catalogue=BUILTIN["model"],
                   plugins=lambda: plugin_catalogue("model"))
-#: The truths (``--truth``): ``evroute.environments.register_truth`` adds one.
+#: The truths (``--truth``): ``evroute.bandit.environments.register_truth`` adds one.
 TRUTHS = Registry("truth", sort=False, example="rkhs[B=10]", catalogue=BUILTIN["truth"],
                   plugins=lambda: plugin_catalogue("truth"))
-#: The closure patterns (``--closures``): ``evroute.environments.register_closures`` adds one.
+#: The closure patterns (``--closures``): ``evroute.bandit.environments.register_closures`` adds one.
 CLOSURES = Registry("closures", sort=False, example="random[rate=0.05]", catalogue=BUILTIN["closures"],
                     plugins=lambda: plugin_catalogue("closures"))
 #: family → registry.

@@ -1,7 +1,7 @@
 """The grids ``evroute compare`` knows by name (the papers' experiments) and the axes of a grid.
 
 Declarations only, like :mod:`evroute.settings`: ``evroute compare --help`` reads them without
-importing the numerical libraries; :mod:`evroute.grid` builds grids from them.
+importing the numerical libraries; :mod:`evroute.runs.grid` builds grids from them.
 """
 
 from __future__ import annotations

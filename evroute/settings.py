@@ -2,7 +2,7 @@
 and its help (:data:`RUN_SETTINGS`).
 
 ``evroute simulate`` and ``evroute compare`` make their command-line options from these
-declarations (:mod:`evroute.cli_settings`), :class:`evroute.config.SimulationConfig` converts
+declarations (:mod:`evroute.cli.options`), :class:`evroute.runs.config.SimulationConfig` converts
 every value through them, and ``compare --sweep`` sweeps them. The module imports no numerical
 library, so ``--help`` answers at once: a setting whose check needs the network, a registry or
 a file reader names its converter by ``"module:function"`` (:func:`evroute.specs.deferred`),
@@ -40,7 +40,7 @@ __all__ = ["RUN_SETTINGS", "NETWORK_SETTINGS", "ROUTE_SETTINGS", "VEHICLE_SETTIN
 
 #: The network settings of a run.
 NETWORK_SETTINGS = (
-    Option("network", deferred("evroute.network:check_network_name"), "synthetic", "network: synthetic "
+    Option("network", deferred("evroute.roads.network:check_network_name"), "synthetic", "network: synthetic "
            "(embedded), synthetic-<N>k, monaco, luxembourg, or an OSM XML file", "the embedded synthetic city: runs "
            "with no data and no internet", metavar="NAME"),
     Option("osm", existing_file("OSM file"), None, "OSM XML file of a built-in network (default: the data folder, "
@@ -66,19 +66,19 @@ ROUTE_SETTINGS = (
 
 #: The vehicle of a run: E_det's parameters (003 Eq. 8, Table 2).
 VEHICLE_SETTINGS = (
-    Option("vehicle", deferred("evroute.energy:check_vehicle"), None, "vehicle preset (sumo-ev, compact-ev, "
+    Option("vehicle", deferred("evroute.physics.energy:check_vehicle"), None, "vehicle preset (sumo-ev, compact-ev, "
            "delivery-van, suv-ev) or JSON file; default sumo-ev", "003 App. B.3, Table 2: SUMO's EV defaults",
            metavar="NAME|FILE"),
 )
 
 # --- the agent --------------------------------------------------------------------------------
 
-#: How per-edge indices become the oracle's weights (:func:`evroute.policies.route_weights`).
+#: How per-edge indices become the oracle's weights (:func:`evroute.bandit.policies.route_weights`).
 WEIGHT_RULES = ("rectified", "potential")
 
 #: The agent's settings: which policy, on which posterior backend, weighing edges how.
 AGENT_SETTINGS = (
-    Option("policy", deferred("evroute.agents:resolve_policy", value_only=True), "gp-ts",
+    Option("policy", deferred("evroute.bandit.agents:resolve_policy", value_only=True), "gp-ts",
            lambda: f"policy: {', '.join(component_names('policy'))}; options as a spec, e.g. "
            "gp-ucb[beta_scale=0.5], gp-bucb[xi=0.5] (see `evroute models`)", "003 Fig. 2: GP-TS had the lowest "
            "regret", metavar="SPEC"),
@@ -163,7 +163,7 @@ def check_std_wh(name, value):
 SCALE_SETTINGS = (
     Option("prior_std", check_std_wh, None, "sigma_0 of the agents' prior and of the GP truth (Wh); default the "
            "paper's 0.25 sigma_det", "003 Sec. 4.1", metavar="WH"),
-    Option("noise_std", deferred("evroute.noise:parse_noise_std"), None, "the observation noise sigma the agents "
+    Option("noise_std", deferred("evroute.priors.noise:parse_noise_std"), None, "the observation noise sigma the agents "
            "assume, and that of the Gaussian truths: Wh, or per edge edge[a=WH,b_per_km=WH,tls=WH] (sigma_e = a + "
            "b_per_km * km + tls at a traffic signal; fitted by evroute sumo atlas --fit); default the paper's "
            "0.1 sigma_det", "003 Sec. 4.1", metavar="WH|SPEC"),
@@ -186,21 +186,21 @@ SCALE_SETTINGS = (
 
 #: The environment's settings of a run: what is true, how it changes, which roads close.
 ENVIRONMENT_SETTINGS = (
-    Option("truth", deferred("evroute.environments:resolve_truth", value_only=True), "gp",
+    Option("truth", deferred("evroute.bandit.environments:resolve_truth", value_only=True), "gp",
            lambda: f"the ground truth: {', '.join(component_names('truth'))}, with options as a spec, e.g. "
            "rkhs[B=10]", "003 Sec. 4.1: a draw of the GP prior", metavar="SPEC"),
     Option("truth_lengthscale", check_lengthscale, 1.0, "context lengthscale of the kernel the true f is drawn "
            "from", "003: lengthscales 1", metavar="NUMBER"),
     Option("drift", unit_rate, 0.0, "time-varying energies f_{t+1} = m + sqrt(1-eps)(f_t - m) + sqrt(eps) g_t "
            "(paper 004); 0: static", metavar="NUMBER"),
-    Option("closures", deferred("evroute.environments:parse_closures", value_only=True), None,
+    Option("closures", deferred("evroute.bandit.environments:parse_closures", value_only=True), None,
            lambda: f"road closures: {', '.join(component_names('closures'))}, with options as a spec, e.g. "
            "random[rate=0.05]; default none", metavar="SPEC"),
 )
 
 #: The candidate priors of a run (paper 004: "which vehicle am I?").
 PRIOR_SETTINGS = (
-    Option("priors", deferred("evroute.candidates:check_priors"), None, "candidate priors of gp-pe/mle/fb/rb "
+    Option("priors", deferred("evroute.priors.candidates:check_priors"), None, "candidate priors of gp-pe/mle/fb/rb "
            "(paper 004), comma-separated: vehicle presets or files, each with optional settings "
            "VEHICLE[eps=0.01,lengthscale=0.5,kappa=1,nu=2,name=...], or a JSON candidates file; read once; default "
            "every preset, the run's kernel, eps 0", metavar="LIST"),
@@ -244,7 +244,7 @@ def demand_file(name, value):
     return str(value)
 
 
-#: The options of ``--truth sumo[...]`` (:mod:`evroute.sumo` registers the truth with them), declared
+#: The options of ``--truth sumo[...]`` (:mod:`evroute.world.sumo` registers the truth with them), declared
 #: here, where importing them costs nothing: ``evroute sumo atlas`` makes its flags of them.
 SUMO_TRUTH_OPTIONS = (
     Option("rate", in_range(0, 1e6, lo_open=True, why="random trips an hour"), 1800.0,

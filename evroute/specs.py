@@ -226,7 +226,7 @@ class Entry:
     #: a policy's model family, declared at registration: ``gp`` (the run's ``--model``), ``bi``
     #: (its own independent model) or ``none`` (no posterior model)
     model: str = "gp"
-    #: what the component needs of the run (agents: :data:`evroute.agents.AGENT_NEEDS`), checked
+    #: what the component needs of the run (agents: :data:`evroute.bandit.agents.AGENT_NEEDS`), checked
     #: when a run is configured, before any work
     needs: frozenset = frozenset()
 
@@ -420,7 +420,7 @@ def deferred(target: str, *, value_only: bool = False, bounds: str | None = None
     Parameters
     ----------
     target : str
-        ``"module:function"``, e.g. ``"evroute.network:check_network_name"``.
+        ``"module:function"``, e.g. ``"evroute.roads.network:check_network_name"``.
     value_only : bool
         The function takes the value alone (``resolve_policy(spec)``), not ``(name, value)``.
     bounds : str, optional

@@ -19,9 +19,8 @@ from functools import cache
 
 import numpy as np
 
-from .agents import AgentSetup, Decision, make_agent, policy_family, resolve_policy
-from .energy import energy_floor_wh, load_vehicle
-from .environments import (
+from .bandit.agents import AgentSetup, Decision, make_agent, policy_family, resolve_policy
+from .bandit.environments import (
     Environment,
     StaticEnvironment,
     Truth,
@@ -40,10 +39,11 @@ from .models import (
     resolve_model,
 )
 from .models.base import readonly, round_statistics
-from .network import load_network
-from .oracle import Oracle
-from .prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
-from .routes import edge_energies
+from .physics.energy import energy_floor_wh, load_vehicle
+from .physics.routes import edge_energies
+from .priors.prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
+from .roads.network import load_network
+from .roads.oracle import Oracle
 
 __all__ = ["SmallProblem", "small_problem", "observation_rounds", "check_backend", "check_agent",
            "check_environment", "check_truth", "MockModel"]
@@ -67,7 +67,7 @@ class SmallProblem:
         return self.prior.n_edges
 
     def setup(self, model="exact", seed: int = 0, horizon: int = 20) -> AgentSetup:
-        """An :class:`evroute.agents.AgentSetup` for an agent on this problem."""
+        """An :class:`evroute.bandit.agents.AgentSetup` for an agent on this problem."""
         e = self.net.edges
         floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), load_vehicle(None))
         return AgentSetup(prior=self.prior, noise_var=self.noise_var, oracle=self.oracle, start=self.start,
@@ -267,9 +267,9 @@ def _raises(fn) -> Exception | None:
 
 
 def check_agent(policy, problem: SmallProblem | None = None, rounds: int = 5, model="exact") -> list[str]:
-    """The contract of :class:`evroute.agents.Agent` for a registered policy (name or spec).
+    """The contract of :class:`evroute.bandit.agents.Agent` for a registered policy (name or spec).
 
-    Checks: each round's :class:`~evroute.agents.Decision` is a route from the trip's start to
+    Checks: each round's :class:`~evroute.bandit.agents.Decision` is a route from the trip's start to
     its end on connected edges, with per-edge arrays of its length; ``observe`` takes the
     round's energies; the same seed gives the same routes; ``mean_std`` covers every edge.
     """
@@ -315,11 +315,11 @@ def check_agent(policy, problem: SmallProblem | None = None, rounds: int = 5, mo
 
 
 def check_environment(env: Environment, rounds: int = 5) -> list[str]:
-    """The contract of :class:`evroute.environments.Environment` over a few rounds.
+    """The contract of :class:`evroute.bandit.environments.Environment` over a few rounds.
 
     Checks: ``expected(t)`` is a finite vector over the edges; ``available(t)`` is None or a
     boolean mask of that length; ``reference_route(t)`` runs on open edges and
-    :meth:`~evroute.environments.Environment.optimal_energy` is its energy under f_t;
+    :meth:`~evroute.bandit.environments.Environment.optimal_energy` is its energy under f_t;
     ``observe`` gives one finite value per edge of a route.
     """
     what = f"environment {type(env).__name__}"
@@ -346,7 +346,7 @@ def check_environment(env: Environment, rounds: int = 5) -> list[str]:
 def check_truth(truth, problem: SmallProblem | None = None, seed: int = 0) -> list[str]:
     """A registered truth (name or spec, ``rkhs[B=10]``) on the small problem.
 
-    Checks: a :class:`~evroute.environments.Truth` with finite values over every edge and a
+    Checks: a :class:`~evroute.bandit.environments.Truth` with finite values over every edge and a
     non-negative noise; the same seed gives the same truth; its observations are finite and of
     the route's length; and a static environment on it passes :func:`check_environment`.
     """

@@ -43,11 +43,11 @@ def bench_networks(repeats: int) -> None:
     for name in NETWORKS:
         with tempfile.TemporaryDirectory() as cache:
             env = {**os.environ, "EVROUTE_CACHE_DIR": cache}
-            code = f"from evroute.network import load_network; load_network({name!r})"
+            code = f"from evroute.roads.network import load_network; load_network({name!r})"
             cold = _child(code, env)
             warm = [_child(code, env) for _ in range(repeats)]
             os.environ["EVROUTE_CACHE_DIR"] = cache
-            from evroute.network import load_network
+            from evroute.roads.network import load_network
 
             load_network(name)
             inproc = []
@@ -60,8 +60,8 @@ def bench_networks(repeats: int) -> None:
 
 def bench_oracle(queries: int) -> None:
     """Dijkstra per query on random start/end pairs with random non-negative weights."""
-    from evroute.network import load_network
-    from evroute.oracle import Oracle
+    from evroute.roads.network import load_network
+    from evroute.roads.oracle import Oracle
 
     print("| network | edges | queries | median ms | p95 ms |")
     print("| --- | --- | --- | --- | --- |")
@@ -87,9 +87,9 @@ def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], window: i
     ``window`` consecutive rounds is taken and the worst (largest) one reported, with the
     window where it occurs: a per-round target must hold at every t, not only on average.
     """
-    from evroute.config import SimulationConfig
-    from evroute.problem import prepare_problem
-    from evroute.simulation import run_bandit
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import prepare_problem
+    from evroute.runs.simulation import run_bandit
 
     print(f"| route | policy | model | median ms | p95 ms | max ms | worst {window}-round median ms (rounds) "
           "| distinct edges | final regret Wh | peak RSS GB |")
@@ -122,7 +122,7 @@ def main() -> None:
                              "default: gp-ts, gp-ucb, gp-bucb, bi-ts on luxembourg:A and monaco:B")
     args = parser.parse_args()
     if args.blas_threads is not None:
-        from evroute.simulation import limit_blas
+        from evroute.runs.simulation import limit_blas
 
         limit_blas(args.blas_threads)  # for the whole process (not used as a context)
     os.environ.setdefault("EVROUTE_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))

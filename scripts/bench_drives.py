@@ -19,10 +19,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from evroute.drives import Matcher, degrade, match_trip
-from evroute.energy import load_vehicle
-from evroute.network import load_network
-from evroute.sumo import sumo_drives
+from evroute.physics.energy import load_vehicle
+from evroute.roads.network import load_network
+from evroute.world.drives import Matcher, degrade, match_trip
+from evroute.world.sumo import sumo_drives
 
 
 def compare(answer: pd.DataFrame, got: pd.DataFrame, length: np.ndarray) -> dict:

@@ -42,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evroute.models import make_model  # noqa: E402
-from evroute.prior import DensePrior  # noqa: E402
+from evroute.priors.prior import DensePrior  # noqa: E402
 
 
 def make_kernel(E: int, seed: int = 0) -> np.ndarray:
@@ -120,9 +120,9 @@ def load_replay(run_dir, rounds=None):
 
     import pandas as pd
 
-    from evroute.config import SimulationConfig
-    from evroute.prior import network_kernel
-    from evroute.problem import prepare_problem
+    from evroute.priors.prior import network_kernel
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import prepare_problem
 
     run_dir = Path(run_dir)
     saved = json.loads((run_dir / "config.json").read_text())

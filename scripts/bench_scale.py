@@ -44,14 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 if "--warm" not in sys.argv:  # cold by default: network build and selected inversion timed from scratch
     os.environ["EVROUTE_CACHE_DIR"] = tempfile.mkdtemp(prefix="evroute-bench-scale-")
 
-import evroute.prior as prior_module  # noqa: E402
-from evroute.agents import AgentSetup, make_agent  # noqa: E402
-from evroute.environments import StaticEnvironment  # noqa: E402
-from evroute.loop import run_loop  # noqa: E402
-from evroute.network import load_network  # noqa: E402
-from evroute.oracle import Oracle  # noqa: E402
-from evroute.prior import GraphMaternPrior, NetworkPrior  # noqa: E402
-from evroute.routes import edge_energies, resolve_route  # noqa: E402
+import evroute.priors.prior as prior_module  # noqa: E402
+from evroute.bandit.agents import AgentSetup, make_agent  # noqa: E402
+from evroute.bandit.environments import StaticEnvironment  # noqa: E402
+from evroute.bandit.loop import run_loop  # noqa: E402
+from evroute.physics.routes import edge_energies, resolve_route  # noqa: E402
+from evroute.priors.prior import GraphMaternPrior, NetworkPrior  # noqa: E402
+from evroute.roads.network import load_network  # noqa: E402
+from evroute.roads.oracle import Oracle  # noqa: E402
 
 POLICIES = ("bi-ts", "gp-ts", "gp-ucb", "gp-bucb")
 

@@ -8,9 +8,9 @@ edges), the median of ``--repeats`` runs, and the largest difference of the solu
 those of cholespy. A library that is not installed is skipped with a note: only cholespy and
 SciPy are evroute's dependencies; the others are measured to justify the choice.
 
-* ``cholespy``: CHOLMOD (supernodal) as evroute uses it (:class:`evroute.linalg.SparseSolver`).
+* ``cholespy``: CHOLMOD (supernodal) as evroute uses it (:class:`evroute.priors.linalg.SparseSolver`).
 * ``superlu``: SciPy's SuperLU, symmetric mode, ordering the matrix itself (MMD on Aᵀ + A;
-  :func:`evroute.linalg.symmetric_splu`, :class:`evroute.linalg.SparseCholesky`'s factor).
+  :func:`evroute.priors.linalg.symmetric_splu`, :class:`evroute.priors.linalg.SparseCholesky`'s factor).
 * ``superlu_ordered``: the same, keeping the order the matrix comes in (``ordered=True``): with
   ``--domain R --network-order`` that is the network's nested-dissection order restricted to
   the domain, as the local posterior updates factorise their domains.
@@ -27,7 +27,7 @@ one right-hand side more than edges. It also measures whether a library can use 
 core: the same factorisations and solves run twice one after the other, then on two threads at
 once; the ratio is the speed-up (about 2 when the library releases the GIL, about 1 when it
 holds it). ``--network-order`` hands every library the domain's block in the network's
-nested-dissection order (:func:`evroute.linalg.nested_dissection` of the whole Q, restricted).
+nested-dissection order (:func:`evroute.priors.linalg.nested_dissection` of the whole Q, restricted).
 
 Usage::
 
@@ -53,7 +53,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 
-from evroute.linalg import (  # noqa: E402
+from evroute.priors.linalg import (  # noqa: E402
     SparseSolver,
     domain_blocks,
     graph_ball,
@@ -61,8 +61,8 @@ from evroute.linalg import (  # noqa: E402
     retain_freed_memory,
     symmetric_splu,
 )
-from evroute.network import load_network  # noqa: E402
-from evroute.prior import graph_matern_operator  # noqa: E402
+from evroute.priors.prior import graph_matern_operator  # noqa: E402
+from evroute.roads.network import load_network  # noqa: E402
 
 
 def _cholespy(Q):
@@ -160,8 +160,8 @@ def domain(net, Q, radius: int, edges: int = 32, rank: np.ndarray | None = None)
     """The block of Q on the ball of ``radius`` hops of Q's graph around the first ``edges``
     edges of route A, and the unit right-hand sides of those edges plus one dense one; in the
     order of ``rank`` (an order of all of Q's rows, restricted) when given."""
-    from evroute.oracle import Oracle
-    from evroute.routes import edge_energies, resolve_route
+    from evroute.physics.routes import edge_energies, resolve_route
+    from evroute.roads.oracle import Oracle
 
     trip = resolve_route(net, "A")
     route = np.asarray(Oracle.from_network(net).shortest_path(np.maximum(edge_energies(net), 0.01), trip.start, trip.end).edges)

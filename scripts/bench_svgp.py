@@ -44,9 +44,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", "/work/shared/data")
 
-from evroute.config import SimulationConfig  # noqa: E402
-from evroute.problem import prepare_problem  # noqa: E402
-from evroute.simulation import run_bandit  # noqa: E402
+from evroute.runs.config import SimulationConfig  # noqa: E402
+from evroute.runs.problem import prepare_problem  # noqa: E402
+from evroute.runs.simulation import run_bandit  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     net = load_network(args.network)
     results = []

@@ -33,10 +33,10 @@ def main() -> None:
     args = ap.parse_args()
 
     from evroute.models import make_model
-    from evroute.network import load_network
-    from evroute.oracle import Oracle
-    from evroute.prior import NetworkPrior
-    from evroute.routes import edge_energies
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.prior import NetworkPrior
+    from evroute.roads.network import load_network
+    from evroute.roads.oracle import Oracle
 
     net = load_network(args.network)
     m = edge_energies(net)

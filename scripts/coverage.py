@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evroute.config import flat_config_json
+from evroute.runs.config import flat_config_json
 
 
 def main(argv=None) -> int:

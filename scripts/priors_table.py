@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evroute.config import normalise_config_json
+from evroute.runs.config import normalise_config_json
 
 
 def rows(out_dir: Path) -> list[dict]:

@@ -12,10 +12,10 @@ code ``src/env/bump.py``, re-implemented, not copied):
 - regret against the best action of each round's context (noiseless rewards).
 
 The arms are the T × 10 (context, action) points of the run (contexts are i.i.d., so they are
-drawn up front from the seed): an :class:`evroute.prior.PointsPrior` whose rows are kernel
+drawn up front from the seed): an :class:`evroute.priors.prior.PointsPrior` whose rows are kernel
 evaluations. The agents score the round's 10 candidates with ``predict`` (O(m²) each) and pick
 the largest μ̃ + β̃ σ̃, with the papers' fixed radius β̃ = 0.1 in their 1/λ-scaled units (the
-code's value for every method), converted once by :func:`evroute.policies.gp_beta_from_radius`.
+code's value for every method), converted once by :func:`evroute.bandit.policies.gp_beta_from_radius`.
 
 Methods (λ = ridge = the engine's noise variance; μ = λ as in the paper's text and Fig. 1):
 
@@ -52,10 +52,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from evroute.bandit.policies import gp_beta_from_radius  # noqa: E402
 from evroute.models import make_model  # noqa: E402
 from evroute.models.nystrom import BKBPosterior, KORSPosterior  # noqa: E402
-from evroute.policies import gp_beta_from_radius  # noqa: E402
-from evroute.prior import PointsPrior, rbf_kernel  # noqa: E402
+from evroute.priors.prior import PointsPrior, rbf_kernel  # noqa: E402
 
 N_ACTIONS = 10
 CONTEXT_DIM = 5

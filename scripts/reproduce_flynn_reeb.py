@@ -1,5 +1,5 @@
 """Paper 000's own experiment (Flynn & Reeb 2024, §7 and Table 1), through evroute's width code
-(:mod:`evroute.bounds`, the functions the routing agents ``gp-amm``, ``gp-dmm``, ``gp-ay`` and
+(:mod:`evroute.bandit.bounds`, the functions the routing agents ``gp-amm``, ``gp-dmm``, ``gp-ay`` and
 ``gp-igp`` use).
 
 Setting (spec confidence-bounds §1.4): each round 100 fresh points uniform in [0, 1]^d, d = 3;
@@ -9,7 +9,7 @@ c = 1 (RBF) or T^(−d/(2d+2ν)) (Matérn); the true B and σ are given to every
 λ = σ²/c, IGP η = 2/T (its regulariser 1 + η in k units), AMM α = σ²/c, DMM the grid
 σ²/c · {0.1, 0.3, 1, 3, 10}. Every method plays the argmax of its UCB; regret is
 max f* − f*(x_t) over the round's points. CMM is the SOCP of eq. 10 through its 1-D dual for
-every candidate (:func:`evroute.bounds.dual_bounds`; the SOCP itself equals it, tested); the paper
+every candidate (:func:`evroute.bandit.bounds.dual_bounds`; the SOCP itself equals it, tested); the paper
 runs it for 200 rounds only, as ``--horizon 200 --c-horizon 1000`` does here (``--methods``
 leaves it out of the long runs).
 
@@ -39,7 +39,7 @@ import scipy.linalg as sla
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evroute.bounds import DMM_GRID, amm_beta, ay_beta, dual_bounds, igp_beta, rtilde2  # noqa: E402
+from evroute.bandit.bounds import DMM_GRID, amm_beta, ay_beta, dual_bounds, igp_beta, rtilde2  # noqa: E402
 
 D = 3
 SIGMA = 0.1

@@ -36,11 +36,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evroute.agents import AgentSetup, make_agent  # noqa: E402
-from evroute.environments import StaticEnvironment  # noqa: E402
-from evroute.loop import run_loop  # noqa: E402
-from evroute.oracle import Oracle  # noqa: E402
-from evroute.prior import DensePrior  # noqa: E402
+from evroute.bandit.agents import AgentSetup, make_agent  # noqa: E402
+from evroute.bandit.environments import StaticEnvironment  # noqa: E402
+from evroute.bandit.loop import run_loop  # noqa: E402
+from evroute.priors.prior import DensePrior  # noqa: E402
+from evroute.roads.oracle import Oracle  # noqa: E402
 
 N, T, R, C = 100, 100, 0.1, 10.0
 X = np.arange(N) / N

@@ -20,12 +20,12 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from evroute.energy import load_vehicle
-from evroute.network import load_network
-from evroute.oracle import Oracle
-from evroute.prior import NetworkPrior
-from evroute.routes import edge_energies, resolve_route
-from evroute.sumo import build_atlas
+from evroute.physics.energy import load_vehicle
+from evroute.physics.routes import edge_energies, resolve_route
+from evroute.priors.prior import NetworkPrior
+from evroute.roads.network import load_network
+from evroute.roads.oracle import Oracle
+from evroute.world.sumo import build_atlas
 
 
 def cv_r2(X: np.ndarray, y: np.ndarray, folds: int = 5, repeats: int = 10, seed: int = 0) -> float:

@@ -39,7 +39,7 @@ def has_extra(extra: str) -> bool:
 def data_file(name: str) -> Path:
     """The reference data file ``name`` from the data folder: the test is skipped without it (an
     error under ``EVROUTE_REQUIRE_DATA=1``)."""
-    from evroute.datasets import data_dir
+    from evroute.roads.datasets import data_dir
 
     path = data_dir() / name
     if not path.is_file():
@@ -74,7 +74,7 @@ def _session_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def monaco():
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     data_file(MONACO)
     return load_network("monaco")
@@ -82,7 +82,7 @@ def monaco():
 
 @pytest.fixture(scope="session")
 def luxembourg():
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     data_file(LUXEMBOURG)
     return load_network("luxembourg")
@@ -90,6 +90,6 @@ def luxembourg():
 
 @pytest.fixture(scope="session")
 def synthetic():
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     return load_network("synthetic")

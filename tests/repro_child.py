@@ -23,7 +23,7 @@ def table_hash(df: pd.DataFrame) -> str:
 
 def main() -> None:
     from evroute.cli import main as cli
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     out = Path(sys.argv[1])
     networks = sys.argv[2].split(",")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evroute.agents import (
+from evroute.bandit.agents import (
     Agent,
     AgentSetup,
     Decision,
@@ -20,11 +20,11 @@ from evroute.agents import (
     register_agent,
     unregister_agent,
 )
-from evroute.config import SimulationConfig
+from evroute.bandit.policies import beta_ucb, rectified_mean
 from evroute.errors import EvrouteError
-from evroute.policies import beta_ucb, rectified_mean
-from evroute.problem import agent_prior, prepare_problem
-from evroute.simulation import simulate
+from evroute.runs.config import SimulationConfig
+from evroute.runs.problem import agent_prior, prepare_problem
+from evroute.runs.simulation import simulate
 
 
 @pytest.fixture(scope="module")

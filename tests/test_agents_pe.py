@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evroute.agents import pe_beta, pe_xi
+from evroute.bandit.agents import pe_beta, pe_xi
 
 
 @pytest.fixture(scope="module")
 def small_net():
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     return load_network("synthetic", size=70)
 
@@ -30,8 +30,8 @@ def featherweight(tmp_path_factory):
 
 
 def _run(tmp_path, net, seed, priors, truth_prior, horizon=25, **opts):
-    from evroute.config import SimulationConfig
-    from evroute.simulation import simulate
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.simulation import simulate
 
     spec = "gp-pe" + (f"[{','.join(f'{k}={v}' for k, v in opts.items())}]" if opts else "")
     cfg = SimulationConfig(policy=spec, horizon=horizon, seed=seed, priors=priors, truth_prior=truth_prior)
@@ -60,7 +60,7 @@ def test_statistics_follow_the_logged_predictions(tmp_path, small_net, featherwe
         row = pri[pri.t == t].iloc[0]
         assert row.H == pytest.approx(H[p], rel=1e-9, abs=1e-6) and row.n == n[p]
     assert summary["priors"][0] == "sumo-ev"
-    from evroute.plots import plot_directory
+    from evroute.reports.plots import plot_directory
 
     files = plot_directory(tmp_path / "pe-0", tmp_path / "plots", maps=False)
     assert tmp_path / "plots" / "priors.png" in files
@@ -68,10 +68,10 @@ def test_statistics_follow_the_logged_predictions(tmp_path, small_net, featherwe
 
 def _pe_run(net, seed, shift_sd, horizon=20, only_low=False, **options):
     """PE over {the truth's own prior, the same shifted down by ``shift_sd`` σ₀} (library API)."""
-    from evroute.agents import AgentSetup, make_agent
-    from evroute.config import SimulationConfig
-    from evroute.problem import agent_prior, prepare_problem
-    from evroute.simulation import run_bandit
+    from evroute.bandit.agents import AgentSetup, make_agent
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import agent_prior, prepare_problem
+    from evroute.runs.simulation import run_bandit
 
     cfg = SimulationConfig(policy="gp-pe", horizon=horizon, seed=seed)
     problem = prepare_problem(cfg, net=net)
@@ -112,10 +112,10 @@ def test_the_last_prior_is_kept_with_a_logged_fallback(small_net):
 def test_the_baselines_mle_fb_and_rb(small_net):
     """gp-mle picks the prior of highest evidence (the true one once data arrive, against a
     2σ₀-shifted one), gp-fb's weights concentrate on it, gp-rb uses the priors in turn."""
-    from evroute.agents import AgentSetup, make_agent
-    from evroute.config import SimulationConfig
-    from evroute.problem import agent_prior, prepare_problem
-    from evroute.simulation import run_bandit
+    from evroute.bandit.agents import AgentSetup, make_agent
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import agent_prior, prepare_problem
+    from evroute.runs.simulation import run_bandit
 
     cfg = SimulationConfig(policy="gp-pe", horizon=12, seed=4)
     problem = prepare_problem(cfg, net=small_net)

@@ -88,33 +88,36 @@ def test_third_party_imports_are_declared_and_used():
     assert names - used == set(), f"declared but not imported: {sorted(names - used)}"
 
 
-#: The package's layers, lowest first: data flow one way (network → energy → prior → models →
-#: agents and environments → loop → the run's configuration → problem → runs → experiment →
-#: report → cli). A module imports only modules of its own layer or of layers below; a new
-#: module is placed here.
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("evroute", "evroute.errors", "evroute.geo", "evroute.progress", "evroute.validate",
-                    "evroute.specs", "evroute.io", "evroute.registry", "evroute.cache", "evroute.linalg",
-                    "evroute.components", "evroute.settings", "evroute.presets")),
-    ("network", ("evroute.datasets", "evroute.synthetic_city", "evroute.synthetic_arrays", "evroute.synthetic", "evroute.fetch", "evroute.osm", "evroute.network", "evroute.oracle",
-                 "evroute.optimum", "evroute.walks")),
-    ("energy", ("evroute.energy", "evroute.routes")),
-    ("prior", ("evroute.kernels", "evroute.prior", "evroute.bounds", "evroute.fitting", "evroute.noise")),
-    ("models", ("evroute.models.base", "evroute.models.hetero", "evroute.models.registry", "evroute.models.bi", "evroute.models.exact",
-                "evroute.models.gmrf", "evroute.models.local", "evroute.models.ordered", "evroute.models.nystrom", "evroute.models.svgp", "evroute.models.kalman",
-                "evroute.models.eigen", "evroute.models.window", "evroute.models")),
-    ("policies", ("evroute.policies",)),
-    ("agents and environments", ("evroute.agents", "evroute.environments", "evroute.candidates", "evroute.conservation",
-                                 "evroute.sumo", "evroute.drives")),
-    ("loop", ("evroute.loop",)),
-    ("configuration", ("evroute.config",)),
-    ("problem", ("evroute.problem", "evroute.testing")),
-    ("runs", ("evroute.runs", "evroute.simulation")),
-    ("experiment", ("evroute.grid", "evroute.executors", "evroute.summaries", "evroute.experiment")),
-    ("report", ("evroute.report", "evroute.plots", "evroute.export")),
-    ("cli", ("evroute.cli_settings", "evroute.cli_run", "evroute.cli_networks", "evroute.cli_data", "evroute.cli_sumo", "evroute.cli_drives", "evroute.cli_prior",
-             "evroute.cli_experiment", "evroute.cli", "evroute.__main__")),
-]
+#: The package's layers, lowest first, read from its folders: data flow one way (roads →
+#: physics → priors → models → bandit → the measured world → runs → reports → cli). The modules
+#: at the top of the package are the foundation beneath them all, but for the shipped checks
+#: (``evroute.testing``, a layer of its own above the world) and ``__main__`` (the command line).
+#: A module imports only modules of its own layer or of layers below; a new folder is placed here.
+FOLDERS = ("roads", "physics", "priors", "models", "bandit", "world", "runs", "reports", "cli")
+CHECKS_AFTER = "world"
+
+
+def layers() -> list[tuple[str, tuple[str, ...]]]:
+    mods = sorted(modules())
+    top = [m for m in mods if m.count(".") <= 1 and m.split(".")[-1] not in FOLDERS]
+    out = [("foundation", tuple(m for m in top if m not in ("evroute.testing", "evroute.__main__")))]
+    for folder in FOLDERS:
+        pkg = f"evroute.{folder}"
+        inside = tuple(m for m in mods if m == pkg or m.startswith(pkg + "."))
+        out.append((folder, inside + (("evroute.__main__",) if folder == "cli" else ())))
+        if folder == CHECKS_AFTER:
+            out.append(("checks", ("evroute.testing",)))
+    return out
+
+
+LAYERS = layers()
+
+
+def test_every_folder_is_a_layer():
+    folders = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert folders == sorted(FOLDERS), "place the new folder in FOLDERS"
+    assert all(mods for _, mods in LAYERS), "a layer without modules"
+    assert len(dict(LAYERS)["foundation"]) < 20, "the foundation is for what every layer needs: put a module in its folder"
 
 
 def test_every_module_has_a_layer():
@@ -143,7 +146,7 @@ def test_deferred_converters_name_functions_below_the_configuration():
     from evroute.settings import RUN_SETTINGS
 
     layer = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
-    config_layer = layer["evroute.config"]
+    config_layer = layer["evroute.runs.config"]
     deferred = {name: o.convert.target for name, o in RUN_SETTINGS.items() if hasattr(o.convert, "target")}
     assert {"network", "vehicle", "policy", "model", "truth", "closures", "priors"} <= set(deferred)
     for name, target in deferred.items():

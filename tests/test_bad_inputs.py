@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evroute.cli import main
-from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
+from evroute.runs.config import SimulationConfig
 
 
 def _snapshot(root: Path) -> dict:

@@ -1,4 +1,4 @@
-"""Paper 000's confidence widths (evroute/bounds.py) against the per-observation formulas of
+"""Paper 000's confidence widths (evroute/bandit/bounds.py) against the per-observation formulas of
 the paper in its own (k, α, c) units, and the orderings it proves (spec §1.4)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from evroute.bounds import (
+from evroute.bandit.bounds import (
     DMM_GRID,
     amm_beta,
     ay_beta,
@@ -135,7 +135,7 @@ def test_an_empty_set_is_a_negative_radius_not_a_crash(data):
 
 @pytest.fixture(scope="module")
 def small_net():
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     return load_network("synthetic", size=70)
 
@@ -143,8 +143,8 @@ def small_net():
 def _run(tmp_path, net, policy, truth="rkhs[B=5]", seed=0, horizon=15):
     import pandas as pd
 
-    from evroute.config import SimulationConfig
-    from evroute.simulation import simulate
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.simulation import simulate
 
     cfg = SimulationConfig(policy=policy, horizon=horizon, seed=seed, truth=truth)
     out = tmp_path / f"{policy}-{seed}-{truth.replace('[', '').replace(']', '').replace('=', '')}"
@@ -155,8 +155,8 @@ def _run(tmp_path, net, policy, truth="rkhs[B=5]", seed=0, horizon=15):
 
 def _driven(net, policy, truth, seed, rounds):
     """An agent of ``policy`` set up as `evroute simulate` would, driven for ``rounds`` rounds."""
-    from evroute.config import SimulationConfig
-    from evroute.problem import make_agent, prepare_problem
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import make_agent, prepare_problem
 
     cfg = SimulationConfig(policy=policy, horizon=5, truth=truth)
     problem = prepare_problem(cfg, net=net)
@@ -191,8 +191,8 @@ def test_amm_index_is_the_gp_beta_form_and_dmm_is_tighter(tmp_path, small_net):
     np.testing.assert_allclose(o.index_before, o.post_mean_before - np.sqrt(beta) * o.post_std_before, rtol=1e-10,
                                atol=1e-9)
     # on the same data, DMM's lower bound is at least AMM's at every edge (σ²/c is on its grid)
-    from evroute.config import SimulationConfig
-    from evroute.problem import make_agent, prepare_problem
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import make_agent, prepare_problem
 
     cfg = SimulationConfig(policy="gp-dmm", horizon=5, truth="rkhs[B=5]")
     problem = prepare_problem(cfg, net=small_net)
@@ -210,8 +210,8 @@ def test_amm_index_is_the_gp_beta_form_and_dmm_is_tighter(tmp_path, small_net):
 def test_weights_keep_the_shortest_route_of_the_lower_bounds(small_net):
     """The Dijkstra weights max(LCB, floor) − potential are ≥ 0 and their shortest route is the
     shortest route under max(LCB, floor) itself (Bellman–Ford, negative weights allowed)."""
-    from evroute.config import SimulationConfig
-    from evroute.problem import make_agent, prepare_problem
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import make_agent, prepare_problem
 
     cfg = SimulationConfig(policy="gp-amm", horizon=5, truth="rkhs[B=5]")
     problem = prepare_problem(cfg, net=small_net)
@@ -229,9 +229,9 @@ def test_weights_keep_the_shortest_route_of_the_lower_bounds(small_net):
 
 def test_the_truths_rkhs_norms(small_net):
     """rkhs[B]: ‖f − m‖_K = B exactly; gp: the reported norm is (f − m)ᵀK⁻¹(f − m) (dense check)."""
-    from evroute.environments import gp_truth, gp_truth_rkhs_norm, rkhs_truth
-    from evroute.prior import NetworkPrior
-    from evroute.routes import edge_energies
+    from evroute.bandit.environments import gp_truth, gp_truth_rkhs_norm, rkhs_truth
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.prior import NetworkPrior
 
     m = edge_energies(small_net)
     pv = (0.25 * np.std(m)) ** 2
@@ -245,7 +245,7 @@ def test_the_truths_rkhs_norms(small_net):
 
 
 def test_energy_floor_bounds_the_physics_and_the_potential_telescopes():
-    from evroute.energy import edge_energy_wh, energy_floor_wh, load_vehicle
+    from evroute.physics.energy import edge_energy_wh, energy_floor_wh, load_vehicle
 
     v = load_vehicle(None)
     rng = np.random.default_rng(0)
@@ -265,7 +265,7 @@ def test_k_shortest_paths_are_yens_on_the_line_graph(small_net):
     paths on a small piece of the line graph), cheapest first."""
     import networkx as nx
 
-    from evroute.oracle import Oracle
+    from evroute.roads.oracle import Oracle
 
     oracle = Oracle.from_network(small_net)
     rng = np.random.default_rng(0)
@@ -302,7 +302,7 @@ def test_k_shortest_paths_are_yens_on_the_line_graph(small_net):
 def test_path_bound_is_the_dual_maximised_and_never_below_dmm(small_net):
     """gp-cmm's route bound is max_a of Σ m + Σ μ̂_a − √(R̃²(a)/a) √(1ᵀΣ_{a,S}1), checked against
     a dense evaluation on a fine grid; and at least DMM's summed per-edge bound of the route."""
-    from evroute.bounds import q_value, rtilde2
+    from evroute.bandit.bounds import q_value, rtilde2
 
     agent, rng = _driven(small_net, "gp-cmm", "rkhs[B=5]", 2, 4)
     S = agent.select(5, None, rng).path
@@ -372,8 +372,8 @@ def test_the_exact_backend_accumulates_the_information_gain(small_net, spec):
     """The sum of the rounds' batch increments ln det(I + D_t^½ Σ_{B|t−1} D_t^½/ς²), kept by the
     exact backend, equals ln det(I + D^½ K_OO D^½/ς²) over every observation (chain rule)."""
     from evroute.models import make_model
-    from evroute.prior import NetworkPrior
-    from evroute.routes import edge_energies
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.prior import NetworkPrior
 
     m = edge_energies(small_net)
     pv, nv = (0.25 * np.std(m)) ** 2, (0.1 * np.std(m)) ** 2
@@ -393,7 +393,7 @@ def test_the_exact_backend_accumulates_the_information_gain(small_net, spec):
 def test_dual_bounds_in_the_eigenbasis_equal_direct_posteriors(data):
     """bounds.dual_bounds (the eigen trick) = min over the same levels of μ_a + √(R̃²(a)/a) s_a
     from direct GP posteriors (Cholesky), for points."""
-    from evroute.bounds import dual_bounds
+    from evroute.bandit.bounds import dual_bounds
 
     d, sig2, B = data, data["sigma"] ** 2, 3.0
     K = d["k"]
@@ -416,10 +416,10 @@ def test_dual_bounds_in_the_eigenbasis_equal_direct_posteriors(data):
 
 def test_the_mixture_scale_c_is_the_prior_scaled(small_net):
     """gp-amm[c=2] on the prior K is gp-amm on the prior 2K with the norm B/√2: the same bounds."""
-    from evroute.agents import AgentSetup, make_agent
-    from evroute.config import SimulationConfig
-    from evroute.prior import DensePrior
-    from evroute.problem import agent_prior, prepare_problem
+    from evroute.bandit.agents import AgentSetup, make_agent
+    from evroute.priors.prior import DensePrior
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import agent_prior, prepare_problem
 
     cfg = SimulationConfig(policy="gp-amm", horizon=5, truth="rkhs[B=5]")
     problem = prepare_problem(cfg, net=small_net)
@@ -447,15 +447,15 @@ def test_bound_and_pe_agents_route_with_the_turns_costs(small_net):
     finds independently; without the turns they miss it on some trips."""
     import networkx as nx
 
-    from evroute.agents import BoundAgent, PEAgent
-    from evroute.energy import energy_floor_wh
-    from evroute.environments import Turns
-    from evroute.oracle import Oracle
-    from evroute.policies import turn_potential
-    from evroute.prior import NetworkPrior
-    from evroute.routes import edge_energies
-    from evroute.sumo import kinetic_potential_wh, speed_change_wh
+    from evroute.bandit.agents import BoundAgent, PEAgent
+    from evroute.bandit.environments import Turns
+    from evroute.bandit.policies import turn_potential
+    from evroute.physics.energy import energy_floor_wh
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.prior import NetworkPrior
+    from evroute.roads.oracle import Oracle
     from evroute.testing import MockModel
+    from evroute.world.sumo import kinetic_potential_wh, speed_change_wh
 
     net, oracle = small_net, Oracle.from_network(small_net)
     f = edge_energies(net)

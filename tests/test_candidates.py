@@ -1,4 +1,4 @@
-"""Candidate priors of paper 004 (evroute/candidates.py): parsing of --priors, the priors
+"""Candidate priors of paper 004 (evroute/priors/candidates.py): parsing of --priors, the priors
 built for a run (kernels shared, own settings honoured), and the agents over them: PE over
 forgetting rates, the evidence across kernels, the path-level elimination test."""
 
@@ -10,19 +10,19 @@ import math
 import numpy as np
 import pytest
 
-from evroute.candidates import Candidate, candidate_priors, parse_candidates
 from evroute.errors import EvrouteError
+from evroute.priors.candidates import Candidate, candidate_priors, parse_candidates
 
 
 @pytest.fixture(scope="module")
 def small_net():
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     return load_network("synthetic", size=70)
 
 
 def test_presets_settings_and_names():
-    from evroute.energy import vehicle_names
+    from evroute.physics.energy import vehicle_names
 
     assert [c.name for c in parse_candidates(None)] == list(vehicle_names())
     cands = parse_candidates("sumo-ev, delivery-van[eps=0.01],compact-ev[lengthscale=0.5,kappa=2,name=cev]")
@@ -70,9 +70,9 @@ def test_bad_candidates_file(tmp_path):
 
 
 def test_candidate_priors_share_kernels_and_honour_settings(small_net):
-    from evroute.energy import load_vehicle
-    from evroute.prior import NetworkPrior
-    from evroute.routes import edge_energies
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.prior import NetworkPrior
 
     m = edge_energies(small_net)
     base = NetworkPrior(small_net, m, "combined", 1.0, 1.0, 2.0, 4.0)
@@ -87,7 +87,7 @@ def test_candidate_priors_share_kernels_and_honour_settings(small_net):
 
 
 def test_truth_prior_may_name_a_candidate():
-    from evroute.config import SimulationConfig
+    from evroute.runs.config import SimulationConfig
 
     cfg = SimulationConfig(policy="gp-pe", priors="sumo-ev,delivery-van[eps=0.01,name=van]", truth_prior="van")
     assert cfg.truth_vehicle() == "delivery-van"
@@ -95,8 +95,8 @@ def test_truth_prior_may_name_a_candidate():
 
 
 def _pe_setup(net, seed, candidates, eps_truth=0.0, horizon=30):
-    from evroute.config import SimulationConfig
-    from evroute.problem import prepare_problem
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import prepare_problem
 
     cfg = SimulationConfig(policy="gp-mle", horizon=horizon, seed=seed, priors=candidates, drift=eps_truth)
     return cfg, prepare_problem(cfg, net=net)
@@ -105,12 +105,12 @@ def _pe_setup(net, seed, candidates, eps_truth=0.0, horizon=30):
 def test_mle_tells_the_forgetting_rate_apart(small_net):
     """Energies that drift with ε = 0.2: the type-II likelihood of the candidate that knows it
     (a time-varying Kalman posterior) beats the static one on every seed."""
-    from evroute.simulation import run_bandit
+    from evroute.runs.simulation import run_bandit
 
     wins = 0
     for seed in range(3):
         cfg, problem = _pe_setup(small_net, seed, "sumo-ev,sumo-ev[eps=0.2,name=drifting]", eps_truth=0.2)
-        from evroute.problem import make_agent
+        from evroute.runs.problem import make_agent
 
         agent = make_agent(cfg, problem)
         assert type(agent.models["drifting"]).__name__ == "KalmanPosterior"
@@ -124,10 +124,10 @@ def test_the_path_test_is_the_route_level_bound(small_net):
     """test=path adds β'_t √(1ᵀΣ_S 1) to W (β'_t = √(2 ln(π²t²/(3δ))), Σ the chosen prior's
     posterior before the round): after round 1, Σ is the prior block of the route; it is never
     above the edge test's W for the same round."""
-    from evroute.agents import pe_path_beta
-    from evroute.config import SimulationConfig
-    from evroute.problem import agent_prior, make_agent, prepare_problem
-    from evroute.simulation import run_bandit
+    from evroute.bandit.agents import pe_path_beta
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import agent_prior, make_agent, prepare_problem
+    from evroute.runs.simulation import run_bandit
 
     cfg = SimulationConfig(policy="gp-pe[test=path]", horizon=1, seed=2, priors="sumo-ev")
     problem = prepare_problem(cfg, net=small_net)

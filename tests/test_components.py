@@ -15,7 +15,7 @@ def test_every_listed_component_is_registered_by_its_module_and_every_builtin_is
             "for family, names in BUILTIN.items():\n"
             "    for module in set(names.values()):\n"
             "        importlib.import_module(module)\n"
-            "import evroute.config, evroute.sumo\n"
+            "import evroute.runs.config, evroute.world.sumo\n"
             "print({f: sorted(r._entries) for f, r in REGISTRIES.items()})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     registered = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 (our own printout)
@@ -24,10 +24,10 @@ def test_every_listed_component_is_registered_by_its_module_and_every_builtin_is
 
 def test_a_listed_name_imports_its_module_on_first_use():
     code = ("import sys\nfrom evroute.components import TRUTHS\n"
-            "assert 'evroute.sumo' not in sys.modules\n"
+            "assert 'evroute.world.sumo' not in sys.modules\n"
             "assert 'sumo' in TRUTHS.names()\n"
             "entry = TRUTHS.get('sumo')\n"
-            "print(entry.name, 'evroute.sumo' in sys.modules)")
+            "print(entry.name, 'evroute.world.sumo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["sumo", "True"], out.stderr[-2000:]
 
@@ -78,8 +78,8 @@ def test_every_value_a_declaration_accepts_is_built():
     the network has loaded, what the flag let through; e.g. a confidence delta of 0)."""
     import numpy as np
 
-    from evroute.agents import POLICIES, make_agent
-    from evroute.environments import CLOSURES, TRUTHS, TruthSetup, make_truth, parse_closures
+    from evroute.bandit.agents import POLICIES, make_agent
+    from evroute.bandit.environments import CLOSURES, TRUTHS, TruthSetup, make_truth, parse_closures
     from evroute.errors import EvrouteError
     from evroute.models import MODELS, make_model
     from evroute.testing import small_problem

@@ -10,8 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evroute.bandit.environments import TRUTHS, Truth, register_truth
 from evroute.cli import main
-from evroute.config import (
+from evroute.errors import EvrouteError
+from evroute.runs.config import (
     CONFIG_FORMAT,
     RUN_SETTINGS,
     AgentSpec,
@@ -22,12 +24,10 @@ from evroute.config import (
     flat_config_json,
     normalise_config_json,
 )
-from evroute.environments import TRUTHS, Truth, register_truth
-from evroute.errors import EvrouteError
-from evroute.grid import Grid, load_grid, make_grid, parse_sweep
-from evroute.problem import make_agent, prepare_problem
+from evroute.runs.grid import Grid, load_grid, make_grid, parse_sweep
+from evroute.runs.problem import make_agent, prepare_problem
+from evroute.runs.summaries import collect_runs, summarize
 from evroute.specs import Component
-from evroute.summaries import collect_runs, summarize
 
 
 def fields_of(cls) -> list[str]:
@@ -120,7 +120,7 @@ def test_a_run_is_a_scenario_an_agent_and_a_control():
     """Every setting belongs to exactly one part; a configuration is made from its parts or from
     settings (the same value either way), reads every setting back by name, and the parts are
     frozen, hashable values: equal worlds are one cache key whatever the agents."""
-    from evroute.config import SETTING_PART
+    from evroute.runs.config import SETTING_PART
 
     assert sorted(SETTING_PART) == sorted(RUN_SETTINGS)
     assert set(fields_of(PriorSpec)) <= set(fields_of(AgentSpec))
@@ -294,7 +294,7 @@ def test_the_problem_reads_the_world_and_the_prior_its_spec(synthetic, extra):
     of a key). Handed only those, they build what the whole configuration builds, and they read
     most of what they are handed (the world's settings they leave are those of the environment
     and the agents: drift, closures, candidate priors)."""
-    from evroute.problem import agent_prior, prepare_problem
+    from evroute.runs.problem import agent_prior, prepare_problem
 
     cfg = SimulationConfig(network="synthetic", horizon=3, **extra)
     rec = _Recorder(cfg.scenario)
@@ -319,7 +319,7 @@ def test_the_problem_reads_the_world_and_the_prior_its_spec(synthetic, extra):
 def declared_agents():
     """Two plug-in agents whose names say nothing of their model: one declares the BI model, one
     none."""
-    from evroute.agents import POLICIES, register_agent
+    from evroute.bandit.agents import POLICIES, register_agent
     from evroute.testing import small_problem  # noqa: F401 (the agents below are never built)
 
     register_agent("counter", lambda setup: None, description="declares bi", model="bi")
@@ -333,8 +333,8 @@ def test_a_policys_model_is_what_it_declared_not_its_name(declared_agents):
     """The model family comes from the registration, not from a gp-/bi- prefix: the backend a run
     reports, the --model check, and a compare model sweep (the runs of a policy without the run's
     model are not multiplied by the sweep, nor named after it)."""
-    from evroute.agents import policy_family
-    from evroute.grid import make_grid
+    from evroute.bandit.agents import policy_family
+    from evroute.runs.grid import make_grid
 
     assert [policy_family(p) for p in ("gp-ts", "bi-ucb[delta=0.1]", "counter", "fixed-route", "gp-amm")] == \
         ["gp", "bi", "bi", "none", "gp"]
@@ -356,7 +356,13 @@ def test_what_an_agent_needs_is_declared_and_checked_before_any_work():
     declares the need."""
     import dataclasses
 
-    from evroute.agents import ONE_NOISE_LEVEL, POLICIES, agent_names, make_agent, resolve_policy
+    from evroute.bandit.agents import (
+        ONE_NOISE_LEVEL,
+        POLICIES,
+        agent_names,
+        make_agent,
+        resolve_policy,
+    )
     from evroute.testing import small_problem
 
     with pytest.raises(EvrouteError, match="one noise level"):
@@ -374,6 +380,6 @@ def test_what_an_agent_needs_is_declared_and_checked_before_any_work():
             refused = "one noise level" in str(exc)
         assert refused == (ONE_NOISE_LEVEL in POLICIES.get(name).needs), name
     with pytest.raises(EvrouteError, match="unknown needs"):
-        from evroute.agents import register_agent
+        from evroute.bandit.agents import register_agent
 
         register_agent("needy", lambda setup: None, needs=("a-gpu",))

@@ -1,6 +1,6 @@
-"""Energy conserved: the checks of a truth (evroute.conservation), the weight rule that keeps
-regeneration (evroute.policies.route_weights, turn_potential) against the exact optimum, and
-the kinetic bookkeeping of a truth of edges plus turns (evroute.sumo.atlas_turns,
+"""Energy conserved: the checks of a truth (evroute.world.conservation), the weight rule that keeps
+regeneration (evroute.bandit.policies.route_weights, turn_potential) against the exact optimum, and
+the kinetic bookkeeping of a truth of edges plus turns (evroute.world.sumo.atlas_turns,
 drive_predictions) on hand-built traversals."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evroute.conservation import route_energy, trip_checks, truth_checks
-from evroute.energy import Vehicle, energy_floor_wh
-from evroute.environments import Turns
-from evroute.network import load_network
-from evroute.optimum import exact_optimum, is_vertex_simple
-from evroute.oracle import Oracle
-from evroute.policies import route_weights, turn_potential
-from evroute.routes import edge_energies
-from evroute.sumo import (
+from evroute.bandit.environments import Turns
+from evroute.bandit.policies import route_weights, turn_potential
+from evroute.physics.energy import Vehicle, energy_floor_wh
+from evroute.physics.routes import edge_energies
+from evroute.roads.network import load_network
+from evroute.roads.optimum import exact_optimum, is_vertex_simple
+from evroute.roads.oracle import Oracle
+from evroute.world.conservation import route_energy, trip_checks, truth_checks
+from evroute.world.sumo import (
     ATLAS_COLUMNS,
     atlas_turns,
     drive_predictions,
@@ -86,7 +86,7 @@ def test_a_truth_that_books_recovery_on_the_wrong_edge_creates_energy(city):
 def test_the_potential_rule_finds_the_exact_optimum_where_rectified_does_not(city):
     """Handed the truth (E_det with its descents, plus physical turn costs of either sign), the
     potential rule's Dijkstra route has the exact optimum's energy (the MILP/Bellman–Ford of
-    evroute.optimum, turns included) on every trip; the rectified rule, which rounds the
+    evroute.roads.optimum, turns included) on every trip; the rectified rule, which rounds the
     recovered energy up to 0, is worse on some trips and never better."""
     net, oracle, e_det = city
     rng = np.random.default_rng(1)
@@ -215,7 +215,7 @@ def test_conserve_energy_breaks_every_cycle_and_touches_only_cycles(city):
     costs[on_loop[0]] -= 1000.0  # a turn's mean far below what a car can pay
     bad = Turns(costs, turns.potential, turns.conn_src, turns.conn_dst)
     assert truth_checks(net, e_det, bad)["negative_cycle"]
-    from evroute.conservation import conserve_energy
+    from evroute.world.conservation import conserve_energy
 
     f, fixed, n_cycles, added = conserve_energy(net, e_det, bad)
     assert n_cycles >= 1 and added > 0 and not truth_checks(net, f, fixed)["negative_cycle"]

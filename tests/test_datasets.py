@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import evroute.datasets as datasets
+import evroute.roads.datasets as datasets
 from evroute.cli import main
 from evroute.errors import EvrouteError
 
@@ -247,7 +247,7 @@ def test_without_the_data_real_tests_skip_with_one_line_naming_the_fetch(tmp_pat
 
 
 def test_a_missing_builtin_network_names_the_fetch(tmp_path, monkeypatch):
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     monkeypatch.setenv("EVROUTE_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("EVROUTE_CACHE_DIR", str(tmp_path / "cache"))

@@ -1,4 +1,4 @@
-"""Drives in (evroute.drives): traces read, matched and split into traversals, checked against
+"""Drives in (evroute.world.drives): traces read, matched and split into traversals, checked against
 drives whose per-edge energies are known by construction."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evroute.drives import Matcher, import_traces, parse_columns, read_traces, trip_traversals
-from evroute.energy import ROTATING_MASS_KG, Vehicle
 from evroute.errors import EvrouteError
-from evroute.oracle import Oracle
+from evroute.physics.energy import ROTATING_MASS_KG, Vehicle
+from evroute.roads.oracle import Oracle
+from evroute.world.drives import Matcher, import_traces, parse_columns, read_traces, trip_traversals
 
 SPEED = 10.0  # m/s
 
@@ -125,7 +125,7 @@ def test_the_sumo_boundary_books_whole_steps_past_the_junction():
     """``boundary="sumo"``: each one-second step counts whole for the edge where it ends, the edges
     ending SUMO_JUNCTION_OFFSET_M past the junction's centre (SUMO's accounting, computed here by
     walking the fixes); ``centre`` interpolates at the centre (a linear energy: exact)."""
-    from evroute.drives import SUMO_JUNCTION_OFFSET_M
+    from evroute.world.drives import SUMO_JUNCTION_OFFSET_M
 
     length = np.array([100.0, 100.0, 100.0, 100.0])
     route = [0, 1, 2, 3]
@@ -171,7 +171,7 @@ def test_bad_rows_and_trips_are_named_and_the_good_ones_kept(tmp_path):
                       "lat": [43.7, "x", 43.7, 43.7, 43.7, 43.7, 43.7], "lon": [7.4] * 7, "energy_wh": [0, 1, 2, 3, 0, 1, 2]})
     path = tmp_path / "t.csv"
     d.to_csv(path, index=False)
-    from evroute.drives import ImportReport
+    from evroute.world.drives import ImportReport
 
     report = ImportReport()
     out = read_traces(path, report=report)
@@ -241,8 +241,8 @@ def test_sumo_drives_come_back_through_the_import(synthetic):
     """SUMO's drives on the synthetic city, exact positions at 1 Hz: the import finds the edge of
     ≥ 95 % of the answer key's driven length, and the energy of a whole matched run of edges
     within 5 % of SUMO's (per edge the boundary differs: SUMO's edge ends past the junction)."""
-    from evroute.drives import Matcher, match_trip
-    from evroute.sumo import sumo_drives
+    from evroute.world.drives import Matcher, match_trip
+    from evroute.world.sumo import sumo_drives
 
     d = sumo_drives(synthetic, "synthetic", Vehicle(), vehicles=6, seed=1, rate=300.0, hours=0.25)
     assert d.summary["vehicles"] >= 4 and len(d.answer) > 50
@@ -283,7 +283,7 @@ def test_sumo_drives_refuses_bad_options_before_any_work(args, message, tmp_path
 def test_fleet_prior_mean_is_the_conjugate_update():
     """Against a hand computation: ς² pooled within edges, the normal update per edge, E_det
     where nobody drove."""
-    from evroute.drives import fleet_prior_mean
+    from evroute.world.drives import fleet_prior_mean
 
     e_det = np.array([10.0, 20.0, 30.0])
     table = pd.DataFrame({"edge": [0, 0, 0, 1], "edge_wh": [12.0, 14.0, 16.0, 25.0], "energy_wh": 0.0})
@@ -298,9 +298,9 @@ def test_fleet_prior_mean_is_the_conjugate_update():
 def test_prior_drives_sets_the_agents_prior_mean_and_not_the_truth(synthetic, tmp_path):
     """--prior-drives moves the agents' prior mean where the fleet drove; the truth, E_det in
     the run's edge table and a table of another network are untouched or refused."""
-    from evroute.config import SimulationConfig
     from evroute.io import atomic_write_parquet
-    from evroute.problem import prepare_problem
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import prepare_problem
 
     route = _route(synthetic)
     table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:3], 4), "next_edge": -1,
@@ -323,9 +323,9 @@ def test_check_prior_supports_the_kernel_only_where_the_data_has_it(synthetic):
     """Traversals drawn from the kernel's own GP: the fit finds its scales and the check says
     the correlations are supported; drawn independently per edge with the same spread: the
     kernel predicts no better than independent edges (a Monte-Carlo reference both ways)."""
-    from evroute.fitting import check_prior
-    from evroute.prior import NetworkPrior
-    from evroute.routes import edge_energies
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.fitting import check_prior
+    from evroute.priors.prior import NetworkPrior
 
     e_det = edge_energies(synthetic, Vehicle())
     rng = np.random.default_rng(3)
@@ -365,7 +365,7 @@ def test_prior_check_command_refuses_bad_input(tmp_path):
 def test_gpx_traces_import_as_their_csv(synthetic, tmp_path):
     """The same drive written as GPX (energy and speed as extensions) and as CSV gives the same
     traversals; a file that is not GPX is one error naming it."""
-    from evroute.drives import write_gpx
+    from evroute.world.drives import write_gpx
 
     route = _route(synthetic)
     fixes = _drive(synthetic, route, np.full(len(route), 25.0)).assign(trip="d1", vehicle="d1")
@@ -410,10 +410,10 @@ def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     """Drives that found the E_det-optimal route's edges 300 Wh dearer: the route under the drives
     avoids them, and it is the least Σ max(posterior mean, floor) route (Bellman–Ford on those
     energies, a different algorithm, agrees); the GeoJSON carries each edge's posterior."""
-    from evroute.drives import drives_route, fleet_prior_mean
-    from evroute.energy import energy_floor_wh
-    from evroute.report import routes_geojson
-    from evroute.routes import edge_energies, reference_routes, resolve_route
+    from evroute.physics.energy import energy_floor_wh
+    from evroute.physics.routes import edge_energies, reference_routes, resolve_route
+    from evroute.reports.report import routes_geojson
+    from evroute.world.drives import drives_route, fleet_prior_mean
 
     spec = resolve_route(synthetic, "A", None, None)
     energy = reference_routes(synthetic, spec)[0]["edges"]
@@ -481,10 +481,10 @@ def test_check_prior_measures_the_per_edge_noise_model_on_held_out_trips(synthet
     """Traversals whose noise grows with the edge's length (ς_e = 1 + 30 Wh/km): the per-edge
     model fitted on half of the trips predicts the other half better than one ς, and its
     intervals cover what they say; with one true ς it gains nothing (Monte Carlo both ways)."""
-    from evroute.fitting import check_prior
-    from evroute.noise import edge_noise_std
-    from evroute.prior import NetworkPrior
-    from evroute.routes import edge_energies
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.fitting import check_prior
+    from evroute.priors.noise import edge_noise_std
+    from evroute.priors.prior import NetworkPrior
 
     e_det = edge_energies(synthetic, Vehicle())
     rng = np.random.default_rng(4)
@@ -515,8 +515,8 @@ def test_sumo_battery_output_imports_as_the_trace(synthetic, tmp_path):
     import subprocess
     import sys
 
-    from evroute.drives import read_sumo_battery
     from evroute.io import written_by_evroute
+    from evroute.world.drives import read_sumo_battery
 
     out = tmp_path / "d"
     cmd = [sys.executable, "-m", "evroute", "sumo", "drives", "synthetic", "--vehicles", "4", "--traffic", "300",
@@ -546,7 +546,7 @@ def test_sumo_battery_output_imports_as_the_trace(synthetic, tmp_path):
 def test_odometry_positions_are_the_weighted_least_squares_of_gps_and_speed():
     """The tridiagonal solve against the dense least squares of the stacked system (rows
     (x_i − s_i)/σ and (x_{i+1} − x_i − d_i)/q_i, d_i the trapezoid of the speeds)."""
-    from evroute.drives import ODOMETRY_FLOOR_M, ODOMETRY_SHARE, odometry_positions
+    from evroute.world.drives import ODOMETRY_FLOOR_M, ODOMETRY_SHARE, odometry_positions
 
     rng = np.random.default_rng(3)
     t = np.cumsum(rng.uniform(0.5, 5.0, 40))
@@ -595,10 +595,10 @@ def test_fleet_variance_is_the_fleet_posterior_on_each_edge(synthetic, tmp_path)
     """--prior-drives-variance fleet: each driven edge's prior variance is the conjugate update's
     σ₀² ς² / (n σ₀² + ς²) (n its traversals, ς² pooled within edges), the others keep σ₀²'s
     kernel, and GP and BI runs take it; asked for without drives it is refused."""
-    from evroute.config import SimulationConfig
     from evroute.io import atomic_write_parquet
-    from evroute.problem import agent_prior, prepare_problem
-    from evroute.simulation import simulate
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import agent_prior, prepare_problem
+    from evroute.runs.simulation import simulate
 
     route = _route(synthetic)
     y = np.tile([48.0, 52.0, 50.0, 46.0], 3)
@@ -626,9 +626,9 @@ def test_the_vehicle_scale_on_a_fleet_prior_puts_the_whole_mean_in_the_fleets_un
     """With --vehicle-scale and --prior-drives, the edges the fleet never drove start at E_det
     times the fleet's ratio to E_det (least squares through the origin over the driven edges,
     against numpy's lstsq), the driven ones at the fleet's means; without the scale, at E_det."""
-    from evroute.config import SimulationConfig
     from evroute.io import atomic_write_parquet
-    from evroute.problem import agent_prior, prepare_problem
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import agent_prior, prepare_problem
 
     route = _route(synthetic)
     e_det = prepare_problem(SimulationConfig(network="synthetic", horizon=2)).prior_mean

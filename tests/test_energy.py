@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from evroute.energy import Vehicle, edge_energy_wh, load_vehicle, vehicle_names
 from evroute.errors import EvrouteError
+from evroute.physics.energy import Vehicle, edge_energy_wh, load_vehicle, vehicle_names
 
 M, G, CR, A, CD, RHO, EP, EM = 1830.0, 9.82, 0.01, 2.6, 0.35, 1.2, 0.98, 0.96
 

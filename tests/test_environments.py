@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from evroute.config import SimulationConfig
-from evroute.environments import StaticEnvironment, gp_truth
-from evroute.policies import rectified_mean
-from evroute.prior import NetworkPrior
-from evroute.problem import make_environment, prepare_problem
+from evroute.bandit.environments import StaticEnvironment, gp_truth
+from evroute.bandit.policies import rectified_mean
+from evroute.priors.prior import NetworkPrior
+from evroute.runs.config import SimulationConfig
+from evroute.runs.problem import make_environment, prepare_problem
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +55,11 @@ def test_reference_route_is_the_rectified_oracle_on_the_truth(problem):
 
 
 def _road_env(eps=0.0, closures=None, seed=0):
-    from evroute.environments import RoadEnvironment
-    from evroute.network import load_network
-    from evroute.oracle import Oracle
-    from evroute.prior import NetworkPrior
-    from evroute.routes import edge_energies, resolve_route
+    from evroute.bandit.environments import RoadEnvironment
+    from evroute.physics.routes import edge_energies, resolve_route
+    from evroute.priors.prior import NetworkPrior
+    from evroute.roads.network import load_network
+    from evroute.roads.oracle import Oracle
 
     net = load_network("synthetic", size=70)
     m = edge_energies(net)
@@ -96,10 +96,10 @@ def test_alternate_closures_hide_the_best_corridor_every_other_round(tmp_path):
     # an agent only drives open roads
     import pandas as pd
 
-    from evroute.config import SimulationConfig
-    from evroute.network import load_network
-    from evroute.problem import make_environment, prepare_problem
-    from evroute.simulation import simulate
+    from evroute.roads.network import load_network
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import make_environment, prepare_problem
+    from evroute.runs.simulation import simulate
 
     cfg = SimulationConfig(policy="gp-ucb", horizon=6, closures="alternate")
     net = load_network("synthetic", size=70)

@@ -17,16 +17,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evroute.agents import resolve_policy
+from evroute.bandit.agents import resolve_policy
 from evroute.cli import main
-from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
-from evroute.executors import run_cell
-from evroute.experiment import clean_stale, run_grid
-from evroute.grid import PRESETS, Grid, make_grid, policy_tag
-from evroute.runs import is_finished_run
-from evroute.simulation import simulate
-from evroute.summaries import (
+from evroute.runs.config import SimulationConfig
+from evroute.runs.directory import is_finished_run
+from evroute.runs.executors import run_cell
+from evroute.runs.experiment import clean_stale, run_grid
+from evroute.runs.grid import PRESETS, Grid, make_grid, policy_tag
+from evroute.runs.simulation import simulate
+from evroute.runs.summaries import (
     TIMING_COLUMNS,
     collect_runs,
     read_run,
@@ -284,7 +284,7 @@ def test_settings_mismatch_and_overwrite(tmp_path):
 
 
 def test_lock_and_stale_cleanup(tmp_path):
-    from evroute.experiment import _DirLock
+    from evroute.runs.experiment import _DirLock
 
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / ".x-s0.partial-abc").mkdir()
@@ -361,7 +361,7 @@ def test_compare_bad_input_one_line_exit_2(capsys, tmp_path, args, msg):
 
 
 def test_failed_run_is_reported_and_others_kept(tmp_path, monkeypatch):
-    import evroute.executors as ex
+    import evroute.runs.executors as ex
 
     real = ex.run_cell
 
@@ -394,7 +394,7 @@ def test_truth_lengthscale_same_changes_the_environment_with_the_sweep(tmp_path)
     assert [grid.config(c).truth_lengthscale for c in cells] == [0.5, 0.5, 1.0, 1.0, 2.0, 2.0]
     assert [grid.cell_name(c) for c in cells[::2]] == [
         "synthetic-B-bi-ts-ls0.5-tl0.5-s0", "synthetic-B-bi-ts-s0", "synthetic-B-bi-ts-ls2-tl2-s0"]
-    from evroute.experiment import _warm_tasks
+    from evroute.runs.experiment import _warm_tasks
 
     warm = _warm_tasks(grid, cells)  # one truth to prepare per (scenario, seed): per (seed, ℓ_truth) here
     assert sorted((t["config"]["control"]["seed"], t["config"]["scenario"]["truth_lengthscale"]) for t in warm) == [
@@ -546,7 +546,7 @@ def _truncate(path: Path) -> None:
 
 
 def test_damaged_run_files_one_line_errors_and_recompute(capsys, tmp_path, synthetic):
-    from evroute.runs import verify_run
+    from evroute.runs.directory import verify_run
 
     run = tmp_path / "run"
     simulate(SimulationConfig(horizon=4, policy="bi-ts"), run, net=synthetic)
@@ -600,7 +600,7 @@ def test_model_spec_of_a_grid_reaches_its_gp_runs():
 def test_energy_saved_is_summarised_by_hand(tmp_path):
     """energy.csv: mean energy driven and what was saved against the fastest and the shortest
     route, from the runs' summary.json (checked by hand on made-up runs)."""
-    from evroute.summaries import summarize_energy
+    from evroute.runs.summaries import summarize_energy
 
     runs = tmp_path / "runs"
     for seed, (total, fastest, shortest) in enumerate([(100.0, 150.0, 120.0), (140.0, 170.0, 100.0)]):

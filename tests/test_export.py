@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from evroute.cli import main
-from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
-from evroute.experiment import run_grid
-from evroute.export import export, resolve_run_dir, run_geojson
-from evroute.grid import make_grid
-from evroute.simulation import simulate
+from evroute.reports.export import export, resolve_run_dir, run_geojson
+from evroute.runs.config import SimulationConfig
+from evroute.runs.experiment import run_grid
+from evroute.runs.grid import make_grid
+from evroute.runs.simulation import simulate
 
 HORIZON = 7
 
@@ -150,7 +150,7 @@ def test_export_bad_input_one_line_exit_2(tmp_path, capsys, args, msg):
 def test_run_gdfs_are_the_geojsons_layers(run_dir, synthetic):
     """The run as GeoDataFrames (EPSG:4326) with the same features the GeoJSON holds (which
     geopandas writes from them)."""
-    from evroute.export import run_gdfs
+    from evroute.reports.export import run_gdfs
 
     layers = run_gdfs(run_dir, net=synthetic)
     fc = run_geojson(run_dir, net=synthetic)
@@ -169,8 +169,8 @@ def test_run_gdfs_are_the_geojsons_layers(run_dir, synthetic):
 def turned_truth():
     """A plug-in truth of edges plus turns: E_det on the edges, and each turn the energy one car
     pays changing speed between the two roads' limits (a cost speeding up, energy back braking)."""
-    from evroute.environments import TRUTHS, Turns, register_truth
-    from evroute.sumo import kinetic_potential_wh, speed_change_wh
+    from evroute.bandit.environments import TRUTHS, Turns, register_truth
+    from evroute.world.sumo import kinetic_potential_wh, speed_change_wh
 
     def factory(setup):
         net = setup.net
@@ -180,7 +180,7 @@ def turned_truth():
                       kinetic_potential_wh(v), src, dst)
         return Truth(setup.mean.copy(), setup.noise_std, description={}, turns=turns)
 
-    from evroute.environments import Truth
+    from evroute.bandit.environments import Truth
 
     register_truth("turned", factory, description="E_det plus speed changes at the junctions")
     yield

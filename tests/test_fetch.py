@@ -1,4 +1,4 @@
-"""Tests of evroute.fetch against a local fake Overpass / Open-Elevation server.
+"""Tests of evroute.roads.fetch against a local fake Overpass / Open-Elevation server.
 
 Nothing here contacts the internet: every URL points at 127.0.0.1.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from evroute import __version__
 from evroute.errors import EvrouteError
-from evroute.fetch import (
+from evroute.roads.fetch import (
     add_elevation_tags,
     fetch_elevations,
     fetch_network,

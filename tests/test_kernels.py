@@ -1,4 +1,4 @@
-"""Tests of evroute.kernels against independent dense references on small graphs."""
+"""Tests of evroute.priors.kernels against independent dense references on small graphs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from scipy.special import gamma, kv
 
 from evroute.errors import EvrouteError
-from evroute.kernels import (
+from evroute.priors.kernels import (
     combined_kernel,
     graph_matern,
     incidence_laplacian,
@@ -21,7 +21,7 @@ from evroute.kernels import (
     matern52,
     standardize_context,
 )
-from evroute.linalg import cholesky_with_jitter, jittered_cholesky
+from evroute.priors.linalg import cholesky_with_jitter, jittered_cholesky
 
 try:  # keep the many tiny BLAS calls of this file fast on small, busy machines
     from threadpoolctl import threadpool_limits

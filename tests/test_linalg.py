@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from evroute.errors import EvrouteError
-from evroute.linalg import SOLVE_BLOCK, SparseCholesky, SparseSolver
+from evroute.priors.linalg import SOLVE_BLOCK, SparseCholesky, SparseSolver
 
 
 def grid_precision(k: int = 15) -> sp.csc_matrix:
@@ -74,7 +74,7 @@ def graph_matern_precision(k: int = 24, nu: int = 2) -> tuple[sp.csr_matrix, flo
 
 
 def test_graph_patches_cover_every_vertex_once_compactly():
-    from evroute.linalg import graph_patches
+    from evroute.priors.linalg import graph_patches
 
     A, _ = graph_matern_precision(30, 1)
     patches = graph_patches(A.indptr, A.indices, 40)
@@ -93,7 +93,7 @@ def test_graph_ball_is_networkx_s_multi_source_ball(with_stamp):
     with or without the integer scratch, which (like the marks) comes back untouched."""
     import networkx as nx
 
-    from evroute.linalg import graph_ball
+    from evroute.priors.linalg import graph_ball
 
     A, _ = graph_matern_precision(20, 2)
     n = A.shape[0]
@@ -112,7 +112,7 @@ def test_graph_ball_is_networkx_s_multi_source_ball(with_stamp):
 def test_domain_blocks_are_the_dense_blocks_in_the_order_given():
     """A_ΩΩ (+ an added diagonal) and A_{shell,Ω} against dense slicing, Ω in a scrambled
     order, the shell against its definition, the seeds' positions; the scratch comes back."""
-    from evroute.linalg import domain_blocks
+    from evroute.priors.linalg import domain_blocks
 
     A, _ = graph_matern_precision(12, 2)
     n = A.shape[0]
@@ -139,7 +139,7 @@ def test_domain_blocks_are_the_dense_blocks_in_the_order_given():
 def test_domain_blocks_take_a_row_that_stores_nothing():
     """A vertex of Ω with no stored entries (its row and column empty) still gets its empty
     column, and the others theirs."""
-    from evroute.linalg import domain_blocks
+    from evroute.priors.linalg import domain_blocks
 
     A, _ = graph_matern_precision(8, 1)
     A = A.tolil()
@@ -156,7 +156,7 @@ def test_domain_blocks_take_a_row_that_stores_nothing():
 
 @pytest.mark.parametrize("nu", [1, 2])
 def test_local_inverse_diagonal_is_within_its_bound_of_the_dense_inverse(nu):
-    from evroute.linalg import local_inverse_diagonal
+    from evroute.priors.linalg import local_inverse_diagonal
 
     A, lam = graph_matern_precision(24, nu)
     ref = np.diag(np.linalg.inv(A.toarray()))
@@ -175,7 +175,7 @@ def test_local_inverse_diagonal_is_within_its_bound_of_the_dense_inverse(nu):
 
 
 def test_local_inverse_diagonal_gives_the_same_bits_on_any_threads():
-    from evroute.linalg import local_inverse_diagonal
+    from evroute.priors.linalg import local_inverse_diagonal
 
     A, lam = graph_matern_precision(24, 2)
     one = local_inverse_diagonal(A, lam, tol=1e-10, patch=24, threads=1)
@@ -188,7 +188,7 @@ def test_local_inverse_diagonal_gives_the_same_bits_on_any_threads():
 
 
 def test_local_inverse_diagonal_refuses_what_it_cannot_certify():
-    from evroute.linalg import local_inverse_diagonal
+    from evroute.priors.linalg import local_inverse_diagonal
 
     A, lam = graph_matern_precision(12, 2)
     with pytest.raises(EvrouteError, match="more than 1 hops"):
@@ -202,7 +202,7 @@ def test_nested_dissection_is_a_fill_reducing_order_that_stays_good_on_blocks():
     """METIS's order, as ranks: a permutation, the same on every call, with far less fill than
     the natural order on a grid (the Cholesky factor's entries, by SuperLU), and still within
     1.5× of a block's own MMD order when restricted to a block (what the local updates do)."""
-    from evroute.linalg import nested_dissection, symmetric_splu
+    from evroute.priors.linalg import nested_dissection, symmetric_splu
 
     k = 40
     A = sp.csc_matrix(grid_precision(k) @ grid_precision(k))  # two hops, as Q = P²
@@ -230,11 +230,11 @@ def test_nested_dissection_is_the_same_in_another_process_and_takes_any_pattern(
     import subprocess
     import sys
 
-    from evroute.linalg import nested_dissection
+    from evroute.priors.linalg import nested_dissection
 
     A = sp.random(300, 300, density=0.02, random_state=1, format="csr")  # not symmetric: symmetrised
     rank = nested_dissection(A + sp.identity(300))
-    code = ("import numpy as np, scipy.sparse as sp, sys; from evroute.linalg import nested_dissection; "
+    code = ("import numpy as np, scipy.sparse as sp, sys; from evroute.priors.linalg import nested_dissection; "
             "A = sp.random(300, 300, density=0.02, random_state=1, format='csr'); "
             "sys.stdout.write(','.join(map(str, nested_dissection(A + sp.identity(300)))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -253,7 +253,7 @@ def test_retain_freed_memory_is_set_once_and_leaves_the_users_malloc_settings_al
     import subprocess
     import sys
 
-    code = ("from evroute.linalg import retain_freed_memory as r; import sys; "
+    code = ("from evroute.priors.linalg import retain_freed_memory as r; import sys; "
             "sys.stdout.write(f'{r()} {r()}')")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout

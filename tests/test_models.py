@@ -17,7 +17,7 @@ from evroute.models import (
     register_model,
     unregister_model,
 )
-from evroute.prior import DensePrior, DiagonalPrior
+from evroute.priors.prior import DensePrior, DiagonalPrior
 from evroute.validate import positive_int
 
 from .conftest import has_extra

@@ -13,7 +13,7 @@ import pytest
 from evroute.errors import EvrouteError
 from evroute.models import PosteriorModel, available_models, make_model
 from evroute.models.base import readonly
-from evroute.prior import DensePrior, DiagonalPrior, NetworkPrior
+from evroute.priors.prior import DensePrior, DiagonalPrior, NetworkPrior
 from evroute.testing import check_backend, small_problem
 
 # options that keep the heavier backends fast on the small network
@@ -23,9 +23,9 @@ FAST = {"svgp": {"inducing": 200, "batch_size": 5000, "learn_hyperparameters": F
 @pytest.fixture(scope="module")
 def small():
     """A ~130-edge synthetic city with the paper's prior, noise and a GP truth."""
-    from evroute.energy import load_vehicle
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=60)
     pm = edge_energies(net, load_vehicle(None))

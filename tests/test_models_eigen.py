@@ -10,13 +10,13 @@ from scipy.stats import multivariate_normal
 
 from evroute.errors import EvrouteError
 from evroute.models import make_model
-from evroute.prior import DensePrior, GraphMaternPrior, NetworkPrior
+from evroute.priors.prior import DensePrior, GraphMaternPrior, NetworkPrior
 
 
 @pytest.fixture(scope="module")
 def setup():
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=70)
     m = edge_energies(net)
@@ -91,7 +91,7 @@ def test_truncation_keeps_the_prior_variance_and_converges(setup):
 def test_sparse_eigenpairs_equal_lapack():
     """Lanczos on K = Q⁻¹ (one sparse solve a step) gives the top eigenpairs of the dense K."""
     from evroute.models.eigen import kernel_eigenpairs
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=70)
     gm = GraphMaternPrior(net, np.zeros(net.n_edges), 1.0, 2, 3.0)

@@ -11,14 +11,14 @@ from evroute.errors import EvrouteError
 from evroute.models import ExactGPModel, make_model
 from evroute.models.gmrf import GMRFPosterior
 from evroute.models.local import LocalGMRFPosterior
-from evroute.prior import GraphMaternPrior, NetworkPrior
+from evroute.priors.prior import GraphMaternPrior, NetworkPrior
 
 
 @pytest.fixture(scope="module")
 def small():
-    from evroute.energy import load_vehicle
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=80)
     pm = edge_energies(net, load_vehicle(None))
@@ -56,7 +56,7 @@ def textbook(s, counts, sums):
 
 
 def test_exact_chooses_the_sparse_posterior_by_the_prior(small, monkeypatch):
-    import evroute.prior as prior_mod
+    import evroute.priors.prior as prior_mod
 
     # update=local is the default for a sparse precision (tests/test_models_local.py); global here
     assert isinstance(make_model("exact", small["gmrf"], noise_var=small["nv"]), LocalGMRFPosterior)

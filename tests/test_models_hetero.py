@@ -12,14 +12,14 @@ from evroute.models import make_model
 from evroute.models.gmrf import GMRFPosterior
 from evroute.models.hetero import HeteroscedasticModel, WhitenedPrior
 from evroute.models.local import LocalGMRFPosterior
-from evroute.prior import DiagonalPrior, GraphMaternPrior, NetworkPrior
-from evroute.routes import edge_energies
+from evroute.physics.routes import edge_energies
+from evroute.priors.prior import DiagonalPrior, GraphMaternPrior, NetworkPrior
 
 
 @pytest.fixture(scope="module")
 def small():
-    from evroute.energy import load_vehicle
-    from evroute.network import load_network
+    from evroute.physics.energy import load_vehicle
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=80)
     pm = edge_energies(net, load_vehicle(None))

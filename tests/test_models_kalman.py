@@ -8,13 +8,13 @@ import pytest
 
 from evroute.errors import EvrouteError
 from evroute.models import make_model
-from evroute.prior import NetworkPrior
+from evroute.priors.prior import NetworkPrior
 
 
 @pytest.mark.parametrize("eps", [0.05, 0.3])
 def test_kalman_equals_the_batch_time_varying_gp(eps):
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=70)
     m = edge_energies(net)

@@ -10,27 +10,27 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from evroute.agents import AgentSetup, make_agent
-from evroute.environments import StaticEnvironment
+from evroute.bandit.agents import AgentSetup, make_agent
+from evroute.bandit.environments import StaticEnvironment
+from evroute.bandit.loop import run_loop
 from evroute.errors import EvrouteError, EvrouteWarning
-from evroute.loop import run_loop
 from evroute.models import local as local_module
 from evroute.models import make_model, ordered, resolve_model
 from evroute.models.gmrf import GMRFPosterior
 from evroute.models.local import CHUNK, LocalGMRFPosterior
 from evroute.models.ordered import SEAM
-from evroute.oracle import Oracle
-from evroute.prior import GraphMaternPrior
-from evroute.routes import edge_energies, resolve_route
+from evroute.physics.routes import edge_energies, resolve_route
+from evroute.priors.prior import GraphMaternPrior
+from evroute.roads.oracle import Oracle
 
 from .test_models_gmrf import feed, textbook
 
 
 @pytest.fixture(scope="module")
 def small():
-    from evroute.energy import load_vehicle
-    from evroute.network import load_network
-    from evroute.prior import NetworkPrior
+    from evroute.physics.energy import load_vehicle
+    from evroute.priors.prior import NetworkPrior
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=120)
     pm = edge_energies(net, load_vehicle(None))
@@ -304,7 +304,7 @@ def _lockstep(net, policy, rounds, tol=1e-8):
 def test_local_equals_global_on_real_maps(network, request):
     """100 rounds (30 on synthetic-10k for UCB/BUCB) of gp-ucb, gp-bucb and gp-ts: the same
     route in every round, identical regret, and every mean and variance within tol."""
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     net = request.getfixturevalue(network) if network != "synthetic-10k" else load_network(network)
     for policy in ("gp-ucb", "gp-bucb", "gp-ts"):
@@ -320,7 +320,7 @@ def test_local_equals_global_on_real_maps(network, request):
 
 @functools.cache
 def _route_problem(network: str):
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     net = load_network(network)
     pm = edge_energies(net)
@@ -481,7 +481,7 @@ def test_kill_and_resume_a_local_grid(tmp_path):
 
     import pandas as pd
 
-    from evroute.runs import is_finished_run
+    from evroute.runs.directory import is_finished_run
 
     out, runs = tmp_path / "grid", tmp_path / "grid" / "runs"
     grid = ["compare", "--network", "synthetic-2k", "--kernel", "graph", "--routes", "A", "--policies",

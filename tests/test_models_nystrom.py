@@ -9,14 +9,14 @@ import pytest
 from evroute.errors import EvrouteError
 from evroute.models import make_model
 from evroute.models.nystrom import BKBPosterior, KORSPosterior
-from evroute.prior import GraphMaternPrior, NetworkPrior
+from evroute.priors.prior import GraphMaternPrior, NetworkPrior
 
 
 @pytest.fixture(scope="module")
 def small():
-    from evroute.energy import load_vehicle
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=70)
     pm = edge_energies(net, load_vehicle(None))
@@ -178,9 +178,9 @@ def test_every_policy_runs_and_logs_the_dictionary(tmp_path, small, policy):
     the stale-variance ratio and the time split; `evroute plot` draws m against t."""
     import pandas as pd
 
-    from evroute.config import SimulationConfig
-    from evroute.plots import plot_directory
-    from evroute.simulation import simulate
+    from evroute.reports.plots import plot_directory
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.simulation import simulate
 
     cfg = SimulationConfig(model="bkb" if policy == "gp-ts" else "nystrom", policy=policy, horizon=6, seed=1)
     simulate(cfg, tmp_path / "run", net=small["net"])
@@ -200,7 +200,7 @@ def test_no_variance_starvation_as_in_bkb_fig_1(t):
     evaluations uniform in [0, 0.5], BKB with q̄ = 3. The DTC variance stays at the prior on
     [0.7, 1] (= the exact posterior) and is accurate where the data are; subset-of-regressors
     (‖z‖² in place of k(x, x)) starves there."""
-    from evroute.prior import DensePrior
+    from evroute.priors.prior import DensePrior
 
     x = np.linspace(0.0, 1.0, 201)
     K = np.exp(-100.0 * (x[:, None] - x[None, :]) ** 2)
@@ -305,7 +305,7 @@ def test_points_prior_rows_are_the_kernel_and_lazy_bkb_accumulates():
     """PointsPrior (arms that are points, e.g. paper 001's (context, action) pairs) gives the
     Gaussian kernel's rows; BBKB's trigger accumulates the variance since the last resampling
     (one observation a round never passes C alone here, yet the dictionary is refreshed)."""
-    from evroute.prior import PointsPrior, rbf_kernel
+    from evroute.priors.prior import PointsPrior, rbf_kernel
 
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(60, 3))

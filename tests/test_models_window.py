@@ -10,13 +10,13 @@ from scipy.stats import multivariate_normal
 
 from evroute.errors import EvrouteError
 from evroute.models import make_model
-from evroute.prior import NetworkPrior
+from evroute.priors.prior import NetworkPrior
 
 
 @pytest.fixture(scope="module")
 def setup():
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=70)
     m = edge_energies(net)

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from evroute.errors import EvrouteError
-from evroute.network import (
+from evroute.roads.network import (
     DEFAULT_SPEEDS_KMH,
     line_graph,
     lipschitz_envelope,
     load_network,
     network_fingerprint,
 )
-from evroute.osm import parse_maxspeed
+from evroute.roads.osm import parse_maxspeed
 
 from .osmxml import WAYS, elevation, write_osm
 
@@ -256,7 +256,7 @@ def test_ways_fixture_sanity():
 # --- merged tags: a fixed rule, never set order (issue: reproducible across processes) ---
 
 def test_merge_segment_tags_rule():
-    from evroute.osm import merge_segment_tags
+    from evroute.roads.osm import merge_segment_tags
 
     # the class covering the most length wins, whatever the segment order
     segs = [("secondary", "50", "2", 40.0), ("residential", "30", None, 70.0), ("secondary", None, "2", 20.0)]
@@ -318,8 +318,8 @@ def test_a_network_from_an_osmnx_graph_is_the_one_from_its_file(small_osm, small
     roads, and the same projected, the same geometry, lengths, grades and speeds."""
     import osmnx as ox
 
-    from evroute.network import DRIVABLE, network_from_graph
-    from evroute.osm import first_tag, read_osm_graph
+    from evroute.roads.network import DRIVABLE, network_from_graph
+    from evroute.roads.osm import first_tag, read_osm_graph
 
     raw = read_osm_graph(small_osm)
     before = raw.number_of_edges()
@@ -339,7 +339,7 @@ def test_a_network_from_an_osmnx_graph_is_the_one_from_its_file(small_osm, small
 
 
 def test_merged_tags_of_a_simplified_graph_do_not_follow_the_hash_seed(small_osm, tmp_path):
-    code = ("import sys, osmnx as ox\nfrom evroute.network import network_from_graph\n"
+    code = ("import sys, osmnx as ox\nfrom evroute.roads.network import network_from_graph\n"
             f"g = ox.graph_from_xml({str(small_osm)!r}, simplify=True, retain_all=True)\n"
             "print(sorted(zip(network_from_graph(g).edges.u, network_from_graph(g).edges.highway)))")
     outs = {subprocess.run([sys.executable, "-W", "ignore", "-c", code], env={**os.environ, "PYTHONHASHSEED": str(h)},

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from evroute.errors import EvrouteError
-from evroute.network import load_network
-from evroute.noise import edge_noise_std, edge_signals, fit_noise_model, parse_noise_std
-from evroute.routes import edge_energies
+from evroute.physics.routes import edge_energies
+from evroute.priors.noise import edge_noise_std, edge_signals, fit_noise_model, parse_noise_std
+from evroute.roads.network import load_network
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_osm_signals_reach_the_edges_that_pass_or_end_at_them(tmp_path):
     both, 4→1 the one at 3; every other edge into 4 counts one, every edge out of it none."""
     import networkx as nx
 
-    from evroute.network import network_from_graph
+    from evroute.roads.network import network_from_graph
 
     g = nx.MultiDiGraph(crs="epsg:4326")
     pts = {1: (6.0, 49.0), 2: (6.001, 49.0), 3: (6.002, 49.0), 4: (6.003, 49.0), 5: (6.0025, 49.0015),
@@ -99,7 +99,7 @@ def test_too_few_traversals_is_one_line(net):
 
 
 def test_fit_hyperparameters_fits_the_noise_model_on_the_first_half(net):
-    from evroute.sumo import Atlas, fit_hyperparameters
+    from evroute.world.sumo import Atlas, fit_hyperparameters
 
     sd = edge_noise_std(net, "edge[a=2,b_per_km=20,tls=6]")
     first = traversals(net, sd, 8, 3).assign(enter_s=10.0, vehicle="v")
@@ -115,8 +115,8 @@ def test_fit_hyperparameters_fits_the_noise_model_on_the_first_half(net):
 def test_a_run_under_the_per_edge_model(net, tmp_path):
     """The Gaussian truth observes edge e with ς_e (Monte Carlo), the agents' model is per edge,
     the summary names the model, and the bound agents refuse it in one line."""
-    from evroute.config import SimulationConfig
-    from evroute.problem import make_agent, make_environment, prepare_problem
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import make_agent, make_environment, prepare_problem
 
     spec = "edge[a=1,b_per_km=40,tls=8]"
     cfg = SimulationConfig(network="synthetic", policy="gp-ts", horizon=5, noise_std=spec)

@@ -1,4 +1,4 @@
-"""Tests for evroute.optimum: the exact best vertex-simple route (SPEC §3, "two optima").
+"""Tests for evroute.roads.optimum: the exact best vertex-simple route (SPEC §3, "two optima").
 
 Small random multigraphs are checked against brute-force enumeration of every simple
 route; a ~2,000-edge planar-ish grid with negative cycles checks that the MILP finishes.
@@ -14,9 +14,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from evroute import optimum
 from evroute.errors import EvrouteError
-from evroute.optimum import OptimumResult, exact_optimum, is_vertex_simple
+from evroute.roads import optimum
+from evroute.roads.optimum import OptimumResult, exact_optimum, is_vertex_simple
 
 # 8 seeds per case keep the file at about a minute; EVROUTE_OPTIMUM_SEEDS=30 for a deeper check
 N_SEEDS = int(os.environ.get("EVROUTE_OPTIMUM_SEEDS", "8"))
@@ -222,7 +222,7 @@ def test_turn_costs_are_paid_where_the_route_turns(seed, ends):
     """A cost per turn (a truth of edges plus turns), of either sign, against enumerating every
     vertex-simple route with its turns: Bellman–Ford where no negative cycle is reachable, the
     MILP otherwise (forced too), the same optimum."""
-    from evroute.optimum import path_energy
+    from evroute.roads.optimum import path_energy
 
     n_edges, conn_src, conn_dst, edge_u, edge_v, rng = small_instance(seed)
     start, end = pick_route(rng, n_edges, conn_src, conn_dst)

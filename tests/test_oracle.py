@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from evroute.errors import EvrouteError, NegativeCycleError
-from evroute.oracle import Oracle
+from evroute.roads.oracle import Oracle
 
 
 def random_line_graph(n_edges, p, seed):

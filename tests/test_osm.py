@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evroute.osm import bilinear
+from evroute.roads.osm import bilinear
 
 from .conftest import LUXEMBOURG, LUXEMBOURG_DEM, data_file
 from .osmxml import NODES, write_osm
@@ -33,7 +33,7 @@ def test_the_dem_is_sampled_bilinearly_at_the_nodes(tmp_path):
     import rasterio
     from rasterio.transform import from_origin
 
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     osm = write_osm(tmp_path / "small.osm", ele=False)
     west, north, step = 6.998, 45.004, 0.001
@@ -56,7 +56,7 @@ def test_the_dem_is_sampled_bilinearly_at_the_nodes(tmp_path):
 def test_luxembourgs_grades_from_the_500_m_dem_are_the_terrains():
     """Bilinear sampling of the 500 m terrain model: a handful of edges reach the ±25 % bound
     (nearest-cell sampling put 182 there) and the 99th percentile of |grade| is a city's."""
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     net = load_network("luxembourg", dem=data_file(LUXEMBOURG_DEM))
     assert net.meta["grade_bounded_edges"] <= 5

@@ -8,14 +8,14 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from evroute import plots
-from evroute.agents import LOWER_CONFIDENCE_BOUND, POLICIES
+from evroute.bandit.agents import LOWER_CONFIDENCE_BOUND, POLICIES
 from evroute.cli import main
-from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
-from evroute.experiment import run_grid
-from evroute.grid import make_grid
-from evroute.simulation import simulate
+from evroute.reports import plots
+from evroute.runs.config import SimulationConfig
+from evroute.runs.experiment import run_grid
+from evroute.runs.grid import make_grid
+from evroute.runs.simulation import simulate
 
 
 @pytest.fixture(scope="module")

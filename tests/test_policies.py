@@ -8,9 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from evroute.errors import EvrouteError
-from evroute.models import BIModel, ExactGPModel
-from evroute.policies import (
+from evroute.bandit.policies import (
     BayesUCBPolicy,
     GreedyPolicy,
     ThompsonPolicy,
@@ -22,7 +20,9 @@ from evroute.policies import (
     make_policy,
     rectified_mean,
 )
-from evroute.prior import DensePrior, DiagonalPrior
+from evroute.errors import EvrouteError
+from evroute.models import BIModel, ExactGPModel
+from evroute.priors.prior import DensePrior, DiagonalPrior
 
 # --------------------------------------------------------------------------- β_t and η_t
 # Reference values computed separately with mpmath at 40 digits from the paper's formulas:
@@ -232,7 +232,7 @@ def test_rectified_mean_bad_input():
 
 
 def test_policy_names_come_from_the_agents_registry():
-    from evroute.agents import agent_names, policy_family, resolve_policy
+    from evroute.bandit.agents import agent_names, policy_family, resolve_policy
 
     names = agent_names()
     for fam in ("gp", "bi"):
@@ -291,7 +291,7 @@ def _fitted_gp():
 def test_paper_radii_are_converted_once():
     """β=001: EK-UCB's index μ̃ − β̃ σ̃ with σ̃² = σ²/λ (the papers' 1/λ-scaled units), written in
     evroute's μ − √β σ form with β = β̃²/λ."""
-    from evroute.policies import gp_beta_from_radius
+    from evroute.bandit.policies import gp_beta_from_radius
 
     model = _fitted_gp()
     mu, sd = model.mean_std()
@@ -315,9 +315,9 @@ def test_bkb_width_is_the_authors_formula():
 
 
 def test_beta_rules_through_specs_and_configs():
-    from evroute.agents import resolve_policy
-    from evroute.config import SimulationConfig
-    from evroute.grid import policy_tag
+    from evroute.bandit.agents import resolve_policy
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.grid import policy_tag
 
     cfg = SimulationConfig(policy="gp-ucb[beta=002,beta_scale=0.5,fnorm=3]")
     assert (cfg.policy.name, cfg.policy["beta_scale"], cfg.policy["beta"], cfg.policy["fnorm"]) == ("gp-ucb", 0.5, "002", 3.0)

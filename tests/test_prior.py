@@ -7,17 +7,23 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import evroute.prior as prior_mod
+import evroute.priors.prior as prior_mod
 from evroute.errors import EvrouteError
-from evroute.kernels import graph_matern, incidence_laplacian
-from evroute.prior import DensePrior, DiagonalPrior, NetworkPrior, network_kernel, network_prior
+from evroute.priors.kernels import graph_matern, incidence_laplacian
+from evroute.priors.prior import (
+    DensePrior,
+    DiagonalPrior,
+    NetworkPrior,
+    network_kernel,
+    network_prior,
+)
 
 
 @pytest.fixture(scope="module")
 def small():
-    from evroute.energy import load_vehicle
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=60)
     return net, edge_energies(net, load_vehicle(None))
@@ -120,8 +126,8 @@ def test_bad_priors_and_the_dense_limit(small, monkeypatch):
 
 @pytest.mark.parametrize("nu", [1, 2, 3])
 def test_selected_inversion_equals_the_dense_inverse(small, nu):
-    from evroute.linalg import SparseCholesky
-    from evroute.prior import graph_laplacian
+    from evroute.priors.linalg import SparseCholesky
+    from evroute.priors.prior import graph_laplacian
 
     net, _ = small
     P = (graph_laplacian(net) + sp.identity(net.n_edges) * (2.0 * nu / 0.8**2)).tocsc()
@@ -139,8 +145,8 @@ def test_selected_inversion_equals_the_dense_inverse(small, nu):
 def test_gmrf_prior_equals_the_dense_graph_prior(request, fixture):
     """On the real networks: prior variances, rows and the precision of the sparse prior
     agree with the dense graph Matérn kernel (eigen-free Cholesky route) to 1e-9."""
-    from evroute.prior import GraphMaternPrior
-    from evroute.routes import edge_energies
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.prior import GraphMaternPrior
 
     net = request.getfixturevalue(fixture)
     pm = edge_energies(net)
@@ -155,7 +161,7 @@ def test_gmrf_prior_equals_the_dense_graph_prior(request, fixture):
 
 
 def test_gmrf_draws_have_the_kernel_as_covariance(small):
-    from evroute.prior import GraphMaternPrior
+    from evroute.priors.prior import GraphMaternPrior
 
     net, pm = small
     p = GraphMaternPrior(net, pm, 1.0, 2.0, 2.0)
@@ -175,13 +181,13 @@ def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture, 
     the dense posterior (every edge, several rounds) to 1e-8, and GP-UCB drives the same
     routes."""
     monaco = request.getfixturevalue(fixture)
-    from evroute.agents import AgentSetup, make_agent
-    from evroute.environments import StaticEnvironment
-    from evroute.loop import run_loop
+    from evroute.bandit.agents import AgentSetup, make_agent
+    from evroute.bandit.environments import StaticEnvironment
+    from evroute.bandit.loop import run_loop
     from evroute.models import make_model
-    from evroute.oracle import Oracle
-    from evroute.prior import GraphMaternPrior
-    from evroute.routes import edge_energies, resolve_route
+    from evroute.physics.routes import edge_energies, resolve_route
+    from evroute.priors.prior import GraphMaternPrior
+    from evroute.roads.oracle import Oracle
 
     pm = edge_energies(monaco)
     pv, nv = (0.25 * np.std(pm)) ** 2, (0.1 * np.std(pm)) ** 2
@@ -244,7 +250,7 @@ def test_combined_prior_draws_by_random_features_have_the_kernel_as_covariance(s
 
 
 def test_large_networks_draw_their_truth_without_a_dense_kernel(small, monkeypatch):
-    from evroute.environments import gp_truth
+    from evroute.bandit.environments import gp_truth
 
     net, pm = small
     monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
@@ -279,7 +285,7 @@ def test_large_networks_prior_variances_come_from_certified_local_solves(synthet
     bound of selected inversion; the prior reports the bound and the local posterior starts
     from it."""
     from evroute.models.local import LocalGMRFPosterior
-    from evroute.prior import GraphMaternPrior, graph_matern_inverse_diagonal
+    from evroute.priors.prior import GraphMaternPrior, graph_matern_inverse_diagonal
 
     exact, zero = graph_matern_inverse_diagonal(synthetic, 2, 1.0, local=False)
     local, bound = graph_matern_inverse_diagonal(synthetic, 2, 1.0, local=True)
@@ -301,8 +307,8 @@ def test_precision_ordering_is_a_nested_dissection_of_the_precision_kept_on_disk
     """The graph Matérn prior's order is nested dissection of its precision's pattern (any κ),
     the same from a fresh cache and from disk; a prior that shifts the mean keeps its base's;
     other sparse-precision priors compute theirs once."""
-    from evroute.linalg import nested_dissection
-    from evroute.prior import GraphMaternPrior, ShiftedPrior
+    from evroute.priors.linalg import nested_dissection
+    from evroute.priors.prior import GraphMaternPrior, ShiftedPrior
 
     net, pm = small
     monkeypatch.setenv("EVROUTE_CACHE_DIR", str(tmp_path / "cache"))
@@ -330,7 +336,7 @@ def test_the_vehicle_scale_is_a_rank_one_term_and_is_learnt_as_a_regression():
     linear regression of the edges' means on m (closed form), and the exact posterior moves an
     edge it never observed by that a (the BI baseline, independent edges, does not)."""
     from evroute.models import make_model
-    from evroute.prior import DensePrior, DiagonalPrior, VehicleScalePrior
+    from evroute.priors.prior import DensePrior, DiagonalPrior, VehicleScalePrior
 
     rng = np.random.default_rng(0)
     E = 40
@@ -376,9 +382,9 @@ def test_the_vehicle_scale_in_a_run(tmp_path, capsys):
     import json
 
     from evroute.cli import main
-    from evroute.energy import load_vehicle
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     out = tmp_path / "run"
     assert main(["simulate", "--network", "synthetic", "--policy", "gp-ts", "--horizon", "30", "--vehicle",
@@ -395,8 +401,8 @@ def test_the_vehicle_scale_in_a_run(tmp_path, capsys):
 
 
 def test_the_vehicle_scale_refuses_a_sparse_precision():
-    from evroute.network import load_network
-    from evroute.prior import GraphMaternPrior, VehicleScalePrior
+    from evroute.priors.prior import GraphMaternPrior, VehicleScalePrior
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=60)
     with pytest.raises(EvrouteError, match="sparse precision"):
@@ -407,7 +413,7 @@ def test_edge_scaled_prior_is_d_k_d_with_its_correlations_and_sparse_precision(s
     """EdgeScaledPrior against the dense D K D (D = S⁻¹): rows, diagonal, dense, a draw, the BI
     variance, the default mean m / s, and on the GMRF the precision S Q S (the inverse of D K D)
     with a valid eigenvalue bound."""
-    from evroute.prior import EdgeScaledPrior, GraphMaternPrior
+    from evroute.priors.prior import EdgeScaledPrior, GraphMaternPrior
 
     net = synthetic
     mean = np.linspace(1.0, 2.0, net.n_edges)

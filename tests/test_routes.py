@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from evroute.errors import EvrouteError
-from evroute.report import routes_geojson, write_geojson
-from evroute.routes import (
+from evroute.physics.routes import (
     parse_latlon,
     reference_routes,
     resolve_route,
     route_names,
     snap_point,
 )
+from evroute.reports.report import routes_geojson, write_geojson
 
 
 def haversine(lat1, lon1, lat2, lon2):

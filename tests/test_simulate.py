@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evroute.agents import IndexAgent
-from evroute.config import SimulationConfig, flat_config_json
-from evroute.environments import StaticEnvironment
+from evroute.bandit.agents import IndexAgent
+from evroute.bandit.environments import StaticEnvironment
+from evroute.bandit.policies import Policy
 from evroute.errors import EvrouteError
 from evroute.models import make_model
-from evroute.policies import Policy
-from evroute.prior import DiagonalPrior
-from evroute.problem import prepare_problem
-from evroute.runs import RUN_FILES, is_finished_run
-from evroute.simulation import run_bandit, simulate
+from evroute.priors.prior import DiagonalPrior
+from evroute.runs.config import SimulationConfig, flat_config_json
+from evroute.runs.directory import RUN_FILES, is_finished_run
+from evroute.runs.problem import prepare_problem
+from evroute.runs.simulation import run_bandit, simulate
 
 
 class TruthPolicy(Policy):
@@ -48,7 +48,7 @@ def test_prior_and_noise_scales(problem):
 
 def truth_agent(p, weights="rectified"):
     """An agent handed the true f: its route under the weight rule is the clairvoyant route."""
-    from evroute.energy import energy_floor_wh
+    from evroute.physics.energy import energy_floor_wh
 
     model = make_model("bi", DiagonalPrior(p.prior_mean, p.prior_var), noise_var=p.noise_var)
     floor, potential = energy_floor_wh(p.net.edges.length_m.to_numpy(), p.net.edges.grade.to_numpy(), p.vehicle)
@@ -227,7 +227,7 @@ def test_out_dir_under_a_file(tmp_path, synthetic):
 
 
 def test_unreachable_route(monkeypatch, tmp_path, synthetic):
-    from evroute.oracle import Oracle
+    from evroute.roads.oracle import Oracle
 
     monkeypatch.setattr(Oracle, "reachable", lambda self, start: np.zeros(self.n_edges, dtype=bool))
     with pytest.raises(EvrouteError, match="cannot be reached"):
@@ -274,7 +274,7 @@ def test_simulate_runs_with_the_requested_blas_threads(monkeypatch, tmp_path, sy
     0 leaves the libraries alone; the limit is lifted when the run ends."""
     from threadpoolctl import threadpool_limits
 
-    import evroute.simulation as sim
+    import evroute.runs.simulation as sim
 
     seen = []
     real = sim.run_bandit
@@ -310,7 +310,7 @@ def test_bad_blas_threads(tmp_path, synthetic, capsys):
 def test_truth_lengthscale_sets_the_sampling_kernel_only(synthetic):
     """f = E_det + L_ℓ z with the seed's z: ℓ = 1 is the paper's (and the default) truth,
     another ℓ the same draw through the Cholesky factor of the ℓ-kernel."""
-    from evroute.prior import network_kernel
+    from evroute.priors.prior import network_kernel
 
     base = prepare_problem(SimulationConfig(seed=4), net=synthetic)
     same = prepare_problem(SimulationConfig(seed=4, truth_lengthscale=1.0, lengthscale=2.0), net=synthetic)
@@ -378,7 +378,7 @@ def test_logs_that_do_not_fit_are_refused(tmp_path, synthetic, monkeypatch):
     import shutil as sh
     from collections import namedtuple
 
-    import evroute.loop as sim
+    import evroute.bandit.loop as sim
 
     Usage = namedtuple("Usage", "total used free")
     monkeypatch.setattr(sim.shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 10**5, 10**5))
@@ -395,7 +395,7 @@ def test_long_runs_are_logged_in_chunks(tmp_path, synthetic, monkeypatch):
     """Chunked logging (memory flat) writes exactly the tables of an in-memory run."""
     import pyarrow.parquet as pq
 
-    import evroute.loop as sim
+    import evroute.bandit.loop as sim
 
     cfg = SimulationConfig(horizon=30, policy="gp-ucb", seed=2)
     whole = simulate(cfg, net=synthetic)  # in memory
@@ -421,7 +421,7 @@ def test_long_runs_are_logged_in_chunks(tmp_path, synthetic, monkeypatch):
     assert len(csv) == 30 and csv.path.iloc[0] == " ".join(map(str, whole.rounds.path.iloc[0]))
     assert len(pd.read_csv(out / "observations.csv")) == len(whole.observations)
     assert streamed.summary["final_cumulative_regret_wh"] == whole.summary["final_cumulative_regret_wh"]
-    from evroute.runs import verify_run
+    from evroute.runs.directory import verify_run
 
     assert verify_run(out) is None
 
@@ -458,14 +458,14 @@ def test_energy_saved_against_the_fastest_and_shortest_routes(tmp_path, syntheti
 
 
 def test_baseline_routes_avoid_closed_roads(tmp_path):
-    from evroute.network import load_network
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=70)
     cfg = SimulationConfig(policy="bi-ts", horizon=6, closures="alternate")
     simulate(cfg, tmp_path / "r", net=net)
     rounds = pd.read_parquet(tmp_path / "r" / "rounds.parquet")
     problem = prepare_problem(cfg, net=net)
-    from evroute.problem import make_environment
+    from evroute.runs.problem import make_environment
 
     env = make_environment(cfg, problem)
     e = net.edges
@@ -499,7 +499,7 @@ def test_the_closing_lines_explain_the_trip(tmp_path, capsys):
     """The closing lines of `evroute simulate`: percentages where the baseline route consumes
     energy, and a plain line when the trip recovers energy under the truth."""
     from evroute.cli import main
-    from evroute.report import describe_run
+    from evroute.reports.report import describe_run
 
     assert main(["simulate", "--horizon", "20", "--route", "B", "--out", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out

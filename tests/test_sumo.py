@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evroute.energy import Vehicle, edge_energy_wh, load_vehicle
 from evroute.errors import EvrouteError
-from evroute.network import load_network
-from evroute.oracle import Oracle
-from evroute.routes import edge_energies, resolve_route
-from evroute.sumo import (
+from evroute.physics.energy import Vehicle, edge_energy_wh, load_vehicle
+from evroute.physics.routes import edge_energies, resolve_route
+from evroute.roads.network import load_network
+from evroute.roads.oracle import Oracle
+from evroute.world.sumo import (
     ATLAS_COLUMNS,
     SUMO_INSTALL,
     build_atlas,
@@ -189,8 +189,8 @@ def test_the_sumo_truth_through_simulate(atlas, tmp_path, capsys):
     rounds = pd.read_parquet(tmp_path / "r" / "rounds.parquet")
     assert (rounds.expected_energy_wh != obs.groupby("t").expected_wh.sum().to_numpy()).any()  # turns paid
     with pytest.raises(EvrouteError, match="drift"):
-        from evroute.config import SimulationConfig
-        from evroute.problem import make_environment, prepare_problem
+        from evroute.runs.config import SimulationConfig
+        from evroute.runs.problem import make_environment, prepare_problem
 
         cfg = SimulationConfig(truth=spec, drift=0.01, horizon=2)
         make_environment(cfg, prepare_problem(cfg))
@@ -273,7 +273,7 @@ def test_the_kinetic_split_conserves_every_drive_and_moves_energy_off_the_edges(
     a car's consecutive traversals sum to its edges plus the junctions between them plus its
     ends (the bookkeeping loses and creates nothing); and the edges' means at a constant kinetic
     state fall below the physical floor far less often than the whole traversals' did."""
-    from evroute.energy import energy_floor_wh
+    from evroute.physics.energy import energy_floor_wh
 
     net, a, _, _ = atlas
     t = a.table
@@ -302,7 +302,7 @@ def test_edges_plus_turns_conserve_energy_where_whole_traversals_do_not(atlas):
     returns more energy than it takes (a car braking at the end of an edge recovers there what it
     paid on the edge before); as edges plus turns, none does, the potential rule handed the truth
     drives the trip's exact optimum, and SUMO's own drives are predicted better."""
-    from evroute.sumo import atlas_conservation
+    from evroute.world.sumo import atlas_conservation
 
     net, a, kw, _ = atlas
     c = atlas_conservation(a, net, start=kw["start"], end=kw["end"])
@@ -345,8 +345,8 @@ def test_type_ii_maximum_likelihood_recovers_known_hyperparameters():
     """A made-up atlas drawn from the model itself (f ~ GP(E_det, σ₀² k_ℓ), traversals f + N(0, ς²)):
     the fit finds σ₀, ς and ℓ back (Monte-Carlo check of fit_hyperparameters), from the first half
     only (the second half is drawn with another noise and must not matter)."""
-    from evroute.prior import NetworkPrior
-    from evroute.sumo import Atlas, fit_hyperparameters
+    from evroute.priors.prior import NetworkPrior
+    from evroute.world.sumo import Atlas, fit_hyperparameters
 
     net = load_network("synthetic", size=120)
     e_det = edge_energies(net)
@@ -374,7 +374,7 @@ def test_luxembourg_osm_gets_evroutes_elevations(tmp_path):
     elsewhere; every node is tagged."""
     import re
 
-    from evroute.sumo import osm_with_elevations
+    from evroute.world.sumo import osm_with_elevations
 
     dem = data_file("luxembourg-dem500.tif")
     net = load_network("luxembourg", dem=dem)
@@ -407,9 +407,9 @@ def test_a_time_window_of_the_atlas_through_the_truth(monkeypatch):
     """``hour=``: f of an edge is the mean of the traversals entered in that simulated hour; an
     edge without enough of them there keeps E_det (the fallback); an observation is one of the
     window's traversals. A hand-made atlas, so no SUMO is needed."""
-    import evroute.sumo as sumo
-    from evroute.environments import TruthSetup
-    from evroute.sumo import Atlas, sumo_truth
+    import evroute.world.sumo as sumo
+    from evroute.bandit.environments import TruthSetup
+    from evroute.world.sumo import Atlas, sumo_truth
 
     net = load_network("synthetic")
     e_det = edge_energies(net)
@@ -489,9 +489,9 @@ def test_the_atlas_commands_options_are_the_truths_declarations(capsys):
     """`evroute sumo atlas` takes --rate/--hours/--probes/--seed/--demand from the truth sumo[...]'s
     own declarations (one atlas for both): their help, bounds and defaults, and a bad value is
     refused by the declaration, naming the flag, before any work."""
+    from evroute.bandit.environments import TRUTHS
     from evroute.cli import main
-    from evroute.cli_sumo import ATLAS_OPTIONS, sumo_atlas_cmd
-    from evroute.environments import TRUTHS
+    from evroute.cli.sumo import ATLAS_OPTIONS, sumo_atlas_cmd
 
     declared = {o.name: o for o in TRUTHS.get("sumo").options}
     params = inspect.signature(sumo_atlas_cmd).parameters

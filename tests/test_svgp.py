@@ -9,12 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from evroute.config import SimulationConfig
 from evroute.errors import EvrouteError
 from evroute.models import make_model
-from evroute.prior import NOISE_SCALE, PRIOR_SCALE, DensePrior, NetworkPrior
-from evroute.runs import RUN_FILES
-from evroute.simulation import simulate
+from evroute.priors.prior import NOISE_SCALE, PRIOR_SCALE, DensePrior, NetworkPrior
+from evroute.runs.config import SimulationConfig
+from evroute.runs.directory import RUN_FILES
+from evroute.runs.simulation import simulate
 
 pytestmark = pytest.mark.needs("svgp")
 torch = pytest.importorskip("torch", reason='needs the svgp extra: pip install "evroute[svgp]"')
@@ -33,9 +33,9 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def small():
     """A 130-edge synthetic city with the paper's prior and noise scales."""
-    from evroute.energy import load_vehicle
-    from evroute.network import load_network
-    from evroute.routes import edge_energies
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=60)
     pm = edge_energies(net, load_vehicle(None))
@@ -167,7 +167,7 @@ def test_inducing_contexts_move_but_edge_ids_stay(small):
     m.optimise(10)
     z = m.inducing_points
     assert np.array_equal(z[:, 0], m.inducing_edges.astype(float))
-    from evroute.kernels import standardize_context
+    from evroute.priors.kernels import standardize_context
 
     x = standardize_context(small["net"].context)[m.inducing_edges]
     assert np.max(np.abs(z[:, 1:] - x)) > 0
@@ -264,7 +264,7 @@ def test_simulate_writes_a_complete_run_directory(tmp_path, small, policy):
 def test_graph_kernel_rows_come_from_the_sparse_prior_on_large_networks(small, kind, monkeypatch):
     """Above SPARSE_FROM_EDGES the svgp kernel reads k_G by sparse solves (no E×E matrix is
     built) and predicts what it predicts from the dense matrix."""
-    import evroute.prior as prior_mod
+    import evroute.priors.prior as prior_mod
 
     dense = _svgp(small, kind, inducing=40)
     monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)

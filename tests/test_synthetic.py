@@ -1,4 +1,4 @@
-"""Tests of the embedded synthetic network (evroute.synthetic)."""
+"""Tests of the embedded synthetic network (evroute.roads.synthetic)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evroute.errors import EvrouteError
-from evroute.synthetic import SYNTHETIC_DEFAULT, synthetic_graph, synthetic_route_points
+from evroute.roads.synthetic import SYNTHETIC_DEFAULT, synthetic_graph, synthetic_route_points
 
 
 @pytest.fixture(scope="module")
@@ -180,8 +180,8 @@ def test_default_city_unchanged_by_the_faster_shortest_paths():
 
 @pytest.mark.parametrize("name,target", [("synthetic-2k", 2000), ("synthetic-4.5k", 4500)])
 def test_sized_city_has_about_n_thousand_edges_and_the_same_character(name, target):
-    from evroute.network import load_network, network_fingerprint
-    from evroute.routes import resolve_route, route_names
+    from evroute.physics.routes import resolve_route, route_names
+    from evroute.roads.network import load_network, network_fingerprint
 
     net = load_network(name, use_cache=False)
     assert abs(net.n_edges - target) <= 0.15 * target
@@ -198,8 +198,8 @@ def test_sized_city_has_about_n_thousand_edges_and_the_same_character(name, targ
 def test_osm_writer_round_trips_through_osmnx(tmp_path):
     """The raw graph written as OSM XML reads back (osmnx) with the same nodes, segments,
     way ids, tags and lengths, and prepares to the same network."""
-    from evroute.network import load_network
-    from evroute.osm import read_osm_graph, write_osm_xml
+    from evroute.roads.network import load_network
+    from evroute.roads.osm import read_osm_graph, write_osm_xml
 
     g = synthetic_graph(size=500)
     path = tmp_path / "city.osm"
@@ -224,7 +224,7 @@ def test_osm_writer_round_trips_through_osmnx(tmp_path):
 
 
 def test_too_large_a_city_is_refused_before_building(capsys, monkeypatch):
-    import evroute.network as network_mod
+    import evroute.roads.network as network_mod
     from evroute.cli import main
 
     monkeypatch.setattr(network_mod, "available_memory", lambda: 1_000_000_000)
@@ -238,7 +238,7 @@ def test_too_large_a_city_is_refused_before_building(capsys, monkeypatch):
 @pytest.fixture(scope="module")
 def array_city():
     """synthetic-6k built from arrays (the threshold lowered for the test)."""
-    import evroute.network as network_mod
+    import evroute.roads.network as network_mod
 
     old = network_mod.ARRAY_BUILD_FROM_EDGES
     network_mod.ARRAY_BUILD_FROM_EDGES = 0
@@ -252,7 +252,7 @@ def test_the_vectorised_line_graph_is_the_line_graph(array_city):
     """line_graph_arrays against the reference line_graph (no turn restrictions) on a city
     with at most one edge each way between two nodes: the same connections, U-turns only at
     dead ends."""
-    from evroute.network import line_graph, line_graph_arrays
+    from evroute.roads.network import line_graph, line_graph_arrays
 
     net = array_city
     ids = net.nodes.index.to_numpy()
@@ -270,8 +270,8 @@ def test_the_array_built_city_is_a_drivable_city(array_city):
     import scipy.sparse as sp
     from scipy.sparse.csgraph import connected_components
 
-    from evroute.oracle import Oracle
-    from evroute.routes import resolve_route
+    from evroute.physics.routes import resolve_route
+    from evroute.roads.oracle import Oracle
 
     net = array_city
     assert net.meta["builder"] == "arrays" and "built from arrays" in net.meta["source"]
@@ -301,7 +301,7 @@ def test_the_array_built_city_is_the_same_in_every_process(tmp_path):
     import subprocess
     import sys
 
-    code = ("import evroute.network as m; m.ARRAY_BUILD_FROM_EDGES = 0; "
+    code = ("import evroute.roads.network as m; m.ARRAY_BUILD_FROM_EDGES = 0; "
             "print(m.network_fingerprint(m.load_network('synthetic-3k', use_cache=False)))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "77")}
@@ -309,7 +309,7 @@ def test_the_array_built_city_is_the_same_in_every_process(tmp_path):
 
 
 def test_the_array_built_city_refuses_a_dem(monkeypatch):
-    import evroute.network as network_mod
+    import evroute.roads.network as network_mod
 
     monkeypatch.setattr(network_mod, "ARRAY_BUILD_FROM_EDGES", 0)
     dem = __import__("pathlib").Path(__file__)  # any existing file: refused before it is read

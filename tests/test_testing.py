@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evroute.agents import IndexAgent, agent_names
-from evroute.environments import RoadEnvironment, StaticEnvironment, truth_names
+from evroute.bandit.agents import IndexAgent, agent_names
+from evroute.bandit.environments import RoadEnvironment, StaticEnvironment, truth_names
+from evroute.bandit.policies import make_policy, rectified_mean
 from evroute.models import COVARIANCE
-from evroute.policies import make_policy, rectified_mean
 from evroute.testing import MockModel, check_agent, check_environment, check_truth, small_problem
 
 EXAMPLE_OPTIONS = {"rkhs": "rkhs[B=10]"}

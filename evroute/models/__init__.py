@@ -1,7 +1,7 @@
 """Posterior backends over the expected energy of every edge: a plug-in family.
 
 Every backend implements :class:`PosteriorModel` (:mod:`evroute.models.base`) and is created
-from a :class:`evroute.prior.Prior` through the registry (:mod:`evroute.models.registry`):
+from a :class:`evroute.priors.prior.Prior` through the registry (:mod:`evroute.models.registry`):
 ``make_model("exact", prior, noise_var=...)`` or, with options, ``make_model("svgp[inducing=500]",
 prior, noise_var=..., seed=...)``. The backends shipped with evroute, registered here:
 

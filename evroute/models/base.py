@@ -1,7 +1,7 @@
 """The interface every posterior backend implements.
 
 A backend holds a belief about the expected energy f(e) of every edge e = 0..E-1: it starts
-from a :class:`evroute.prior.Prior`, consumes one round's observations at a time
+from a :class:`evroute.priors.prior.Prior`, consumes one round's observations at a time
 (:meth:`PosteriorModel.update`: edge ids and observed energies r = f(e) + ε, ε ~ N(0, ς²))
 and gives, for every edge, the posterior mean and standard deviation
 (:meth:`~PosteriorModel.mean_std`) and posterior draws (:meth:`~PosteriorModel.sample`).

@@ -27,7 +27,7 @@ class BIModel(PosteriorModel):
 
     Parameters
     ----------
-    prior : evroute.prior.Prior
+    prior : evroute.priors.prior.Prior
         Its mean and its diagonal (the prior variance per edge) are used; correlations
         are ignored (that is the baseline).
     noise_var : float

@@ -25,7 +25,7 @@ small (the graph Matérn spectrum is flat at its top: 512 of Luxembourg's 5,620 
 43 %), and the unlearnt remainder leaves errors of several σ₀ on the most driven edges, so
 the agents prefer :mod:`evroute.models.window` on large networks.
 
-Eigenpairs: from the dense covariance (networks up to :data:`evroute.prior.DENSE_MAX_EDGES`),
+Eigenpairs: from the dense covariance (networks up to :data:`evroute.priors.prior.DENSE_MAX_EDGES`),
 or, for a Gaussian Markov random field prior (the graph kernel with an integer ν), by
 Lanczos on K = Q⁻¹ with one sparse solve per step (no dense matrix). Other priors are refused.
 """
@@ -38,8 +38,8 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..errors import EvrouteError
-from ..linalg import SparseSolver
-from ..prior import DENSE_MAX_EDGES
+from ..priors.linalg import SparseSolver
+from ..priors.prior import DENSE_MAX_EDGES
 from ..specs import Option
 from ..validate import positive_int, unit_rate
 from .base import (
@@ -61,7 +61,7 @@ def kernel_eigenpairs(prior, rank: int) -> tuple[np.ndarray, np.ndarray]:
     norm, each signed so that its largest-magnitude entry is positive) of the prior covariance.
 
     Dense priors: LAPACK's eigh on the E×E covariance (all of it when rank = E, else the top
-    subset). Gaussian Markov random field priors (:attr:`evroute.prior.Prior.is_markov`):
+    subset). Gaussian Markov random field priors (:attr:`evroute.priors.prior.Prior.is_markov`):
     ARPACK's Lanczos on K = Q⁻¹, each step one solve with the sparse Cholesky factor of Q,
     from a fixed start vector (deterministic).
     """

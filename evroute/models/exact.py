@@ -9,7 +9,7 @@ import scipy.linalg as sla
 from scipy.linalg.blas import dgemm
 
 from ..errors import EvrouteError
-from ..linalg import jittered_cholesky
+from ..priors.linalg import jittered_cholesky
 from ..specs import Option
 from ..validate import choice, in_range, int_range, nonneg_int, positive_float, positive_int
 from .base import COVARIANCE, INFORMATION_GAIN, JOINT_SAMPLES, PosteriorModel, readonly
@@ -85,7 +85,7 @@ class ExactGPModel(PosteriorModel):
 
     Parameters
     ----------
-    prior : evroute.prior.Prior
+    prior : evroute.priors.prior.Prior
         Mean and covariance of f over all edges; its dense covariance is used read-only
         and not copied (it must fit in memory: E² floats).
     noise_var : float

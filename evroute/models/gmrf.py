@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from scipy.linalg.blas import dgemm, dtrmm
 
 from ..errors import EvrouteError
-from ..linalg import SparseCholesky, SparseSolver, jittered_cholesky
+from ..priors.linalg import SparseCholesky, SparseSolver, jittered_cholesky
 from ..validate import choice, nonneg_int, positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, readonly
 
@@ -73,7 +73,7 @@ class GMRFPosterior(PosteriorModel):
 
     Checks after every merge: the sequential mean against the exact solve, and the
     variances of two probe edges against (Q + D)⁻¹ e_p; on failure the variances are
-    recomputed exactly by selected inversion (:meth:`evroute.linalg.SparseCholesky.inverse_diagonal`).
+    recomputed exactly by selected inversion (:meth:`evroute.priors.linalg.SparseCholesky.inverse_diagonal`).
 
     Joint draws (``sample(joint=True)``) use Matheron's rule twice, without a merge: a prior
     draw f₀ conditioned on the base data, f₁ = f₀ + (Q + D₀)⁻¹ D₀ (ȳ₀ − f₀ − ε₀), then on the
@@ -81,9 +81,9 @@ class GMRFPosterior(PosteriorModel):
 
     Parameters
     ----------
-    prior : evroute.prior.Prior
+    prior : evroute.priors.prior.Prior
         A prior with a sparse precision (``prior.is_markov``); its diagonal and
-        :meth:`~evroute.prior.Prior.precision` are used, and its draws for joint samples.
+        :meth:`~evroute.priors.prior.Prior.precision` are used, and its draws for joint samples.
     noise_var : float
         ς².
     merge : {"auto", "always", "never"}

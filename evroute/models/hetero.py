@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..prior import EdgeScaledPrior, Prior
+from ..priors.prior import EdgeScaledPrior, Prior
 from .base import PosteriorModel, readonly
 
 __all__ = ["WhitenedPrior", "HeteroscedasticModel", "reference_noise_var"]
@@ -28,7 +28,7 @@ def reference_noise_var(edge_noise_var) -> float:
 
 class WhitenedPrior(EdgeScaledPrior):
     """The prior of g = f / s for a prior of f and positive scales s (see the module docstring):
-    :class:`evroute.prior.EdgeScaledPrior` with the mean m / s."""
+    :class:`evroute.priors.prior.EdgeScaledPrior` with the mean m / s."""
 
     def __init__(self, base: Prior, scale):
         super().__init__(base, scale)

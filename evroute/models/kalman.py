@@ -25,7 +25,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..errors import EvrouteError
-from ..linalg import jittered_cholesky
+from ..priors.linalg import jittered_cholesky
 from ..specs import Option
 from ..validate import unit_rate
 from .base import (

@@ -17,7 +17,7 @@ One chunk K (its new counts δc and sums δs):
 2. Ω = the edges within ``r`` hops of K in the graph of Q, the shell = the edges Q reaches
    from Ω outside it;
 3. A = (Q + D)_ΩΩ with the counts before the chunk, factorised in the prior's fill-reducing
-   order of Q's graph (:meth:`evroute.prior.Prior.precision_ordering`: nested dissection, which
+   order of Q's graph (:meth:`evroute.priors.prior.Prior.precision_ordering`: nested dissection, which
    stays good on every block, so no domain is ordered on its own); A [W | y] = [E_K | res_Ω];
 4. S = W_KK + diag(ς²/δc) = L Lᵀ; Δx = y − W S⁻¹ y_K (Woodbury: the solve with the precision
    after the chunk), v_Ω −= rowsum((W L⁻ᵀ)²);
@@ -27,7 +27,7 @@ Bounds (relative to σ₀ = √mean(diag k) and σ₀², as ``tol``):
 
 * **mean, rigorous**: μ − μ* = −(Q + D)⁻¹ res, so |μ_e − μ*_e| ≤ √(k_max/λ_min(Q)) ‖res‖₂
   (the posterior covariance is below the prior's: its diagonal ≤ k_max, its largest eigenvalue
-  ≤ 1/λ_min(Q); :meth:`evroute.prior.Prior.precision_min_eigenvalue`);
+  ≤ 1/λ_min(Q); :meth:`evroute.priors.prior.Prior.precision_min_eigenvalue`);
 * **variance, first order**: W_j's error is Σ r_j, r_j = −Q_{shell,Ω} W_j (Σ the posterior
   covariance before the chunk), so at edge e it is ≤ √Σ_ee √(r_jᵀ Σ r_j) ≤ s_e ρ_j
   (Cauchy–Schwarz in Σ's inner product), ρ_j = ‖r_j‖₂/√λ_min(Q) and s_e² = min(k_max, v_e +
@@ -76,7 +76,7 @@ import scipy.sparse as sp
 
 from ..errors import EvrouteError, EvrouteWarning
 from ..io import usable_cpus
-from ..linalg import (
+from ..priors.linalg import (
     SparseCholesky,
     SparseSolver,
     domain_blocks,
@@ -86,7 +86,7 @@ from ..linalg import (
     retain_freed_memory,
     symmetric_splu,
 )
-from ..prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
+from ..priors.prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..validate import positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
 from .ordered import LaneMemory, run_in_lanes, run_in_order
@@ -161,9 +161,9 @@ class LocalGMRFPosterior(PosteriorModel):
 
     Parameters
     ----------
-    prior : evroute.prior.Prior
+    prior : evroute.priors.prior.Prior
         A prior with a sparse precision (``is_markov``) and a known lower bound on its
-        precision's smallest eigenvalue (:meth:`~evroute.prior.Prior.precision_min_eigenvalue`).
+        precision's smallest eigenvalue (:meth:`~evroute.priors.prior.Prior.precision_min_eigenvalue`).
     noise_var : float
         ς².
     tol : float
@@ -361,7 +361,7 @@ class LocalGMRFPosterior(PosteriorModel):
         return graph_ball(self._Q.indptr, self._Q.indices, seeds, r, self._mark[slot], self._where[slot])
 
     def _domain(self, omega: np.ndarray, slot: int = 0, seeds: np.ndarray | None = None):
-        """Ω in the order of :meth:`~evroute.prior.Prior.precision_ordering`, (Q + D)_ΩΩ and
+        """Ω in the order of :meth:`~evroute.priors.prior.Prior.precision_ordering`, (Q + D)_ΩΩ and
         Q_{shell,Ω} (both CSC) in that order, the shell, and the positions of ``seeds`` in Ω."""
         omega = omega[np.argsort(self._rank[omega], kind="stable")]
         A, B, shell, at = domain_blocks(self._Q, omega, self._where[slot], seeds, self._diag_offset,

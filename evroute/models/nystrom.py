@@ -18,7 +18,7 @@ is modelled out and added back; spec wave2-notes), λ = ς²:
     σ̃²_e = max(0, k_ee − ‖z_e‖²) + λ ‖L_V⁻¹ z_e‖²        (GP units: λ × the papers' σ̃²).
 
 With Z = every observed edge this is the exact GP posterior (tested). Kernel rows come from
-the prior operator (:meth:`evroute.prior.Prior.rows`: slices of a dense matrix, or sparse
+the prior operator (:meth:`evroute.priors.prior.Prior.rows`: slices of a dense matrix, or sparse
 solves with the graph Matérn precision): never an E×E matrix, m×E floats in all.
 """
 
@@ -63,7 +63,7 @@ class NystromPosterior(PosteriorModel):
 
     Parameters
     ----------
-    prior : evroute.prior.Prior
+    prior : evroute.priors.prior.Prior
         Mean, diagonal and rows k(idx, ·) are used.
     noise_var : float
         ς² = λ.

@@ -119,13 +119,13 @@ def make_model(spec: str, prior, *, noise_var, seed: int = 0, **options: Any) ->
     spec : str or Component
         ``"exact"``, ``"bi"``, ``"svgp"``, ... or a spec with options, ``"svgp[inducing=500]"``,
         or a resolved component (:func:`resolve_model`).
-    prior : evroute.prior.Prior
+    prior : evroute.priors.prior.Prior
         The prior over the edges (mean and covariance operator).
     noise_var : float or array_like (E,)
         Observation noise variance ς², or one per edge ς_e² (heteroscedastic noise: the backend
         conditions the whitened f / s, :mod:`evroute.models.hetero`, and the result is a
         :class:`~evroute.models.hetero.HeteroscedasticModel`; every backend that reads its prior
-        through the :class:`~evroute.prior.Prior` interface takes it).
+        through the :class:`~evroute.priors.prior.Prior` interface takes it).
     seed : int
         Seeds the backend's own randomness (minibatches, dictionaries), if it has any.
     **options

@@ -4,9 +4,7 @@ and an agent, one module, one registration each."""
 
 import numpy as np
 
-from evroute.agents import Agent, Decision, register_agent
-from evroute.environments import Truth, register_truth
-from evroute.specs import Option
+from evroute import Agent, Decision, Option, Truth, register_agent, register_truth
 from evroute.validate import nonneg_float
 
 

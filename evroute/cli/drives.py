@@ -1,0 +1,104 @@
+"""Commands ``evroute drives ...``: a driver's GPS traces with energy in, as traversals of the
+network's edges. Thin: parse options, call :mod:`evroute.world.drives` (imported inside the command)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .options import (
+    HELP_STYLE,
+    DemOpt,
+    JsonOpt,
+    OsmOpt,
+    OverwriteFileOpt,
+    ProgressOpt,
+    VehicleOpt,
+)
+
+app = typer.Typer(help="Drives in: GPS traces with energy map-matched into the network's edges.",
+                  no_args_is_help=True, **HELP_STYLE)
+
+
+@app.command("import")
+def drives_import_cmd(
+    files: Annotated[list[Path], typer.Argument(help="CSV or GPX traces: time (s), lat, lon and the energy used "
+                                                "so far (Wh), the power (W) or the state of charge (%); "
+                                                "optional speed (m/s), trip and vehicle (GPX: extensions of "
+                                                "those names); or SUMO's battery output (.xml, with --sumo-net).",
+                                                show_default=False)],
+    network: Annotated[str, typer.Option("--network", help="Network name or OSM file the traces drove on.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for traversals.parquet (one row per complete "
+                                      "traversal of an edge) and report.json (what was kept and dropped).")],
+    columns: Annotated[str | None, typer.Option("--columns", metavar="FIELD=COLUMN,...",
+                                                help="Column names where they differ from the defaults, e.g. "
+                                                "time=t,lat=latitude,lon=longitude,soc=battery (fields: time, lat, "
+                                                "lon, energy, power, soc, speed, trip, vehicle).")] = None,
+    capacity_kwh: Annotated[float | None, typer.Option("--capacity-kwh", help="The battery's capacity, to read a "
+                                                       "state of charge; in (0, 1e4].")] = None,
+    gps_noise: Annotated[float, typer.Option("--gps-noise", help="The fixes' noise, metres, for the map "
+                                             "matcher; in (0, 500].")] = 10.0,
+    sumo_net: Annotated[Path | None, typer.Option("--sumo-net", help="The SUMO network (net.net.xml) a SUMO battery "
+                                                 "output (.xml, sumo --battery-output) was recorded on; it turns the "
+                                                 "positions into longitude and latitude.")] = None,
+    boundary: Annotated[str, typer.Option("--boundary", help="Where a traversal begins and ends: centre (where the "
+                                          "car passes the junction's centre, interpolated) or sumo (SUMO's own "
+                                          "accounting: each reporting step whole on the edge where it ends, edges "
+                                          "ending 6 m past the junction), to compare with SUMO's per-edge "
+                                          "energies.")] = "centre",
+    jobs: Annotated[int, typer.Option("--jobs", help="Processes matching trips side by side; 0: one per usable "
+                                      "CPU; 0 to 256 (the table is the same for any number).")] = 0,
+    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
+    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+) -> None:
+    """Map-match GPS traces with energy onto a network: one row per complete traversal of an edge
+    (energy, its kinetic split as the SUMO truth books it, speeds, match distance)."""
+    from ..errors import EvrouteError
+    from ..io import atomic_write_json, atomic_write_parquet, generator, usable_cpus
+    from ..physics.energy import load_vehicle
+    from ..progress import configure as configure_progress
+    from ..progress import counter
+    from ..roads.network import load_network
+    from ..runs.directory import check_output_file
+    from ..validate import choice
+    from ..world.drives import BOUNDARIES, import_traces, parse_columns
+
+    if capacity_kwh is not None and not 0 < capacity_kwh <= 1e4:
+        raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
+    if not 0 < gps_noise <= 500:
+        raise EvrouteError(f"--gps-noise must be in (0, 500] metres, got {gps_noise:g}")
+    if not 0 <= jobs <= 256:
+        raise EvrouteError(f"--jobs must be 0 to 256, got {jobs}")
+    boundary = choice("--boundary", boundary, BOUNDARIES)
+    names = parse_columns(columns)
+    for f in files:
+        if not f.is_file():
+            raise EvrouteError(f"no such trace file: {f}")
+    configure_progress(progress)
+    for name in ("traversals.parquet", "report.json"):
+        check_output_file(out / name, overwrite)  # before any work
+    veh = load_vehicle(vehicle)
+    net = load_network(network, osm=osm, dem=dem)
+    with counter("matching trips") as tick:
+        table, report = import_traces(files, net, columns=names, capacity_kwh=capacity_kwh, gps_noise_m=gps_noise,
+                                      vehicle=veh, progress=tick, jobs=jobs or usable_cpus(), sumo_net=sumo_net,
+                                      boundary=boundary)
+    summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
+               "files": [str(f) for f in files], **report.to_dict()}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_parquet(out / "traversals.parquet", table)
+    atomic_write_json(out / "report.json", summary)
+    if as_json:
+        print(json.dumps(summary))
+        return
+    for line in report.problems[:20]:
+        print(f"warning: {line}")
+    if len(report.problems) > 20:
+        print(f"warning: and {len(report.problems) - 20} more (report.json)")
+    print(f"{report.trips_kept:,} of {report.trips_read:,} trips matched on {net.name}: {report.traversals:,} "
+          f"traversals; {report.fixes_matched:,} of {report.fixes_read:,} fixes matched"
+          + (f", {report.fixes_dropped:,} dropped" if report.fixes_dropped else ""))
+    print(f"wrote {out / 'traversals.parquet'}, {out / 'report.json'}")

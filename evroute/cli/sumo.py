@@ -1,0 +1,217 @@
+"""Commands ``evroute sumo ...``: SUMO's EV model in simulated traffic as a physical truth. Thin:
+parse options, call the library (imported inside each command, so ``--help`` answers at once)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..settings import SUMO_TRUTH_OPTIONS
+from .options import (
+    HELP_STYLE,
+    DemOpt,
+    JsonOpt,
+    OsmOpt,
+    OverwriteFileOpt,
+    ProgressOpt,
+    VehicleOpt,
+    with_settings,
+)
+
+app = typer.Typer(help="SUMO's EV model in simulated traffic, a physical truth (pip install \"evroute[sumo]\").",
+                  no_args_is_help=True, **HELP_STYLE)
+
+
+def conservation_lines(c: dict, trip: str) -> list[str]:
+    """What :func:`evroute.world.sumo.atlas_conservation` found, for people: one line per question."""
+    whole, split = c["whole"], c["split"]
+
+    def cycle(x):
+        return (f"a cycle of {x['cycle_edges']} edges makes {-x['cycle_energy_wh']:.1f} Wh" if x["negative_cycle"]
+                else "no cycle makes energy")
+
+    lines = [f"energy conserved? booked whole on edges: {100 * whole['below_floor_share']:.1f} % of "
+             f"{whole['edges_checked']:,} edges below the physical floor, {cycle(whole)}; edges plus turns: "
+             f"{100 * split['below_floor_share']:.1f} % below the floor, {cycle(split)}"
+             + (f" ({split['turn_violations']:,} turns' means below the kinetic bound)" if split["turn_violations"]
+                else "")
+             + (f"; the truth breaks {split['cycles_broken']} such cycles, adding {split['energy_added_wh']:.0f} Wh"
+                if split.get("cycles_broken") else "")]
+    if split["drives"]:
+        lines.append(f"SUMO's drives ({split['drives']:,}, in-sample): the truth (edges plus turns) predicts them "
+                     f"within {100 * split['drive_error_median']:.1f} % (median; bias "
+                     f"{100 * split['drive_bias']:+.1f} %), whole traversals on edges within "
+                     f"{100 * whole['drive_error_median']:.1f} % (bias {100 * whole['drive_bias']:+.1f} %)")
+    if split.get("optimum_wh") is not None:
+        status = "" if split["optimum_status"] == "optimal" else f" ({split['optimum_status']})"
+        simple = split.get("simple_optimum_wh")
+        lines.append(f"trip {trip} under the truth: least energy {split['optimum_wh']:.1f} Wh{status}"
+                     + (f" (the best route that passes no junction twice: {simple:.1f} Wh)"
+                        if simple is not None and abs(simple - split["optimum_wh"]) > 1e-6 else "")
+                     + f"; handed the truth, --weights potential drives {split['potential_wh']:.1f} Wh, rectified "
+                     f"{split['rectified_wh']:.1f} Wh; fastest {split['fastest_wh']:.1f} Wh, shortest "
+                     f"{split['shortest_wh']:.1f} Wh")
+    return lines
+
+
+#: The options of the sumo truth ``evroute sumo atlas`` takes: its flags, help, bounds and defaults
+#: come from the truth's own declarations (one atlas for both).
+ATLAS_OPTIONS = ("rate", "hours", "probes", "atlas_seed", "demand")
+
+
+@app.command("atlas")
+@with_settings(ATLAS_OPTIONS, table={o.name: o for o in SUMO_TRUTH_OPTIONS})
+def sumo_atlas_cmd(
+    network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
+    route: Annotated[str | None, typer.Option("--route", help="Probe vehicles drive every edge between this "
+                                              "trip's ends (A or B; default A).")] = None,
+    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for atlas.parquet, atlas.json and the plot "
+                                             "atlas.png/svg (E_det against SUMO).")] = None,
+    fit: Annotated[bool, typer.Option("--fit", help="Also fit sigma_0, the noise and the lengthscale of the "
+                                      "agents' prior by type-II maximum likelihood on the atlas's first half.")] = False,
+    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+    **truth_options,
+) -> None:
+    """Build (or read from the cache) the energy atlas of a network: one row per traversal of an
+    edge in SUMO with traffic; the same atlas --truth sumo[...] uses (its options are the truth's)."""
+    from ..bandit.environments import TRUTHS
+    from ..io import atomic_write_parquet, atomic_write_text, generator
+    from ..physics.energy import load_vehicle
+    from ..physics.routes import edge_energies, resolve_route
+    from ..progress import configure as configure_progress
+    from ..progress import stage
+    from ..reports.plots import plot_atlas
+    from ..roads.network import load_network
+    from ..roads.oracle import Oracle
+    from ..runs.directory import check_output_file
+    from ..world.sumo import atlas_conservation, build_atlas, edet_agreement, fit_hyperparameters
+
+    options = TRUTHS.get("sumo").resolve(truth_options)
+    configure_progress(progress)
+    if out is not None:
+        for name in ("atlas.parquet", "atlas.json", "atlas.png", "atlas.svg"):
+            check_output_file(out / name, overwrite)  # before any work
+    veh = load_vehicle(vehicle)
+    net = load_network(network, osm=osm, dem=dem)
+    spec = resolve_route(net, route, None, None)
+    atlas = build_atlas(net, network, veh, oracle=Oracle.from_network(net), start=spec.start, end=spec.end,
+                        rate=options["rate"], hours=options["hours"], probes=options["probes"],
+                        seed=options["atlas_seed"], osm=str(osm) if osm else None, dem=str(dem) if dem else None,
+                        demand=options["demand"])
+    mean, counts = atlas.mean_energy(net.n_edges)
+    e_det = edge_energies(net, veh)
+    stats = {**atlas.summary, "key": atlas.key, **edet_agreement(e_det, mean)}
+    with stage("energy conservation: floors, cycles, drives and the trip's exact optimum"):
+        stats["conservation"] = atlas_conservation(atlas, net, veh, e_det, spec.start, spec.end)
+    if fit:
+        with stage("type-II maximum likelihood on the atlas's first half"):
+            stats["fit"] = fit_hyperparameters(atlas, net, e_det)
+    files = []
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_parquet(out / "atlas.parquet", atlas.table)
+        atomic_write_text(out / "atlas.json", json.dumps({"generator": generator(), **stats}, indent=2))
+        files = [out / "atlas.parquet", out / "atlas.json",
+                 *plot_atlas(e_det, mean, counts, out, title=f"{net.name} ({veh.name})")]
+    if as_json:
+        print(json.dumps(stats))
+        return
+    print(f"{net.name}: {stats['traversals']:,} traversals of {stats['edges_traversed']:,} of {net.n_edges:,} edges "
+          f"({100 * stats['edges_mapped_share']:.1f} % mapped to SUMO), {stats['probe_vehicles']:,} probe vehicles, "
+          f"{stats['teleports']} teleports")
+    if stats["r_edet_sumo"] is not None:
+        print(f"E_det (Eq. 8) against the mean SUMO energy per edge: r = {stats['r_edet_sumo']:.3f}, median "
+              f"ratio SUMO / E_det {stats['median_ratio_sumo_edet']:.3f}")
+    for line in conservation_lines(stats["conservation"], spec.name):
+        print(line)
+    background = f"demand={options['demand']}" if options["demand"] else f"rate={options['rate']:g}"
+    print(f"atlas {atlas.key} (cached); --truth \"sumo[{background},hours={options['hours']:g},"
+          f"probes={options['probes']},atlas_seed={options['atlas_seed']}]\" uses it")
+    if fit:
+        f = stats["fit"]
+        print(f"fitted on {f['traversals']:,} traversals of {f['edges']:,} edges: sigma_0 {f['prior_std']:.1f} Wh "
+              f"(the paper's 0.25 sigma_det: {f['paper_prior_std']:.1f}), noise {f['noise_std']:.1f} Wh (0.1 sigma_det: "
+              f"{f['paper_noise_std']:.1f}), lengthscale {f['lengthscale']:g}"
+              + (" (at the edge of the grid)" if f["lengthscale_at_grid_edge"] else "")
+              + f"; run with --prior-std {f['prior_std']:.4g} --noise-std {f['noise_std']:.4g} "
+              f"--lengthscale {f['lengthscale']:g}")
+        nm = f["noise_model"]
+        print(f"noise per edge (within-edge likelihood {nm['homoscedastic_neg_log_likelihood'] - nm['neg_log_likelihood']:,.0f} "
+              f"nats above one sigma of {nm['homoscedastic_sd']:.1f} Wh): sigma_e = {nm['a']:.2f} Wh + "
+              f"{nm['b_per_km']:.2f} Wh/km + {nm['tls']:.2f} Wh at a traffic signal ({nm['signal_edges']:,} of "
+              f"{nm['edges']:,} edges), median {nm['median_edge_sd']:.1f} Wh; run with --prior-std "
+              f"{nm['prior_std']:.4g} --noise-std \"{nm['spec']}\" --lengthscale {nm['lengthscale']:g}")
+    for f in files:
+        print(f"wrote {f}")
+
+
+@app.command("drives")
+def sumo_drives_cmd(
+    network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
+    out: Annotated[Path, typer.Option("--out", help="Folder for traces.csv and traces.gpx (the GPS traces with the "
+                                      "energy used so far), answer.parquet (SUMO's own traversals: the answer key) "
+                                      "and drives.json.")] = Path("drives"),
+    vehicles: Annotated[int, typer.Option("--vehicles", help="Cars that record their drives; 1 to 10000.")] = 20,
+    seed: Annotated[int, typer.Option(help="Seed of the demand, of SUMO and of the GPS noise; 0 to 2^31-1.")] = 0,
+    gps_noise: Annotated[float, typer.Option("--gps-noise", help="GPS noise, metres (independent Gaussian east "
+                                             "and north); 0 to 500.")] = 0.0,
+    rate_hz: Annotated[float, typer.Option("--rate", help="Fixes a second; in (0, 1] (SUMO steps once a "
+                                           "second).")] = 1.0,
+    traffic: Annotated[float, typer.Option("--traffic", help="Background traffic: random trips an hour; in "
+                                           "(0, 1e6].")] = 1800.0,
+    hours: Annotated[float, typer.Option(help="Simulated hours; in (0, 24].")] = 0.5,
+    battery: Annotated[bool, typer.Option("--battery-xml", help="Also write SUMO's own battery output of the drives "
+                                          "(battery.xml) and its network (net.net.xml): evroute drives import "
+                                          "battery.xml --sumo-net net.net.xml reads them.")] = False,
+    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
+    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+) -> None:
+    """Realistic drives from SUMO with an answer key: GPS traces with energy (CSV) of cars in
+    background traffic, and SUMO's own per-edge energies of the same drives kept apart."""
+    from ..errors import EvrouteError
+    from ..io import atomic_path, atomic_write_parquet, atomic_write_text, generator
+    from ..physics.energy import load_vehicle
+    from ..progress import configure as configure_progress
+    from ..roads.network import load_network
+    from ..runs.directory import check_output_file
+    from ..world.drives import write_gpx
+    from ..world.sumo import sumo_drives
+
+    for ok, what in ((1 <= vehicles <= 10000, f"--vehicles must be 1 to 10000, got {vehicles}"),
+                     (0 <= seed < 2**31, f"--seed must be 0 to 2^31-1, got {seed}"),
+                     (0 <= gps_noise <= 500, f"--gps-noise must be 0 to 500 metres, got {gps_noise:g}"),
+                     (0 < rate_hz <= 1, f"--rate must be in (0, 1] fixes a second, got {rate_hz:g}"),
+                     (0 < traffic <= 1e6, f"--traffic must be in (0, 1e6] trips an hour, got {traffic:g}"),
+                     (0 < hours <= 24, f"--hours must be in (0, 24], got {hours:g}")):
+        if not ok:
+            raise EvrouteError(what)
+    configure_progress(progress)
+    names = ["traces.csv", "traces.gpx", "answer.parquet", "drives.json"]
+    names += ["battery.xml", "net.net.xml"] if battery else []
+    for name in names:
+        check_output_file(out / name, overwrite)  # before any work
+    veh = load_vehicle(vehicle)
+    net = load_network(network, osm=osm, dem=dem)
+    out.mkdir(parents=True, exist_ok=True)
+    d = sumo_drives(net, network, veh, vehicles=vehicles, seed=seed, rate=traffic, hours=hours, gps_noise_m=gps_noise,
+                    sample_hz=rate_hz, osm=str(osm) if osm else None, dem=str(dem) if dem else None,
+                    battery_dir=out if battery else None)
+    with atomic_path(out / "traces.csv") as tmp:
+        with open(tmp, "w") as fh:
+            fh.write(f"# generator: {generator()}\n")
+            d.traces.to_csv(fh, index=False, float_format="%.10g")
+    write_gpx(d.traces, out / "traces.gpx", generator())
+    atomic_write_parquet(out / "answer.parquet", d.answer)
+    atomic_write_text(out / "drives.json", json.dumps({"generator": generator(), **d.summary}, indent=2))
+    if as_json:
+        print(json.dumps(d.summary))
+        return
+    s = d.summary
+    print(f"{s['vehicles']:,} drives on {net.name}: {s['fixes']:,} fixes at {s['sample_hz']:g} Hz, GPS noise "
+          f"{s['gps_noise_m']:g} m; answer key {s['answer_traversals']:,} traversals ({s['teleports']} teleports)")
+    print("wrote " + ", ".join(str(out / n) for n in names))
+    print(f"import them: evroute drives import {out / 'traces.csv'} --network {network} --out DRIVES")

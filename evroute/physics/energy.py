@@ -1,0 +1,232 @@
+"""The deterministic EV energy model (paper 003, Eq. 8; App. B.3, Table 2).
+
+For an edge of length ℓ (m), inclination α = atan(grade) (rad) and speed v (m/s)::
+
+    F·ℓ = m g ℓ sin α + m g C_r ℓ cos α + ½ C_d A ρ ℓ v²          [J]
+    E_det = F·ℓ / (3600 η⁺)      if F·ℓ ≥ 0   (traction)
+          = F·ℓ · η⁻ / 3600      if F·ℓ < 0   (regenerative braking)  [Wh]
+
+evroute splits the paper's single η into η⁺ (power train) and η⁻ (recuperation), as SUMO does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import EvrouteError
+from ..registry import load_registry
+from ..validate import number_in
+
+DEFAULT_VEHICLE = "sumo-ev"
+
+#: The range of every vehicle parameter (SI units), with why: wide enough for any road vehicle
+#: on any planet one might simulate, narrow enough that Eq. 8 stays finite on any road.
+VEHICLE_RANGES: dict[str, tuple[float, float, bool, str]] = {
+    "mass_kg": (0.0, 1e5, True, "kg; a 40-tonne truck is 4e4"),
+    "rolling_resistance": (0.0, 1.0, False, "a coefficient; tyres on asphalt 0.006-0.015"),
+    "frontal_area_m2": (0.0, 100.0, False, "m²; a car 2-3, a bus 8"),
+    "drag_coefficient": (0.0, 10.0, False, "a coefficient; cars 0.2-0.4"),
+    "eta_plus": (0.0, 1.0, True, "power-train efficiency"),
+    "eta_minus": (0.0, 1.0, False, "recuperation efficiency"),
+    "g": (0.0, 100.0, True, "m/s²; Earth 9.81"),
+    "air_density": (0.0, 100.0, False, "kg/m³; air at sea level 1.2"),
+}
+
+
+@dataclass(frozen=True)
+class Vehicle:
+    """Vehicle and environment parameters of the energy model (SI units)."""
+
+    mass_kg: float = 1830.0
+    rolling_resistance: float = 0.01
+    frontal_area_m2: float = 2.6
+    drag_coefficient: float = 0.35
+    eta_plus: float = 0.98
+    eta_minus: float = 0.96
+    g: float = 9.82
+    air_density: float = 1.2
+    name: str = DEFAULT_VEHICLE
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name == "name":
+                continue
+            lo, hi, lo_open, why = VEHICLE_RANGES[f.name]
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise EvrouteError(f"vehicle {self.name!r}: {f.name} must be a number, got {value!r:.40}")
+            number_in(f"vehicle {self.name!r}: {f.name}", value, lo, hi, lo_open=lo_open, why=why)
+
+    def to_dict(self) -> dict:
+        """The parameters as a plain dict (for config files)."""
+        return asdict(self)
+
+
+def vehicle_names() -> list[str]:
+    """Names of the built-in vehicle presets, the paper's first."""
+    return list(load_registry("vehicles"))
+
+
+def _vehicle_from_mapping(name: str, spec: dict, presets: dict | None = None) -> Vehicle:
+    """A Vehicle from a mapping of every parameter, or of some with ``"base": PRESET``
+    (the others are inherited from that preset, explicitly)."""
+    known = {f.name for f in fields(Vehicle)}
+    unknown = sorted(set(spec) - known - {"description", "base"})
+    if unknown:
+        raise EvrouteError(f"vehicle {name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                           f"known: {', '.join(sorted(known - {'name'}))}")
+    params = {k: v for k, v in spec.items() if k in known and k != "name"}
+    base = spec.get("base")
+    if base is not None:
+        presets = presets if presets is not None else load_registry("vehicles")
+        if not isinstance(base, str) or base not in presets:
+            raise EvrouteError(f"vehicle {name!r}: unknown base {base!r}; presets: {', '.join(presets)}")
+        inherited = {k: v for k, v in presets[base].items() if k in known and k != "name"}
+        params = {**inherited, **params}
+    missing = sorted(known - {"name"} - set(params))
+    if missing:
+        raise EvrouteError(f"vehicle {name!r}: missing parameter(s) {', '.join(missing)}; give every "
+                           f"parameter, or \"base\": \"{DEFAULT_VEHICLE}\" to inherit the others from a preset")
+    values = {}
+    for k, v in params.items():
+        lo, hi, lo_open, why = VEHICLE_RANGES[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise EvrouteError(f"vehicle {name!r}: {k} must be a number, got {v!r:.40}")
+        values[k] = number_in(f"vehicle {name!r}: {k}", v, lo, hi, lo_open=lo_open, why=why)
+    return Vehicle(name=name, **values)
+
+
+def load_vehicle(spec: str | None = None) -> Vehicle:
+    """Resolve a vehicle preset name or a JSON file path.
+
+    Parameters
+    ----------
+    spec : str, optional
+        A preset name (see :func:`vehicle_names`) or the path of a JSON file holding the
+        fields of :class:`Vehicle`: every one, or some with ``"base": "<preset>"`` to
+        inherit the others from that preset (nothing is filled in silently).
+        ``None`` gives the paper's vehicle.
+
+    Returns
+    -------
+    Vehicle
+        The vehicle's parameters (Eq. 8).
+    """
+    spec = spec or DEFAULT_VEHICLE
+    presets = load_registry("vehicles")
+    if spec in presets:
+        return _vehicle_from_mapping(spec, presets[spec])
+    path = Path(spec)
+    if path.suffix.lower() == ".json" or path.exists():
+        if not path.is_file():
+            raise EvrouteError(f"vehicle file not found: {spec}")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise EvrouteError(f"vehicle file {spec} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise EvrouteError(f"vehicle file {spec} must hold a JSON object")
+        return _vehicle_from_mapping(path.stem, data)
+    raise EvrouteError(f"unknown vehicle {spec!r}; presets: {', '.join(presets)} (or a JSON file path)")
+
+
+def traction_energy_j(length_m, incline_rad, speed_mps, vehicle: Vehicle) -> np.ndarray:
+    """Mechanical work F·ℓ in joules (Eq. 8 numerator), vectorised over edges."""
+    length = np.asarray(length_m, dtype=np.float64)
+    alpha = np.asarray(incline_rad, dtype=np.float64)
+    v = np.asarray(speed_mps, dtype=np.float64)
+    mg = vehicle.mass_kg * vehicle.g
+    return (mg * length * np.sin(alpha)
+            + mg * vehicle.rolling_resistance * length * np.cos(alpha)
+            + 0.5 * vehicle.drag_coefficient * vehicle.frontal_area_m2 * vehicle.air_density
+            * length * v**2)
+
+
+def edge_energy_wh(length_m, incline_rad, speed_mps, vehicle: Vehicle | None = None) -> np.ndarray:
+    """Deterministic energy E_det of each edge in Wh (Eq. 8 with η⁺ / η⁻).
+
+    Parameters
+    ----------
+    length_m, incline_rad, speed_mps : array_like
+        Edge length (m), inclination α = atan(grade) (rad) and speed (m/s).
+    vehicle : Vehicle, optional
+        Defaults to the paper's SUMO EV.
+
+    Returns
+    -------
+    numpy.ndarray
+        Energy in Wh; negative where regeneration outweighs the losses.
+    """
+    vehicle = vehicle or Vehicle()
+    work = traction_energy_j(length_m, incline_rad, speed_mps, vehicle)
+    return np.where(work >= 0, work / (3600.0 * vehicle.eta_plus), work * vehicle.eta_minus / 3600.0)
+
+
+#: The mass equivalent of the rotating parts (wheels, motor) that SUMO's energy model adds to the
+#: vehicle's in the kinetic energy, kg: SUMO 1.28's default (``EnergyParams``), pinned in
+#: :func:`evroute.world.sumo.vtype_xml` so that the kinetic split uses the car SUMO drove.
+ROTATING_MASS_KG = 40.0
+
+
+def kinetic_wh(speed, last_speed, electricity, vehicle: Vehicle | None = None) -> np.ndarray:
+    """The part of each step's electricity that changed the car's kinetic energy, Wh.
+
+    SUMO's energy model (Kurczveil et al. 2014; ``HelpersEnergy``) sums a step's powers (the
+    potential, the kinetic ½ (m + m_rot)(v² − v_prev²)/Δt, drag, rolling) and divides the total by
+    η⁺ when it is drawn from the battery, multiplies it by η⁻ when it is recuperated; the sign of
+    the step's electricity says which. The kinetic term through that efficiency is what this
+    returns: a step's electricity minus it is the energy the step would have used at a constant
+    speed (:func:`evroute.world.sumo.traversals`, :func:`evroute.world.drives.trip_traversals`).
+
+    Parameters
+    ----------
+    speed, last_speed : array
+        The speed at the step's end and at its start (m/s).
+    electricity : array
+        The step's energy (Wh; its sign picks the efficiency).
+    vehicle : Vehicle, optional
+        Mass and efficiencies (default the paper's EV).
+
+    Returns
+    -------
+    numpy.ndarray
+        Wh per step.
+    """
+    vehicle = vehicle or Vehicle()
+    v, v0 = np.asarray(speed, dtype=np.float64), np.asarray(last_speed, dtype=np.float64)
+    dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (v * v - v0 * v0) / 3600.0
+    return dke * np.where(np.asarray(electricity) > 0, 1.0 / vehicle.eta_plus, vehicle.eta_minus)
+
+
+def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A physical lower bound of each edge's energy and a potential that makes it non-negative.
+
+    ``floor`` = Eq. 8 without the air drag (the one loss a driver could make small by driving
+    slowly): F = m g ℓ (sin α + C_r cos α), divided by η⁺ when F ≥ 0 and times η⁻ otherwise, so
+    E_det ≥ floor and so is any physically plausible energy on the edge. ``potential`` =
+    η⁻ m g Δh with Δh = grade · ℓ, the node elevation difference: its sum along a route depends
+    only on the route's ends, so subtracting it from every edge weight does not change which
+    route is shortest, and floor − potential ≥ 0 on every edge of grade ≤ tan(acos(η⁺η⁻)) (36 %
+    for the paper's EV; steeper edges are clipped at 0 by the caller). Both in Wh.
+    """
+    vehicle = vehicle or Vehicle()
+    length = np.asarray(length_m, dtype=np.float64)
+    g = np.asarray(grade, dtype=np.float64)
+    alpha = np.arctan(g)
+    mg = vehicle.mass_kg * vehicle.g
+    work = mg * length * (np.sin(alpha) + vehicle.rolling_resistance * np.cos(alpha))
+    floor = np.where(work >= 0, work / vehicle.eta_plus, work * vehicle.eta_minus) / 3600.0
+    potential = vehicle.eta_minus * mg * g * length / 3600.0
+    return floor, potential
+
+
+def check_vehicle(name, value) -> str:
+    """A vehicle preset or file that loads (an option converter); its name or path as given."""
+    load_vehicle(str(value))
+    return str(value)
+
+

@@ -1,0 +1,312 @@
+"""Least-energy walks on the line graph L(G) under signed weights: Bellman–Ford, the cycles
+of negative energy, and Johnson's potential.
+
+A walk's weight is its edges' (the vertices of L(G)) plus its turns' (the arcs). With negative
+weights (regeneration) Dijkstra no longer applies directly: :func:`shortest_walk` is
+Bellman–Ford (Shimbel 1954; Ford 1956; Bellman 1958) from one edge, :func:`negative_cycle` finds
+a cycle that creates energy anywhere (a virtual root joined to every edge),
+:func:`feasible_potential` is Johnson's reweighting (Johnson 1977) that makes Dijkstra exact
+again where no such cycle exists, and :func:`break_negative_cycles` raises costs, cycle by cycle,
+until none is left. The exact optimum over vertex-simple routes (:mod:`evroute.roads.optimum`) starts
+here: where the shortest walk is simple, it is the answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+
+from ..errors import EvrouteError
+
+__all__ = ["as_int_array", "reachable", "shortest_walk", "walk_from_pred", "negative_cycle", "feasible_potential",
+           "break_negative_cycles"]
+
+
+def as_int_array(a, name: str) -> np.ndarray:
+    """``a`` as a one-dimensional int64 array; one line naming ``name`` where it is not one."""
+    arr = np.asarray(a)
+    if arr.ndim != 1:
+        raise EvrouteError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise EvrouteError(f"{name} must hold integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def reachable(n: int, src: np.ndarray, dst: np.ndarray, root: int) -> np.ndarray:
+    """Boolean mask of the vertices reachable from ``root`` in the digraph (src -> dst)."""
+    g = sp.csr_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(n, n))
+    order = breadth_first_order(g, root, directed=True, return_predecessors=False)
+    mask = np.zeros(n, dtype=bool)
+    mask[order] = True
+    return mask
+
+
+def _doubled(pred: np.ndarray) -> np.ndarray:
+    """Where each node of the predecessor graph (``-1`` = none) is after following its
+    predecessors at least n times (pointer doubling): the sentinel n where the chain ends, a node
+    on a cycle where it does not."""
+    n = pred.size
+    p = np.append(np.where(pred < 0, n, pred), n)  # sentinel n points to itself
+    for _ in range(int(n).bit_length() + 1):
+        p = p[p]
+    return p[:n]
+
+
+def _has_pred_cycle(pred: np.ndarray) -> bool:
+    """True if the predecessor graph (``-1`` = none) has a cycle."""
+    return bool(np.any(_doubled(pred) != pred.size))
+
+
+def _best_per_target(cd: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Of relaxation candidates (target ``cd``, distance ``cand``), the index of each target's
+    best (the lowest distance; ties: the first)."""
+    order = np.lexsort((cand, cd))
+    cd_sorted = cd[order]
+    first = np.ones(cd_sorted.size, dtype=bool)
+    first[1:] = cd_sorted[1:] != cd_sorted[:-1]
+    return order[first]
+
+
+def shortest_walk(n, src, dst, w, start, arc=None):
+    """Vectorised Bellman–Ford on L(G) with vertex weights and, where given, arc weights (a
+    walk's cost includes ``start``).
+
+    Synchronous rounds that relax only the connections out of edges whose distance changed
+    in the previous round. Returns ``(dist, pred, negative_cycle)``. A negative cycle
+    reachable from ``start`` shows as an improvement in round ``n_reachable`` or, earlier,
+    as a cycle in the predecessor graph (which in Bellman–Ford always has negative weight).
+    """
+    reach = reachable(n, src, dst, start)
+    keep = reach[src]
+    src, dst = src[keep], dst[keep]
+    arc = np.zeros(src.size) if arc is None else np.asarray(arc, dtype=np.float64)[keep]
+    n_reach = int(reach.sum())
+    dist = np.full(n, np.inf)
+    pred = np.full(n, -1, dtype=np.int64)
+    dist[start] = w[start]
+    active = np.zeros(n, dtype=bool)
+    active[start] = True
+    for it in range(1, n_reach + 1):
+        m = active[src]
+        cs, cd = src[m], dst[m]
+        cand = dist[cs] + w[cd] + arc[m]
+        better = cand < dist[cd]
+        if not better.any():
+            return dist, pred, False
+        cs, cd, cand = cs[better], cd[better], cand[better]
+        idx = _best_per_target(cd, cand)
+        dist[cd[idx]] = cand[idx]
+        pred[cd[idx]] = cs[idx]
+        active[:] = False
+        active[cd[idx]] = True
+        if it % 32 == 0 and _has_pred_cycle(pred):
+            return dist, pred, True
+    return dist, pred, True
+
+
+def negative_cycle(n_edges, conn_src, conn_dst, weights, turn_weights=None) -> list[int] | None:
+    """A cycle of negative total energy anywhere in the network, or None where there is none.
+
+    A truth with such a cycle creates energy: a car driving it ends where it began with more
+    charge. Bellman–Ford (Bellman 1958) on the line graph L(G) from every edge at once (a virtual
+    root joined to all), vertex weights ``weights`` and, where given, ``turn_weights`` per legal
+    turn; a cycle is read off the predecessor graph and its energy checked.
+
+    Parameters
+    ----------
+    n_edges : int
+        Number of edges E.
+    conn_src, conn_dst : array of int
+        The legal turns (L(G)).
+    weights : array of float (E,)
+        Per-edge energy.
+    turn_weights : array of float, optional
+        Per-turn energy, one per connection.
+
+    Returns
+    -------
+    list of int or None
+        The edges of a negative cycle in driving order, from its lowest edge id (its energy:
+        their weights plus the turns between them, the last back into the first), or None.
+
+    Examples
+    --------
+    >>> negative_cycle(2, [0, 1], [1, 0], [1.0, -2.0])
+    [0, 1]
+    >>> negative_cycle(2, [0, 1], [1, 0], [1.0, -0.5]) is None
+    True
+    """
+    return _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights)[1]
+
+
+def feasible_potential(n_edges, conn_src, conn_dst, weights, turn_weights=None) -> np.ndarray | None:
+    """A potential h per edge with ``turn_weights[i] + weights[conn_dst[i]] + h[conn_src[i]] −
+    h[conn_dst[i]] ≥ 0`` on every legal turn i, or None where a negative cycle makes one
+    impossible.
+
+    Johnson's reweighting (Johnson 1977, "Efficient algorithms for shortest paths in sparse
+    networks", J. ACM 24:1–13) on the line graph: h is the Bellman–Ford distance from a virtual
+    root joined to every edge at cost 0. Along any route the reduced weights sum to its weight
+    plus h(start) − h(end) less the start edge's weight, the same for every route between two
+    edges, so Dijkstra on them finds the route that is shortest under the signed weights.
+
+    Parameters
+    ----------
+    n_edges : int
+        Number of edges E.
+    conn_src, conn_dst : array of int
+        The legal turns (L(G)).
+    weights : array of float (E,)
+        Per-edge weights (may be negative).
+    turn_weights : array of float, optional
+        Per-turn weights (may be negative).
+
+    Returns
+    -------
+    numpy.ndarray (E,) or None
+
+    Examples
+    --------
+    >>> h = feasible_potential(3, [0, 1], [1, 2], [1.0, -2.0, 1.0])
+    >>> bool(np.all(np.array([0.0, 0.0]) + np.array([-2.0, 1.0]) + h[[0, 1]] - h[[1, 2]] >= 0))
+    True
+    """
+    dist, cycle, _ = _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights, root_cost_zero=True)
+    return None if cycle is not None else dist
+
+
+def break_negative_cycles(n_edges, conn_src, conn_dst, weights, turn_weights, weight_room=None, turn_room=None,
+                          max_cycles: int = 100_000):
+    """Raise weights, cycle by cycle, until no cycle of L(G) has negative total weight.
+
+    For each negative cycle :func:`negative_cycle` finds, its deficit is taken from the room its
+    edges and turns have (``weight_room``, ``turn_room``: how far each may be raised, e.g. up to
+    a physical bound), in proportion to that room; what the room cannot cover is spread evenly
+    over the cycle's turns. Costs are only ever raised, and only on cycles that create energy.
+
+    Parameters
+    ----------
+    n_edges : int
+    conn_src, conn_dst : array of int
+        The legal turns.
+    weights : array (E,)
+        Per-edge weights.
+    turn_weights : array
+        Per-turn weights, one per connection.
+    weight_room, turn_room : array, optional
+        How far each edge and turn may be raised first (default 0: turns only, evenly).
+    max_cycles : int
+        Give up (an error) after this many cycles.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, int, float)
+        The weights, the turn weights, the number of cycles broken and the total raise.
+
+    Examples
+    --------
+    >>> w, arc, n, added = break_negative_cycles(2, [0, 1], [1, 0], [1.0, -2.0], [0.0, 0.0])
+    >>> n, round(added, 6), negative_cycle(2, [0, 1], [1, 0], w, arc) is None
+    (1, 1.0, True)
+    """
+    src, dst = as_int_array(conn_src, "conn_src"), as_int_array(conn_dst, "conn_dst")
+    w = np.array(weights, dtype=np.float64)
+    arc = np.array(turn_weights, dtype=np.float64)
+    wr = np.zeros(w.size) if weight_room is None else np.maximum(np.array(weight_room, dtype=np.float64), 0.0)
+    ar = np.zeros(arc.size) if turn_room is None else np.maximum(np.array(turn_room, dtype=np.float64), 0.0)
+    n_cycles, added = 0, 0.0
+    while True:
+        _, cycle, turns = _bellman_ford_all(n_edges, src, dst, w, arc)
+        if cycle is None:
+            break
+        if n_cycles >= max_cycles or turns is None:
+            raise EvrouteError(f"more than {max_cycles} cycles of negative energy")
+        edges = np.asarray(cycle, dtype=np.int64)
+        deficit = -(float(w[edges].sum()) + float(arc[turns].sum()))
+        deficit += 1e-9 * (1.0 + deficit)  # strictly non-negative afterwards
+        room = float(wr[edges].sum() + ar[turns].sum())
+        if room > 0:
+            share = min(1.0, deficit / room)
+            w[edges] += share * wr[edges]
+            arc[turns] += share * ar[turns]
+            wr[edges] -= share * wr[edges]
+            ar[turns] -= share * ar[turns]
+            rest = deficit - share * room
+        else:
+            rest = deficit
+        if rest > 0:
+            arc[turns] += rest / turns.size
+        n_cycles += 1
+        added += deficit
+    return w, arc, n_cycles, added
+
+
+def _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights=None, root_cost_zero: bool = False):
+    """Bellman–Ford on L(G) from a virtual root joined to every edge: ``(dist, cycle)``, cycle a
+    negative cycle (list of edges) or None. Synchronous rounds relax only the turns out of edges
+    whose distance changed."""
+    n = int(n_edges)
+    src, dst = as_int_array(conn_src, "conn_src"), as_int_array(conn_dst, "conn_dst")
+    w = np.asarray(weights, dtype=np.float64)
+    arc = np.zeros(src.size) if turn_weights is None else np.asarray(turn_weights, dtype=np.float64)
+    if w.shape != (n,) or arc.shape != src.shape or src.shape != dst.shape:
+        raise EvrouteError(f"weights must have length {n} and turn_weights one entry per connection")
+    if not (np.all(np.isfinite(w)) and np.all(np.isfinite(arc))):
+        raise EvrouteError("weights must be finite")
+    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
+        raise EvrouteError(f"connection edge ids must lie in 0..{n - 1}")
+    dist = np.zeros(n) if root_cost_zero else np.minimum(w, 0.0)
+    pred = np.full(n, -1, dtype=np.int64)
+    pred_arc = np.full(n, -1, dtype=np.int64)  # the turn each edge's distance came through
+    active = np.ones(n, dtype=bool)
+    all_arcs = np.arange(src.size)
+    for it in range(1, n + 2):
+        m = active[src]
+        cs, cd, ca, ci = src[m], dst[m], arc[m], all_arcs[m]
+        cand = dist[cs] + ca + w[cd]
+        better = cand < dist[cd] - 1e-12 * (1.0 + np.abs(dist[cd]))
+        if not better.any():
+            return dist, None, None
+        cs, cd, cand, ci = cs[better], cd[better], cand[better], ci[better]
+        idx = _best_per_target(cd, cand)
+        dist[cd[idx]] = cand[idx]
+        pred[cd[idx]] = cs[idx]
+        pred_arc[cd[idx]] = ci[idx]
+        active[:] = False
+        active[cd[idx]] = True
+        if it % 16 == 0 or it > n:
+            cycle = _pred_cycle(pred)
+            if cycle is not None:
+                turns = pred_arc[np.roll(np.asarray(cycle), -1)]  # the turn out of each edge of the cycle
+                if float(w[cycle].sum()) + float(arc[turns].sum()) < 0:
+                    return dist, cycle, turns
+    cycle = _pred_cycle(pred)  # improving after n rounds: a negative cycle, whatever the predecessors say
+    return dist, (cycle if cycle is not None else []), (pred_arc[np.roll(np.asarray(cycle), -1)] if cycle else None)
+
+
+def _pred_cycle(pred: np.ndarray) -> list[int] | None:
+    """A cycle of the predecessor graph, in forward (driving) order, or None."""
+    p = _doubled(pred)  # (one doubling, not one to test and another to find)
+    on = np.flatnonzero(p != pred.size)
+    if on.size == 0:
+        return None
+    v = int(p[on[0]])  # after doubling, a node on a cycle
+    cycle = [v]
+    u = int(pred[v])
+    while u != v:
+        cycle.append(u)
+        u = int(pred[u])
+    cycle.reverse()  # pred points backwards
+    i = cycle.index(min(cycle))
+    return cycle[i:] + cycle[:i]
+
+
+def walk_from_pred(pred, start, end) -> list[int]:
+    """The walk from ``start`` to ``end`` read off a predecessor array (``-1``: none)."""
+    path = [int(end)]
+    while path[-1] != start:
+        path.append(int(pred[path[-1]]))
+        if path[-1] < 0 or len(path) > pred.size:  # pragma: no cover - defensive
+            raise EvrouteError("internal error: broken predecessor chain")
+    return path[::-1]

@@ -1,0 +1,297 @@
+"""A run's problem, set up from its configuration: the network, the trip, the physics prior
+mean, the noise, the ground truth (paper 003 Sec. 4.1), and from them the
+environment and the agent the loop runs.
+
+Per seed the true expected energy f is one draw of GP(E_det, k) over all edges, with
+σ₀² = (0.25 σ_det)² and ς² = (0.1 σ_det)² (:data:`evroute.priors.prior.PRIOR_SCALE`,
+:data:`evroute.priors.prior.NOISE_SCALE`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..bandit.agents import AgentSetup
+from ..bandit.agents import make_agent as make_named_agent
+from ..cache import CacheEntry, hash_bytes, make_key
+from ..priors.candidates import candidate_priors
+from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
+from ..world.drives import fleet_prior_mean, read_drives
+from ..physics.energy import energy_floor_wh, load_vehicle
+from ..bandit.environments import (
+    RoadEnvironment,
+    StaticEnvironment,
+    Truth,
+    TruthSetup,
+    make_truth,
+    truth_kernel,
+)
+from ..errors import EvrouteError
+from ..io import atomic_write_text
+from ..roads.network import load_network
+from ..priors.noise import edge_noise_std
+from ..roads.optimum import exact_optimum
+from ..roads.oracle import Oracle
+from ..bandit.policies import route_weights, turn_potential
+from ..priors.prior import NOISE_SCALE, PRIOR_SCALE, EdgeScaledPrior, NetworkPrior, VehicleScalePrior
+from ..progress import stage
+from ..physics.routes import edge_energies, resolve_route
+
+__all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
+           "weight_inputs", "fleet_ratio"]
+
+
+@dataclass
+class Problem:
+    """A prepared bandit problem (network, route, prior mean and scales, truth) for one seed."""
+
+    net: object
+    oracle: object
+    route: object
+    vehicle: object
+    prior_mean: np.ndarray
+    sigma_det: float
+    prior_var: float
+    noise_var: float
+    truth: np.ndarray
+    seed: int
+    #: ‖f − m‖ in the RKHS of the truth's kernel (NaN where it cannot be had without E×E)
+    truth_rkhs_norm: float = float("nan")
+    #: the truth the run's ``--truth`` names (:class:`evroute.bandit.environments.Truth`: f and how a
+    #: traversal is observed)
+    ground_truth: Truth | None = None
+    #: E_det of the truth's vehicle (the mean the truth is drawn around; ``prior_mean`` unless
+    #: ``--truth-prior`` names another vehicle)
+    truth_mean: np.ndarray | None = None
+    #: E_det of the agents' vehicle where ``prior_mean`` is not it (``--prior-drives``: the fleet's
+    #: means); None: ``prior_mean`` is E_det
+    e_det: np.ndarray | None = None
+    #: ς_e per edge under a per-edge noise model (``--noise-std edge[...]``); None: ``noise_std``
+    #: on every edge (``noise_var`` is then the mean of ς_e², the reference level)
+    edge_noise_std: np.ndarray | None = None
+    #: the fleet's posterior sd per edge over σ₀ (``--prior-drives``: √(ς² / (n σ₀² + ς²)) after n
+    #: traversals of noise ς², 1 where it never drove); None without drives
+    fleet_scale: np.ndarray | None = None
+    #: the fleet's traversals per edge (``--prior-drives``); None without drives
+    fleet_counts: np.ndarray | None = None
+    #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def noise_std(self) -> float:
+        return math.sqrt(self.noise_var)
+
+    @property
+    def observation_noise(self):
+        """The noise sd of every edge: ς_e per edge (an array) under a per-edge model, else ς."""
+        return self.noise_std if self.edge_noise_std is None else self.edge_noise_std
+
+
+def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = None, *, net=None) -> Problem:
+    """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed
+    (the truth the scenario names, made by its registered factory).
+
+    The only reader of the world: it reads the scenario and the seed, nothing else, so prepared
+    problems are kept by ``(scenario, seed)`` (:func:`evroute.runs.executors.cached_problem`).
+
+    Parameters
+    ----------
+    scenario : Scenario or SimulationConfig
+        The world (a run's configuration stands for its scenario and its seed).
+    seed : int, optional
+        The seed of the truth; required with a :class:`~evroute.runs.config.Scenario`.
+    net : Network, optional
+        The scenario's network, already loaded (by default loaded here).
+
+    Returns
+    -------
+    Problem
+        The run's network, trip, prior mean and scales, truth and oracle.
+    """
+    if isinstance(scenario, SimulationConfig):
+        scenario, seed = scenario.scenario, scenario.seed if seed is None else seed
+    if seed is None:
+        raise TypeError("prepare_problem(scenario, seed): give the seed")
+    sc = scenario
+    vehicle = load_vehicle(sc.vehicle)
+    truth_vehicle = load_vehicle(sc.truth_vehicle()) if sc.truth_prior is not None else vehicle
+    net = net or load_network(sc.network, osm=sc.osm, dem=sc.dem)
+    route = resolve_route(net, sc.route, sc.from_point, sc.to_point)
+    oracle = Oracle.from_network(net)
+    if not oracle.reachable(route.start)[route.end]:
+        raise EvrouteError(f"route {route.name}: the end edge {route.end} cannot be reached from the start edge {route.start}")
+    e_det = edge_energies(net, vehicle)
+    e_truth = e_det if sc.truth_prior is None else edge_energies(net, truth_vehicle)
+    sigma_det = float(np.std(e_truth))
+    if not sigma_det > 0:
+        raise EvrouteError("the deterministic energies are all equal: σ_det = 0, no prior scale")
+    prior_var = (sc.prior_std if sc.prior_std is not None else PRIOR_SCALE * sigma_det) ** 2
+    edge_sd = edge_noise_std(net, sc.noise_std) if isinstance(sc.noise_std, str) else None
+    if edge_sd is not None:  # a per-edge model: ς² is the mean of ς_e², the reference level
+        noise_var = float(np.mean(edge_sd ** 2))
+    else:
+        noise_var = (sc.noise_std if sc.noise_std is not None else NOISE_SCALE * sigma_det) ** 2
+    truth = make_truth(sc.truth, TruthSetup(net, e_truth, prior_var,
+                                            math.sqrt(noise_var) if edge_sd is None else edge_sd, seed,
+                                            sc.truth_lengthscale, truth_vehicle, route, sc.network, sc.osm,
+                                            sc.dem))
+    prior_mean, fleet_scale, counts = e_det, None, None
+    if sc.prior_drives is not None:  # the fleet's drives: its per-edge posterior (the conjugate update)
+        prior_mean, counts, fleet_var = fleet_prior_mean(e_det, read_drives(sc.prior_drives, net.n_edges), prior_var)
+        fleet_var = max(fleet_var, 1e-6 * prior_var)  # (traversals that never differ: not certainty)
+        fleet_scale = np.sqrt(fleet_var / (counts * prior_var + fleet_var))
+    return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
+                   truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
+                   counts)
+
+
+def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem):
+    """The agent's prior: E_det and σ₀² of the problem, the kernel ``spec`` names (built lazily);
+    with ``--prior-drives`` and ``--vehicle-scale`` the mean in the fleet's units everywhere
+    (:func:`fleet_ratio` × E_det where the fleet never drove); with ``--prior-drives-variance
+    fleet`` each edge's variance the fleet's posterior one
+    (:class:`evroute.priors.prior.EdgeScaledPrior`); with ``--vehicle-scale`` the vehicle's unknown scale on
+    top (:class:`evroute.priors.prior.VehicleScalePrior`).
+
+    It reads the :class:`~evroute.runs.config.PriorSpec` and the problem only (an agent's
+    specification or a run's configuration stands for its prior's), so priors are kept by them
+    (:func:`evroute.runs.executors.cached_prior`).
+
+    Returns
+    -------
+    NetworkPrior
+        The prior (possibly rescaled per edge, or with the vehicle's scale on top).
+    """
+    if isinstance(spec, SimulationConfig):
+        spec = spec.agent
+    if isinstance(spec, AgentSpec):
+        spec = spec.prior
+    mean = problem.prior_mean
+    if spec.vehicle_scale > 0 and problem.fleet_counts is not None:
+        # "this vehicle = a × the fleet" needs the whole mean in the fleet's units: where the fleet
+        # never drove, E_det times the fleet's ratio to it (least squares over the edges it drove)
+        driven = problem.fleet_counts > 0
+        e_det = problem.e_det if problem.e_det is not None else problem.prior_mean
+        ratio = fleet_ratio(e_det[driven], problem.prior_mean[driven])
+        mean = np.where(driven, problem.prior_mean, ratio * e_det)
+    prior = NetworkPrior(problem.net, mean, spec.kernel, spec.lengthscale, spec.kappa, spec.nu, problem.prior_var)
+    if spec.prior_drives_variance == "fleet":
+        if problem.fleet_scale is None:
+            raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: "
+                               "give them with --prior-drives")
+        prior = EdgeScaledPrior(prior, 1.0 / problem.fleet_scale, mean)  # variance σ₀² × fleet_scale²
+    return VehicleScalePrior(prior, spec.vehicle_scale) if spec.vehicle_scale > 0 else prior
+
+
+def fleet_ratio(e_det, fleet_mean) -> float:
+    """The fleet's energies over E_det, one factor: least squares through the origin over the edges
+    the fleet drove, Σ E_det·m / Σ E_det² (1 where that is undefined)."""
+    e_det, fleet_mean = np.asarray(e_det, dtype=np.float64), np.asarray(fleet_mean, dtype=np.float64)
+    denom = float(e_det @ e_det)
+    return float(e_det @ fleet_mean) / denom if denom > 0 else 1.0
+
+
+def weight_inputs(weights: str, problem: Problem) -> dict:
+    """What the run's weight rule needs (:func:`evroute.bandit.policies.route_weights`): the edges'
+    floor and potential, the truth's turns (None without) and, for the potential rule with
+    turns, their potential (:func:`evroute.bandit.policies.turn_potential`)."""
+    key = ("weights", weights)
+    if key not in problem.derived:
+        e = problem.net.edges
+        floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
+        turns = problem.ground_truth.turns if problem.ground_truth is not None else None
+        h = turn_potential(floor, turns, lift_to=problem.prior_mean) \
+            if turns is not None and weights == "potential" else None
+        problem.derived[key] = {"floor": floor, "potential": potential, "turns": turns, "turn_potential": h}
+    return problem.derived[key]
+
+
+def make_environment(cfg: SimulationConfig, problem: Problem):
+    """The environment of a run: the static truth of the problem (paper 003), or, with ``drift``
+    or ``closures``, a :class:`evroute.bandit.environments.RoadEnvironment` (energies that change,
+    roads that close; paper 004). It reads the scenario, the seed and the agents' weight rule
+    (for the clairvoyant route).
+
+    Returns
+    -------
+    StaticEnvironment or RoadEnvironment
+    """
+    truth = problem.ground_truth if problem.ground_truth is not None else problem.truth
+    w = weight_inputs(cfg.weights, problem)
+
+    def weigh(f):  # the agents' weight rule, for the clairvoyant route
+        return route_weights(f, cfg.weights, problem.observation_noise, **w)
+
+    world = cfg.scenario
+    if world.static:
+        return StaticEnvironment(truth, problem.observation_noise, problem.oracle, problem.route.start,
+                                 problem.route.end, cfg.seed, weigh=weigh)
+    mean = problem.truth_mean if problem.truth_mean is not None else problem.prior_mean
+    dev = truth_kernel(problem.net, np.zeros(problem.net.n_edges), problem.prior_var,
+                       world.truth_lengthscale)  # the truth's kernel: the drift's innovations g_t
+    return RoadEnvironment(truth, mean, dev.sample, problem.observation_noise, problem.oracle, problem.route.start,
+                           problem.route.end, cfg.seed, eps=float(world.drift), closures=world.closures, weigh=weigh)
+
+
+def make_agent(cfg: SimulationConfig, problem: Problem, prior: NetworkPrior | None = None):
+    """The agent ``cfg.agent`` specifies (its policy, a resolved component with its options, on
+    its model), for the problem, the scenario's candidate priors and the run's horizon and seed.
+
+    ``prior`` may be handed in when the caller already has it (e.g. an in-process cache
+    keeping its dense covariance between runs); by default :func:`agent_prior`.
+
+    Returns
+    -------
+    Agent
+        The registered agent's factory's result.
+    """
+    agent, control = cfg.agent, cfg.control
+    w = weight_inputs(agent.weights, problem)
+    prior = prior if prior is not None else agent_prior(agent, problem)
+    # the candidate priors (paper 004): E vectors and lazily built kernels, for the agents using them
+    candidates = candidate_priors(cfg.scenario.candidates(), problem.net, prior, kernel=agent.kernel,
+                                  lengthscale=agent.lengthscale, kappa=agent.kappa, nu=agent.nu,
+                                  prior_var=problem.prior_var)
+    setup = AgentSetup(prior=prior, noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
+                       end=problem.route.end, model=agent.model, seed=control.seed,
+                       truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=w["floor"], potential=w["potential"],
+                       candidates=candidates, horizon=int(control.horizon), weights=agent.weights, turns=w["turns"],
+                       turn_potential=w["turn_potential"],
+                       edge_noise_var=None if problem.edge_noise_std is None else problem.edge_noise_std ** 2)
+    return make_named_agent(agent.policy, setup)
+
+
+def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
+    """The best vertex-simple route under f, computed once per truth (keyed by the network, the
+    trip and the truth's values); for a truth of edges plus turns (which creates no energy), the
+    best walk of the line graph: the least-energy route the agents' oracle can drive."""
+    turns = problem.ground_truth.turns if problem.ground_truth is not None else None
+    params = {"network": problem.net.cache_key, "start": problem.route.start, "end": problem.route.end,
+              "seed": problem.seed, "truth": hash_bytes(np.ascontiguousarray(problem.truth, dtype=np.float64).tobytes()),
+              "turns": None if turns is None else hash_bytes(np.ascontiguousarray(turns.costs).tobytes()),
+              "what": "exact-optimum-v3"}
+    entry = CacheEntry("optimum", make_key(params))
+    if entry.is_valid(["optimum.json"]):
+        cached = json.loads(entry.path("optimum.json").read_text())
+        if cached["status"] == "optimal" or cached.get("time_limit", 0) >= time_limit:
+            return cached
+    net = problem.net
+    with stage(f"exact optimum of {problem.route.name} (MILP, up to {time_limit:g} s; cached)"):
+        res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
+                            problem.truth, problem.route.start, problem.route.end, time_limit=time_limit,
+                            ends="auto", turn_weights=None if turns is None else turns.costs,
+                            walks=turns is not None)
+    out = {"energy": float(res.energy) if res.path else None, "path": [int(x) for x in res.path],
+           "method": res.method, "status": res.status, "gap": float(res.gap), "seconds": float(res.seconds),
+           "time_limit": float(time_limit), "ends": res.ends}
+    try:
+        entry.prepare()
+        atomic_write_text(entry.path("optimum.json"), json.dumps(out))
+        entry.commit(["optimum.json"])
+    except (OSError, EvrouteError):
+        pass
+    return out

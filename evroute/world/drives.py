@@ -1,0 +1,892 @@
+"""Drives in: GPS traces with energy, map-matched into traversals of the network's edges.
+
+A driver's logger (or the car) records, every second or few, the time, the position and the
+energy: a trip meter in Wh, the battery power, or the state of charge. :func:`read_traces` reads
+such a CSV into one table of fixes; :func:`match_trip` snaps a trip's fixes to the network with a
+hidden-Markov map matcher (leuvenmapmatching's ``DistanceMatcher``, Meert & Verbeke 2018: the
+state is a point on an edge, the emission the fix's distance to it, the transition the
+difference between the distance driven on the network and the straight distance between fixes);
+:func:`trip_traversals` turns the matched positions into one row per complete traversal of an
+edge (:data:`TRAVERSAL_COLUMNS`):
+
+- the car's position along its matched route at each fix, and so the time it crossed each
+  junction (linear between the two fixes around it);
+- the energy used between entering and leaving the edge (the trip meter interpolated at those
+  times);
+- the kinetic split of :func:`evroute.world.sumo.traversals`, on the fixes and the two boundary points:
+  the kinetic-energy change (½ (m + m_rot)(v² − v₀²), through η⁺ or η⁻ by the sign of the step's
+  energy) before the traversal's top speed is ``kin_in_wh``, after it ``kin_out_wh``, and
+  ``edge_wh`` is what is left, the edge at a constant kinetic state, as the SUMO truth books it.
+
+The first and the last edge of a trip are partial (the car starts and stops inside them) and
+dropped, as in the atlas. :func:`import_traces` does it for many files and reports what it kept,
+dropped and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..bandit.policies import route_weights
+from ..errors import EvrouteError
+from ..geo import EARTH_RADIUS_M
+from ..physics.energy import Vehicle, energy_floor_wh, kinetic_wh
+from ..physics.routes import edge_energies
+from ..priors.prior import PRIOR_SCALE
+from ..roads.oracle import Oracle
+from ..validate import choice
+
+__all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "degrade", "read_traces", "match_trip", "trip_traversals", "odometry_positions",
+           "import_traces", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
+
+#: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
+#: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
+#: long (s), the energy used on it and its kinetic split (Wh, as :data:`evroute.world.sumo.ATLAS_COLUMNS`),
+#: the speeds at entry, top and exit (m/s), and the mean distance of its fixes to the matched edge
+#: (m; NaN where no fix fell inside it): how confident the match is.
+TRAVERSAL_COLUMNS = ("trip", "vehicle", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh",
+                     "kin_in_wh", "kin_out_wh", "v_in", "v_top", "v_out", "match_dist_m")
+
+#: The fields of a trace and their default column names: the time in seconds, the position in
+#: degrees, and one energy source (the energy used so far in Wh, the power drawn in W, or the state
+#: of charge in % with the battery's capacity); the speed (m/s) is optional (else from the matched
+#: positions), the trip and the vehicle name the rows (default: one trip per file).
+TRACE_FIELDS = {"time": "time_s", "lat": "lat", "lon": "lon", "energy": "energy_wh", "power": "power_w",
+                "soc": "soc_pct", "speed": "speed_mps", "trip": "trip", "vehicle": "vehicle"}
+
+
+def degrade(traces: pd.DataFrame, gps_noise_m: float = 0.0, sample_hz: float = 1.0, seed: int = 0) -> pd.DataFrame:
+    """What a logger would record of exact 1 Hz fixes: one fix every ``1 / sample_hz`` seconds
+    from each trip's first, its position moved by independent Gaussian noise of ``gps_noise_m``
+    metres east and north.
+
+    Parameters
+    ----------
+    traces : pandas.DataFrame
+        ``trip``, ``time_s``, ``lat``, ``lon`` and any other columns, one row a second.
+    gps_noise_m : float
+        The noise's standard deviation in each direction (m).
+    sample_hz : float
+        Fixes a second, in (0, 1].
+    seed : int
+        Seeds the noise.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The fixes kept, positions moved.
+    """
+    if not 0 < sample_hz <= 1:
+        raise EvrouteError(f"the rate must be in (0, 1] fixes a second, got {sample_hz:g}")
+    if not gps_noise_m >= 0:
+        raise EvrouteError(f"the GPS noise must be >= 0 m, got {gps_noise_m:g}")
+    t = traces.time_s.to_numpy(np.float64)
+    first = traces.groupby("trip", sort=False).time_s.transform("min").to_numpy(np.float64)
+    keep = np.mod(np.round(t - first).astype(np.int64), round(1.0 / sample_hz)) == 0
+    out = traces[keep].reset_index(drop=True)
+    if gps_noise_m > 0:
+        rng = np.random.default_rng(seed)
+        east, north = rng.normal(0.0, gps_noise_m, (2, len(out)))
+        lat = out.lat.to_numpy(np.float64)
+        out["lat"] = lat + np.degrees(north / EARTH_RADIUS_M)
+        out["lon"] = out.lon.to_numpy(np.float64) + np.degrees(east / (EARTH_RADIUS_M * np.cos(np.radians(lat))))
+    return out
+
+
+def parse_columns(text: str | None) -> dict[str, str]:
+    """``"time=t,lat=latitude"`` to ``{"time": "t", "lat": "latitude"}``; unknown fields are an
+    error naming the known ones."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not value:
+            raise EvrouteError(f"--columns: expected FIELD=COLUMN, got {part.strip()!r}")
+        if key not in TRACE_FIELDS:
+            raise EvrouteError(f"--columns: unknown field {key!r} (fields: {', '.join(TRACE_FIELDS)})")
+        out[key] = value
+    return out
+
+
+@dataclass
+class ImportReport:
+    """What an import kept, dropped and why (``problems``: one line each, naming the file and the
+    row)."""
+
+    files: int = 0
+    fixes_read: int = 0
+    fixes_dropped: int = 0
+    trips_read: int = 0
+    trips_kept: int = 0
+    fixes_matched: int = 0
+    traversals: int = 0
+    problems: list[str] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def drop(self, why: str, n: int = 1) -> None:
+        self.dropped[why] = self.dropped.get(why, 0) + int(n)
+
+    def to_dict(self) -> dict:
+        return {"files": self.files, "fixes_read": self.fixes_read, "fixes_dropped": self.fixes_dropped,
+                "trips_read": self.trips_read, "trips_kept": self.trips_kept, "fixes_matched": self.fixes_matched,
+                "traversals": self.traversals, "dropped": dict(sorted(self.dropped.items())),
+                "problems": list(self.problems)}
+
+
+def read_gpx(path: str | Path, names: dict[str, str] | None = None) -> pd.DataFrame:
+    """A GPX file's track points as a table: one trip per track segment (named by the track's name,
+    or the file's stem and the track's number, and the segment's where a track has several),
+    ``time_s`` (seconds since 1970, UTC), ``lat``, ``lon``, the GPX speed where it has one, and each
+    extension element as a column of its local name (``<energy_wh>``, ``<power_w>``,
+    ``<soc_pct>``, ``<speed_mps>``, or the names ``names`` maps the fields to).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    EvrouteError
+        The file is not GPX or has no track points.
+    """
+    import gpxpy
+    import gpxpy.gpx
+
+    path = Path(path)
+    names = {**TRACE_FIELDS, **(names or {})}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = gpxpy.parse(fh)
+    except (gpxpy.gpx.GPXException, ValueError) as exc:
+        raise EvrouteError(f"cannot read the trace {path}: not GPX ({exc})") from None
+    rows = []
+    for k, track in enumerate(doc.tracks):
+        base = track.name or f"{path.stem}-{k + 1}"
+        for j, seg in enumerate(track.segments):
+            trip = base if len(track.segments) == 1 else f"{base}-{j + 1}"
+            for p in seg.points:
+                row = {names["trip"]: trip, names["time"]: p.time.timestamp() if p.time is not None else np.nan,
+                       names["lat"]: p.latitude, names["lon"]: p.longitude}
+                if p.speed is not None:
+                    row[names["speed"]] = p.speed
+                for ext in p.extensions:
+                    for el in ext.iter():
+                        if el.text is not None and el.text.strip():
+                            row[el.tag.rsplit("}", 1)[-1]] = el.text.strip()
+                rows.append(row)
+    if not rows:
+        raise EvrouteError(f"cannot read the trace {path}: no GPX track points")
+    return pd.DataFrame(rows)
+
+
+def write_gpx(traces: pd.DataFrame, path: str | Path, creator: str) -> None:
+    """Write fixes (``trip, time_s, lat, lon, speed_mps, energy_wh``) as GPX, atomically: one track
+    per trip, the time as seconds after 2026-01-01T00:00:00Z, the speed and the energy used so far
+    as the extensions ``<speed_mps>`` and ``<energy_wh>`` (what :func:`read_gpx` reads back)."""
+    import datetime
+    import xml.etree.ElementTree as ET
+
+    import gpxpy.gpx
+
+    from ..io import atomic_write_text
+
+    epoch = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    doc = gpxpy.gpx.GPX()
+    doc.creator = creator
+    for trip, g in traces.groupby("trip", sort=True):
+        track = gpxpy.gpx.GPXTrack(name=str(trip))
+        seg = gpxpy.gpx.GPXTrackSegment()
+        track.segments.append(seg)
+        doc.tracks.append(track)
+        for t, lat, lon, v, e in zip(g.time_s.tolist(), g.lat.tolist(), g.lon.tolist(), g.speed_mps.tolist(),
+                                     g.energy_wh.tolist(), strict=True):
+            p = gpxpy.gpx.GPXTrackPoint(lat, lon, time=epoch + datetime.timedelta(seconds=t))
+            for tag, value in (("speed_mps", v), ("energy_wh", e)):
+                el = ET.Element(tag)
+                el.text = f"{value:.10g}"
+                p.extensions.append(el)
+            seg.points.append(p)
+    atomic_write_text(path, doc.to_xml())
+
+
+def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
+                report: ImportReport | None = None) -> pd.DataFrame:
+    """One CSV (or GPX: :func:`read_gpx`) of fixes as a table of ``trip, vehicle, time_s, lat, lon,
+    speed_mps, energy_wh`` (the energy used since the trip's first fix, Wh), sorted by trip and time.
+
+    Parameters
+    ----------
+    path : path-like
+        The CSV (lines starting with ``#`` are comments) or GPX file (by its suffix).
+    columns : dict, optional
+        Field to column name, over :data:`TRACE_FIELDS`'s defaults.
+    capacity_kwh : float, optional
+        The battery's capacity, to read a state of charge (%).
+    report : ImportReport, optional
+        Counts what was dropped and keeps one line per bad row or trip.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    EvrouteError
+        The file cannot be read, a required column is missing, or it has no energy source.
+    """
+    path = Path(path)
+    report = report if report is not None else ImportReport()
+    names = {**TRACE_FIELDS, **(columns or {})}
+    gpx = path.suffix.lower() == ".gpx"
+    unit = "point" if gpx else "row"  # where a problem is: the GPX file's n-th point, the CSV's line
+    try:
+        raw = read_gpx(path, names) if gpx else pd.read_csv(path, comment="#", low_memory=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise EvrouteError(f"cannot read the trace {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    missing = [names[k] for k in ("time", "lat", "lon") if names[k] not in raw.columns]
+    if missing:
+        raise EvrouteError(f"{path}: no column {', '.join(map(repr, missing))} (map it with --columns, "
+                           f"e.g. time=t,lat=latitude,lon=longitude)")
+    source = next((k for k in ("energy", "power", "soc") if names[k] in raw.columns), None)
+    if source is None:
+        raise EvrouteError(f"{path}: no energy column: one of {names['energy']!r} (Wh used so far), "
+                           f"{names['power']!r} (W) or {names['soc']!r} (%, with --capacity-kwh)")
+    if source == "soc" and not (capacity_kwh and capacity_kwh > 0):
+        raise EvrouteError(f"{path}: a state of charge needs the battery's capacity (--capacity-kwh)")
+    report.files += 1
+    report.fixes_read += len(raw)
+
+    def num(key):
+        return pd.to_numeric(raw[names[key]], errors="coerce").to_numpy(np.float64)
+
+    stem = path.stem
+    trip = raw[names["trip"]].astype(str).to_numpy() if names["trip"] in raw.columns else np.full(len(raw), stem)
+    vehicle = raw[names["vehicle"]].astype(str).to_numpy() if names["vehicle"] in raw.columns else trip
+    t, lat, lon = num("time"), num("lat"), num("lon")
+    value = num(source)
+    speed = num("speed") if names["speed"] in raw.columns else np.full(len(raw), np.nan)
+    bad = ~(np.isfinite(t) & np.isfinite(lat) & np.isfinite(lon) & np.isfinite(value)) \
+        | (np.abs(lat) > 90) | (np.abs(lon) > 180)
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        report.problems.append(f"{path} {unit} {rows[0] + (1 if gpx else 2)}: a time, position or energy that is "
+                               f"not a number or out of range" + (f" (and {rows.size - 1:,} more)" if rows.size > 1
+                                                                  else "") + "; dropped")
+        report.fixes_dropped += int(rows.size)
+        report.drop("bad row", rows.size)
+    d = pd.DataFrame({"trip": trip, "vehicle": vehicle, "time_s": t, "lat": lat, "lon": lon, "speed_mps": speed,
+                      "value": value, "row": np.arange(len(raw)) + (1 if gpx else 2)})[~bad]
+    d = d.sort_values(["trip", "time_s"], kind="stable")
+    keep = []
+    for name, g in d.groupby("trip", sort=True):
+        report.trips_read += 1
+        dt = np.diff(g.time_s.to_numpy())
+        if (dt <= 0).any():
+            row = int(g.row.to_numpy()[1:][dt <= 0][0])
+            report.problems.append(f"{path} {unit} {row}: trip {name!r} has two fixes at one time; trip dropped")
+            report.drop("time not increasing")
+            report.fixes_dropped += len(g)
+            continue
+        v = g.value.to_numpy()
+        if source == "energy":
+            used = v - v[0]
+        elif source == "power":  # the trapezoid rule, W·s to Wh
+            used = np.r_[0.0, np.cumsum(0.5 * (v[1:] + v[:-1]) * np.diff(g.time_s.to_numpy()))] / 3600.0
+        else:
+            used = (v[0] - v) / 100.0 * capacity_kwh * 1000.0
+        keep.append(g.assign(energy_wh=used))
+    cols = ["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]
+    if not keep:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("trip", "vehicle") else np.float64) for c in cols})
+    return pd.concat(keep, ignore_index=True)[cols]
+
+
+def _battery_reports(path: Path):
+    """The ``<vehicle>`` reports of a SUMO battery export as columns (time_s, vehicle, energy,
+    speed, x, y), and how many reports were not numbers (with where the first was)."""
+    import xml.etree.ElementTree as ET
+
+    cols: dict[str, list] = {k: [] for k in ("time_s", "vehicle", "energy", "speed", "x", "y")}
+    root, bad, first_bad = None, 0, ""
+    try:
+        for event, elem in ET.iterparse(path, events=("start", "end")):
+            if root is None:
+                root = elem.tag
+                if root != "battery-export":
+                    raise EvrouteError(f"{path} is not SUMO's battery output (root <{root}>, expected "
+                                       "<battery-export>)")
+            if event == "start" or elem.tag != "timestep":
+                continue
+            for v in elem.iter("vehicle"):
+                try:
+                    row = (float(elem.get("time")), str(v.get("id")), float(v.get("energyConsumed")),
+                           float(v.get("speed", "nan")), float(v.get("x")), float(v.get("y")))
+                except (TypeError, ValueError):  # one bad report: dropped, named, the others kept
+                    bad += 1
+                    first_bad = first_bad or f"timestep {elem.get('time')!r}, vehicle {v.get('id')!r}"
+                    continue
+                for k, x in zip(cols, row, strict=True):
+                    cols[k].append(x)
+            elem.clear()
+    except ET.ParseError as exc:
+        raise EvrouteError(f"{path} is not readable XML ({exc})") from None
+    except OSError as exc:
+        raise EvrouteError(f"cannot read {path}: {exc.strerror}") from None
+    return cols, bad, first_bad
+
+
+def read_sumo_battery(path: str | Path, sumo_net: str | Path, report: ImportReport | None = None) -> pd.DataFrame:
+    """SUMO's battery output (``sumo --battery-output FILE``: a ``<battery-export>`` of timesteps,
+    one ``<vehicle>`` each with ``energyConsumed`` (Wh in the step), ``speed`` and its position
+    ``x``, ``y`` in the network's coordinates) as the fixes of :func:`read_traces`: one trip per
+    vehicle, positions turned into longitude and latitude by the SUMO network the run used
+    (``sumo_net``, read with sumolib: the ``sumo`` extra), the energy used since the vehicle's
+    first report. A report that is not numbers is dropped and named in ``report``.
+
+    Raises
+    ------
+    EvrouteError
+        The file is not a battery export, the network cannot be read or has no geo-reference,
+        or sumolib is not installed.
+    """
+    path, sumo_net = Path(path), Path(sumo_net)
+    report = report if report is not None else ImportReport()
+    try:
+        import sumolib
+    except ImportError:
+        raise EvrouteError(f"{path}: reading SUMO's battery output needs sumolib: pip install \"evroute[sumo]\"") \
+            from None
+    if not sumo_net.is_file():
+        raise EvrouteError(f"no such SUMO network: {sumo_net}")
+    cols, bad, first_bad = _battery_reports(path)
+    if bad:
+        report.problems.append(f"{path} {first_bad}: a time, energyConsumed, x or y that is not a number"
+                               + (f" (and {bad - 1:,} more)" if bad > 1 else "") + "; dropped")
+        report.fixes_read += bad
+        report.fixes_dropped += bad
+        report.drop("bad row", bad)
+    try:
+        snet = sumolib.net.readNet(str(sumo_net))
+        lon, lat = snet.convertXY2LonLat(np.asarray(cols["x"], dtype=np.float64), np.asarray(cols["y"], np.float64))
+    except Exception as exc:  # sumolib raises several kinds
+        raise EvrouteError(f"{sumo_net}: not a geo-referenced SUMO network ({str(exc).splitlines()[0][:120]})") from None
+    d = pd.DataFrame({"trip": np.asarray(cols["vehicle"], dtype=object), "vehicle": np.asarray(cols["vehicle"], object),
+                      "time_s": np.asarray(cols["time_s"], np.float64), "lat": np.asarray(lat, np.float64),
+                      "lon": np.asarray(lon, np.float64), "speed_mps": np.asarray(cols["speed"], np.float64),
+                      "energy": np.asarray(cols["energy"], np.float64)})
+    report.files += 1
+    report.fixes_read += len(d)
+    report.trips_read += int(d.trip.nunique())
+    d = d.sort_values(["trip", "time_s"], kind="stable")
+    # the trip meter: SUMO reports a step's energy at its end, as the emission output does
+    by_trip = d.groupby("trip", sort=False).energy
+    d["energy_wh"] = by_trip.cumsum() - by_trip.transform("first")
+    return d.reset_index(drop=True)[["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]]
+
+
+class Matcher:
+    """A map matcher of ``net``: its roads' shapes (each edge's geometry, in local metres) in
+    leuvenmapmatching's in-memory map, a state being a point on one segment of one edge.
+
+    Parameters
+    ----------
+    net : evroute.roads.network.Network
+    gps_noise_m : float
+        The fixes' standard deviation (m): the matcher's observation noise.
+    max_dist_m : float, optional
+        A fix farther than this from every road breaks the match (default 5 × the noise, at
+        least 50 m).
+
+    Notes
+    -----
+    Two parallel edges drawn as the same straight line cannot be told apart: the shorter stands
+    for both.
+    """
+
+    def __init__(self, net, gps_noise_m: float = 10.0, max_dist_m: float | None = None):
+        from leuvenmapmatching.map.inmem import InMemMap
+
+        try:  # the segment index InMemMap builds (use_rtree): without it only segments that start
+            import rtree  # noqa: F401  near a fix are candidates, and matches go wrong
+        except ImportError:
+            raise EvrouteError("map matching needs the spatial index rtree: pip install rtree") from None
+
+        # its warnings are advice to its own users (an index, a distance): evroute sets both
+        logging.getLogger("be.kuleuven.cs.dtai.mapmatching").setLevel(logging.ERROR)
+        if not gps_noise_m > 0:
+            raise EvrouteError(f"the GPS noise must be > 0 m, got {gps_noise_m:g}")
+        self.noise = float(gps_noise_m)
+        self.max_dist = float(max_dist_m) if max_dist_m is not None else max(50.0, 5.0 * self.noise)
+        nodes, e = net.nodes, net.edges
+        self.lat0 = float(nodes.lat.mean())
+        self.lon0 = float(nodes.lon.mean())
+        self.length = e.length_m.to_numpy(np.float64)
+        self.map = InMemMap("evroute", use_latlon=False, use_rtree=True, index_edges=True)
+        # labels: the junctions 0..N-1 in the nodes' order, then the shapes' inner points
+        label = {node: k for k, node in enumerate(nodes.index.tolist())}
+        y, x = self.project(nodes.lat.to_numpy(), nodes.lon.to_numpy())
+        for k, (yy, xx) in enumerate(zip(y.tolist(), x.tolist(), strict=True)):
+            self.map.add_node(k, (yy, xx))
+        n_labels = len(label)
+        #: (label, label) of a segment -> (edge, its start along the edge in m, its length in m)
+        self.segment: dict[tuple, tuple[int, float, float]] = {}
+        order = np.lexsort((np.arange(len(e)), self.length))  # shortest first, then by id
+        u, v = [label[x] for x in e.u.tolist()], [label[x] for x in e.v.tolist()]
+        for i in order.tolist():
+            if u[i] == v[i]:
+                continue
+            g = np.asarray(net.geometry[i], dtype=np.float64)
+            gy, gx = self.project(g[:, 1], g[:, 0])
+            step = np.hypot(np.diff(gy), np.diff(gx))
+            scale = self.length[i] / step.sum() if step.sum() > 0 else 0.0
+            if len(g) == 2 and (u[i], v[i]) in self.segment:
+                continue  # a straight parallel edge: the shorter one stands for it
+            labels = [u[i], *range(n_labels, n_labels + len(g) - 2), v[i]]
+            for k in range(1, len(labels) - 1):
+                self.map.add_node(labels[k], (float(gy[k]), float(gx[k])))
+            n_labels += len(g) - 2
+            at = 0.0
+            for k in range(len(labels) - 1):
+                self.map.add_edge(labels[k], labels[k + 1])
+                self.segment[(labels[k], labels[k + 1])] = (i, at, float(step[k] * scale))
+                at += float(step[k] * scale)
+
+    def project(self, lat, lon):
+        """Local (north, east) metres of positions in degrees (equirectangular about the network's
+        centre: under 0.1 % off over a city)."""
+        lat, lon = np.asarray(lat, dtype=np.float64), np.asarray(lon, dtype=np.float64)
+        north = np.radians(lat - self.lat0) * EARTH_RADIUS_M
+        east = np.radians(lon - self.lon0) * EARTH_RADIUS_M * math.cos(math.radians(self.lat0))
+        return north, east
+
+    def match(self, lat, lon) -> list[tuple]:
+        """Match one trip's fixes, in pieces: where no road is within reach of a fix (the car left
+        the network) the piece ends, and the next begins at the next fix the matcher can place.
+
+        Returns
+        -------
+        list of (int, list of int, numpy.ndarray, numpy.ndarray)
+            Per piece of at least two fixes: its first fix's index, the matched route's edges in
+            order, each fix's position along the route (m from its start; NaN where the fix was
+            not placed) and its distance to the road (m).
+        """
+        north, east = self.project(lat, lon)
+        path = list(zip(north.tolist(), east.tolist(), strict=True))
+        pieces = []
+        first = 0
+        while first < len(path) - 1:
+            n, piece = self._match(path[first:])
+            if piece is not None:
+                pieces.append((first, *piece))
+            first += max(n, 1)
+        return pieces
+
+    def _match(self, path):
+        from leuvenmapmatching.matcher.distance import DistanceMatcher
+
+        matcher = DistanceMatcher(self.map, max_dist=self.max_dist, obs_noise=self.noise, obs_noise_ne=2 * self.noise,
+                                  dist_noise=self.noise, non_emitting_states=True, max_lattice_width=10,
+                                  non_emitting_length_factor=0.75, avoid_goingback=True)
+        states, last = matcher.match(path)
+        if not states or not matcher.lattice_best:
+            return 0, None
+        n = int(last) + 1
+        route: list[int] = []
+        pairs = []
+        for m in matcher.lattice_best:
+            seg = self.segment.get((m.edge_m.l1, m.edge_m.l2))
+            if seg is None:
+                continue
+            edge, at, seg_len = seg
+            if not route or route[-1] != edge:
+                route.append(edge)
+            if m.obs_ne == 0 and m.obs < n:
+                ti = min(max(float(m.edge_m.ti), 0.0), 1.0)
+                pairs.append((m.obs, len(route) - 1, at + ti * seg_len, float(m.dist_obs)))
+        if n < 2 or not route:
+            return n, None
+        start = np.r_[0.0, np.cumsum(self.length[route])]
+        s = np.full(n, np.nan)
+        dist = np.full(n, np.nan)
+        for obs, k, along, d in pairs:
+            s[obs] = start[k] + along
+            dist[obs] = d
+        return n, (route, s, dist)
+
+
+#: How a traversal's ends are drawn (:func:`trip_traversals`): ``centre`` interpolates the time,
+#: energy and speed where the car passes the junction's centre (the default: the physical
+#: boundary); ``sumo`` books each reporting step whole on the edge where it ends, the edges ending
+#: :data:`SUMO_JUNCTION_OFFSET_M` past the junction's centre, as SUMO's own per-edge accounting
+#: does (its edges stop at the junction's border, its internal lanes count for the edge before).
+BOUNDARIES = ("centre", "sumo")
+
+#: How far past a junction's centre SUMO's edge boundary lies, measured on Monaco: with exact
+#: positions the ``sumo`` convention then reproduces SUMO's per-traversal energies (median error
+#: 0.0 %, against 3.6 % at 3 m and 9.1 % at 0 m; scripts/bench_drives.py --boundary sumo).
+SUMO_JUNCTION_OFFSET_M = 6.0
+
+
+#: The odometer's error a step (:func:`odometry_positions`): a floor in metres plus a share of the
+#: step's length (a logger's speed is a few per cent off, the trapezoid misses the acceleration
+#: within a step, and a matched route that is not the driven one has another length). Chosen on
+#: SUMO's Monaco drives (scripts/bench_drives.py; floors 0.5–2 m, shares 5–20 % tried): the
+#: loosest was best at 10 and 20 m of noise.
+ODOMETRY_FLOOR_M = 2.0
+ODOMETRY_SHARE = 0.2
+
+
+def odometry_positions(s, t, speed, gps_noise_m: float):
+    r"""Each fix's position along its route from the GPS and the speed together.
+
+    The matched positions ``s`` are the GPS's, off by its noise (10 m moves a junction's crossing
+    by a second at city speeds, and with it the energy of the braking or the start there between
+    two edges); the distance driven between two fixes is known far better from the speed (the
+    trapezoid of the two speeds). The positions are the least-squares compromise, a local-level
+    (Rauch–Tung–Striebel) smoother solved as one tridiagonal system:
+
+    .. math:: \min_x \sum_i (x_i - s_i)^2 / r + \sum_i (x_{i+1} - x_i - d_i)^2 / q_i,
+
+    with ``r`` the GPS noise's variance and ``q_i`` the odometer's (:data:`ODOMETRY_FLOOR_M` plus
+    :data:`ODOMETRY_SHARE` of the step ``d_i``, squared). A stopped car stays put, whatever its
+    fixes do.
+
+    Parameters
+    ----------
+    s, t, speed : arrays (n,)
+        Matched positions (m), times (s) and speeds (m/s), all finite.
+    gps_noise_m : float
+        The GPS's standard deviation (m).
+
+    Returns
+    -------
+    numpy.ndarray
+        The positions (m).
+    """
+    from scipy.linalg import solveh_banded
+
+    s, t, speed = (np.asarray(a, dtype=np.float64) for a in (s, t, speed))
+    if s.size < 2:
+        return s.copy()
+    d = np.diff(t) * 0.5 * (speed[1:] + speed[:-1])
+    w = 1.0 / (ODOMETRY_FLOOR_M + ODOMETRY_SHARE * np.abs(d)) ** 2
+    r = 1.0 / float(gps_noise_m) ** 2
+    diag = np.full(s.size, r)
+    diag[:-1] += w
+    diag[1:] += w
+    upper = np.r_[0.0, -w]
+    rhs = r * s
+    rhs[:-1] -= w * d
+    rhs[1:] += w * d
+    return solveh_banded(np.vstack([upper, diag]), rhs)
+
+
+def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle | None = None,
+                    boundary: str = "centre", gps_noise_m: float | None = None) -> list[tuple]:
+    """The complete traversals of one matched trip (:data:`TRAVERSAL_COLUMNS` from ``edge`` on).
+
+    Parameters
+    ----------
+    route : list of int
+        The matched route's edges.
+    s, t, energy, speed, dist : arrays (n,)
+        Each fix's position along the route (m), time (s), energy used so far (Wh), speed (m/s;
+        NaN: from the positions) and distance to the route (m).
+    length : array (E,)
+        The network's edge lengths (m).
+    vehicle : Vehicle, optional
+        For the kinetic split (default the paper's EV).
+    boundary : {"centre", "sumo"}
+        Where a traversal begins and ends (:data:`BOUNDARIES`).
+    gps_noise_m : float, optional
+        The fixes' noise (m): where every fix has its speed, the positions are the GPS's and the
+        speed's together (:func:`odometry_positions`); None: the GPS's alone.
+
+    Returns
+    -------
+    list of tuple
+    """
+    boundary = choice("boundary", boundary, BOUNDARIES)
+    ok = np.isfinite(s)
+    s, t, energy, speed, dist = (np.asarray(a, dtype=np.float64)[ok] for a in (s, t, energy, speed, dist))
+    if s.size < 2 or not route:
+        return []
+    bounds = np.r_[0.0, np.cumsum(np.asarray(length, dtype=np.float64)[route])]
+    if gps_noise_m is not None and np.isfinite(speed).all():  # on the matched route, whatever the smoother says
+        s = odometry_positions(s, t, speed, gps_noise_m).clip(0.0, bounds[-1])
+    s = np.maximum.accumulate(s)  # the car does not drive backwards along its route
+    if boundary == "sumo":  # the edges end past the junctions' centres
+        s = s - SUMO_JUNCTION_OFFSET_M
+    if not np.isfinite(speed).all():  # from the positions: central differences
+        speed = np.where(np.isfinite(speed), speed, np.abs(np.gradient(s, t)))
+    # the junction k is crossed between fixes j-1 and j (the first at or past it)
+    inside = (bounds > s[0]) & (bounds < s[-1])
+    j = np.searchsorted(s, bounds, side="left").clip(1, s.size - 1)
+    span = s[j] - s[j - 1]
+    frac = np.where(span > 0, (bounds - s[j - 1]) / np.where(span > 0, span, 1.0), 1.0).clip(0.0, 1.0)
+    if boundary == "sumo":  # a step (fix j-1 to fix j) counts whole for the edge where it ends
+        frac = np.zeros_like(frac)
+    tb = t[j - 1] + frac * (t[j] - t[j - 1])
+    eb = energy[j - 1] + frac * (energy[j] - energy[j - 1])
+    vb = speed[j - 1] + frac * (speed[j] - speed[j - 1])
+    rows = []
+    complete = inside[:-1] & inside[1:]
+    for k in np.flatnonzero(complete).tolist():
+        a, b = int(j[k]), int(j[k + 1])  # the fixes strictly inside the edge: a .. b-1
+        v = np.r_[vb[k], speed[a:b], vb[k + 1]]
+        e = np.r_[eb[k], energy[a:b], eb[k + 1]]
+        kin = kinetic_wh(v[1:], v[:-1], np.diff(e), vehicle)
+        top = int(np.argmax(v))
+        kin_in, kin_out = float(kin[:top].sum()), float(kin[top:].sum())
+        used = float(eb[k + 1] - eb[k])
+        nxt = route[k + 1] if k + 1 < complete.size and complete[k + 1] else -1
+        rows.append((int(route[k]), int(nxt), float(tb[k]), float(tb[k + 1] - tb[k]), used, used - kin_in - kin_out,
+                     kin_in, kin_out, float(vb[k]), float(v[top]), float(vb[k + 1]),
+                     float(dist[a:b].mean()) if b > a else float("nan")))
+    return rows
+
+
+def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = None, boundary: str = "centre"):
+    """Match one trip (rows of :func:`read_traces`): its traversals as tuples (each piece's, see
+    :meth:`Matcher.match`; ``boundary`` as :func:`trip_traversals`) and the number of fixes placed
+    on the network."""
+    rows, placed = [], 0
+    t, energy, speed = (fixes[c].to_numpy(np.float64) for c in ("time_s", "energy_wh", "speed_mps"))
+    for first, route, s, dist in matcher.match(fixes.lat.to_numpy(), fixes.lon.to_numpy()):
+        n = s.size
+        placed += int(np.isfinite(s).sum())
+        rows.extend(trip_traversals(route, s, t[first:first + n], energy[first:first + n], speed[first:first + n],
+                                    dist, matcher.length, vehicle, boundary, matcher.noise))
+    return rows, placed
+
+
+#: Each worker process's matcher and vehicle (:func:`import_traces` with ``jobs`` > 1).
+_WORKER: dict = {}
+
+
+def _start_worker(net, gps_noise_m: float, vehicle, boundary: str = "centre") -> None:
+    _WORKER["matcher"] = Matcher(net, gps_noise_m)
+    _WORKER["vehicle"] = vehicle
+    _WORKER["boundary"] = boundary
+
+
+def _match_in_worker(fixes: pd.DataFrame):
+    return match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"], _WORKER["boundary"])
+
+
+def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
+                  gps_noise_m: float = 10.0, vehicle: Vehicle | None = None, progress=None, jobs: int = 1,
+                  sumo_net: str | Path | None = None, boundary: str = "centre"):
+    """Read, match and split the traces in ``paths`` on ``net``.
+
+    Parameters
+    ----------
+    boundary : {"centre", "sumo"}
+        Where a traversal begins and ends (:func:`trip_traversals`).
+    paths : sequence of path-like
+        CSV or GPX traces (:func:`read_traces`), or SUMO's battery output (``.xml``:
+        :func:`read_sumo_battery`, with ``sumo_net``).
+    sumo_net : path-like, optional
+        The SUMO network a battery output was recorded on.
+    net : evroute.roads.network.Network
+    columns, capacity_kwh
+        As in :func:`read_traces`.
+    gps_noise_m : float
+        The fixes' noise (m), for the matcher.
+    vehicle : Vehicle, optional
+        For the kinetic split.
+    progress : callable, optional
+        ``progress(done, total)`` after each trip.
+    jobs : int
+        Processes matching trips side by side (each its own matcher, started with a fixed hash
+        seed); the table is the same for any number.
+
+    Returns
+    -------
+    (pandas.DataFrame, ImportReport)
+        One row per traversal (:data:`TRAVERSAL_COLUMNS`) and what was kept and dropped.
+    """
+    report = ImportReport()
+
+    def read(p):
+        if Path(p).suffix.lower() != ".xml":
+            return read_traces(p, columns, capacity_kwh, report)
+        if sumo_net is None:
+            raise EvrouteError(f"{p}: SUMO's battery output needs the SUMO network it was recorded on (--sumo-net)")
+        return read_sumo_battery(p, sumo_net, report)
+
+    fixes = [read(p) for p in paths]
+    trips = [(str(p), name, g) for p, f in zip(paths, fixes, strict=True) for name, g in f.groupby("trip", sort=True)]
+    todo = [g for _, _, g in trips if len(g) >= 2]
+    # leuvenmapmatching breaks ties between equally likely states in the order of Python sets of
+    # its states, hashed by their names: the hash seed would reach the table. Trips are therefore
+    # matched in worker processes started with one fixed hash seed (spawned: they read it at
+    # start), in the trips' order: the same table for any number of jobs, in any process.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    saved = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = "0"
+    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo))),
+                               mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                               initargs=(net, gps_noise_m, vehicle, choice("boundary", boundary, BOUNDARIES)))
+    try:
+        results = pool.map(_match_in_worker, todo, chunksize=max(1, len(todo) // (8 * max(jobs, 1))))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:  # the workers have started (spawned at the first submission)
+        if saved is None:
+            os.environ.pop("PYTHONHASHSEED", None)
+        else:
+            os.environ["PYTHONHASHSEED"] = saved
+    rows = []
+    try:
+        for done, (path, name, g) in enumerate(trips, 1):
+            if len(g) < 2:
+                report.drop("fewer than 2 fixes")
+                continue
+            got, n = next(results)
+            report.fixes_matched += n
+            if n < len(g):
+                report.drop("fix off the network", len(g) - n)
+            if not got:
+                report.drop("no complete traversal")
+                report.problems.append(f"{path}: trip {name!r} gave no complete traversal of an edge "
+                                       f"({n} of {len(g)} fixes placed on the network)")
+            else:
+                report.trips_kept += 1
+                vehicle_name = str(g.vehicle.iat[0])
+                rows.extend((name, vehicle_name, *r) for r in got)
+            if progress is not None:
+                progress(done, len(trips))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    table = pd.DataFrame(rows, columns=list(TRAVERSAL_COLUMNS))
+    table = table.astype({"trip": str, "vehicle": str, "edge": np.int64, "next_edge": np.int64})
+    report.traversals = len(table)
+    return table, report
+
+
+def read_drives(path: str | Path, n_edges: int) -> pd.DataFrame:
+    """A table of traversals written by ``evroute drives import`` (:data:`TRAVERSAL_COLUMNS`),
+    checked against a network of ``n_edges`` edges.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    EvrouteError
+        The file cannot be read, lacks the columns, or names edges the network does not have (it
+        was imported on another network).
+    """
+    try:
+        table = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise EvrouteError(f"cannot read the drives table {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    missing = [c for c in ("edge", "energy_wh", "edge_wh") if c not in table.columns]
+    if missing:
+        raise EvrouteError(f"{path} is not a drives table of evroute drives import: no column {', '.join(missing)}")
+    edges = table.edge.to_numpy()
+    if len(edges) and (edges.min() < 0 or edges.max() >= n_edges):
+        raise EvrouteError(f"{path} names edge {int(edges.max())} but the network has {n_edges:,} edges: "
+                           f"were the drives imported on another network?")
+    return table
+
+
+def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, column: str = "edge_wh"):
+    """The prior mean a fleet's drives give a new vehicle: per edge, the posterior mean of its
+    traversals under the independent prior N(E_det, σ₀²) and the traversals' own noise,
+    E_det where the fleet never drove.
+
+    With n traversals of mean ȳ on an edge, m = E_det + n σ₀² / (n σ₀² + ς²) (ȳ − E_det), where
+    ς² is the traversals' variance within edges, pooled over every edge driven twice or more (the
+    conjugate normal update; paper 003's BI baseline, Sec. 3, is the same update online).
+
+    Parameters
+    ----------
+    e_det : array (E,)
+        The physics prior mean (Wh).
+    table : pandas.DataFrame
+        Traversals (:func:`read_drives`).
+    prior_var : float
+        σ₀² (Wh²).
+    column : str
+        ``edge_wh`` (at a constant kinetic state, as the SUMO truth of edges plus turns books
+        an edge) or ``energy_wh`` (whole traversals).
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, float)
+        The prior mean per edge, the traversals per edge, and ς² (Wh²).
+    """
+    e_det = np.asarray(e_det, dtype=np.float64)
+    edges = table.edge.to_numpy(np.int64)
+    y = table[column].to_numpy(np.float64)
+    counts = np.bincount(edges, minlength=e_det.size).astype(np.float64)
+    means = np.bincount(edges, weights=y, minlength=e_det.size) / np.maximum(counts, 1.0)
+    dof = counts.sum() - np.count_nonzero(counts)
+    resid = y - means[edges]
+    noise_var = float(resid @ resid / dof) if dof > 0 else float(prior_var)
+    gain = counts * prior_var / (counts * prior_var + noise_var)
+    mean = np.where(counts > 0, e_det + gain * (means - e_det), e_det)
+    return mean, counts.astype(np.int64), noise_var
+
+
+def drives_route(net, spec, table: pd.DataFrame, vehicle: Vehicle | None = None, prior_std: float | None = None,
+                 oracle=None) -> dict:
+    """The least-energy route of a trip under what drives measured: each edge's posterior mean
+    (:func:`fleet_prior_mean`: the physics prior E_det updated by its traversals at a constant
+    kinetic state) and sd √(σ₀² ς² / (n σ₀² + ς²)) (σ₀ where nobody drove).
+
+    The route minimises Σ max(μ_e, floor_e) over its edges, regeneration kept (the potential
+    weight rule, :func:`evroute.bandit.policies.route_weights`, Dijkstra on non-negative weights).
+
+    Parameters
+    ----------
+    net : evroute.roads.network.Network
+    spec : evroute.physics.routes.RouteSpec
+        The trip.
+    table : pandas.DataFrame
+        Traversals (:func:`read_drives`).
+    vehicle : Vehicle, optional
+        For E_det and the floors (default the paper's EV).
+    prior_std : float, optional
+        σ₀ (Wh; default the paper's 0.25 σ_det).
+
+    Returns
+    -------
+    dict
+        ``kind`` ("drives"), ``energy_wh`` (Σ posterior means), ``energy_sd_wh`` (independent
+        edges), ``length_m``, ``time_s``, ``n_edges``, ``edges``, per edge ``edge_mean_wh``,
+        ``edge_sd_wh`` and ``edge_traversals``, and ``edges_driven_share`` (of the route's
+        length, driven by the fleet).
+    """
+    e_det = edge_energies(net, vehicle)
+    s0 = float(prior_std) if prior_std is not None else PRIOR_SCALE * float(np.std(e_det))
+    mean, counts, noise_var = fleet_prior_mean(e_det, table, s0 * s0)
+    sd = np.sqrt(s0 * s0 * noise_var / (counts * s0 * s0 + noise_var))
+    e = net.edges
+    length = e.length_m.to_numpy(np.float64)
+    floor, potential = energy_floor_wh(length, e.grade.to_numpy(), vehicle)
+    w, _ = route_weights(mean, "potential", 0.0, floor, potential)
+    oracle = oracle or Oracle.from_network(net)
+    p = oracle.shortest_path(w, spec.start, spec.end).edges
+    time_s = length / e.speed_mps.to_numpy()
+    driven = counts[p] > 0
+    return {"kind": "drives", "energy_wh": float(mean[p].sum()), "energy_sd_wh": float(np.sqrt((sd[p] ** 2).sum())),
+            "length_m": float(length[p].sum()), "time_s": float(time_s[p].sum()), "n_edges": len(p),
+            "edges": [int(x) for x in p], "edge_mean_wh": mean[p].tolist(), "edge_sd_wh": sd[p].tolist(),
+            "edge_traversals": counts[p].tolist(),
+            "edges_driven_share": float(length[p][driven].sum() / length[p].sum()) if len(p) else 0.0}

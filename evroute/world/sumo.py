@@ -1,0 +1,1002 @@
+"""SUMO's electric-vehicle model in simulated traffic as a ground truth: the energy atlas.
+
+The paper's energy model (003 Eq. 8, Table 2) is the constant-speed form of SUMO's battery model
+(Table 2's parameters are SUMO's defaults). An **energy atlas** drives the network in SUMO, with
+background traffic and probe vehicles, every vehicle carrying the battery device with the
+parameters of the evroute vehicle, and records one row per traversal of an evroute edge: which
+edge, which vehicle, when it entered, how long it took and the electricity it used (Wh, negative
+where it recuperated). The truth ``--truth sumo[...]`` (:func:`sumo_truth`) takes an edge's
+expected energy as the mean of its traversals and an observation as one recorded traversal.
+
+Pipeline (:func:`build_atlas`), each step a SUMO tool of the optional extra
+``pip install "evroute[sumo]"`` (eclipse-sumo, sumolib):
+
+1. ``netconvert`` converts the same OSM input evroute reads (passenger roads, elevations from
+   the ``ele`` tags or the DEM given);
+2. every evroute edge is mapped to its chain of SUMO edges (junction ids are the OSM node ids;
+   a chain follows the edge's OSM way from its tail node to its head node); the share mapped is
+   reported and an edge without a chain is a warning, never a silent gap;
+3. ``randomTrips.py`` makes the background demand (``rate`` vehicles an hour over ``hours``), or
+   the user's SUMO route file is the background (``demand``: every vehicle, trip and flow in it
+   becomes the run's car; trips may name OSM node ids with ``fromJunction``/``toJunction``), and
+   probe vehicles on short walks cover every edge on a route between the trip's ends ``probes``
+   times;
+4. ``sumo`` runs with the emission output as Parquet (the per-second electricity of every
+   vehicle and its lane); per-second rows are summed per vehicle and SUMO edge, chains are
+   joined into evroute edges, and a traversal counts only when complete (the first and last
+   edge of a trip are partial and dropped). Energy spent on a junction's internal lanes counts
+   for the edge before it.
+
+The atlas is cached like every other artefact (keyed by the network, the vehicle, the demand,
+the seed and SUMO's version): a second call is instant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from ..bandit.environments import Truth, Turns, noise_at, register_truth
+from ..cache import CacheEntry, make_key
+from ..errors import EvrouteError, EvrouteWarning
+from ..io import atomic_path, atomic_write_text, generator
+from ..physics.energy import ROTATING_MASS_KG, Vehicle, kinetic_wh
+from ..priors.fitting import FIT_LENGTHSCALES, fit_prior
+from ..priors.noise import edge_noise_std, fit_noise_model
+from ..progress import stage
+from ..roads.network import network_spec, resolve_osm_path
+from ..roads.oracle import Oracle
+from ..roads.osm import node_elevations, write_osm_xml
+from ..roads.synthetic import synthetic_graph
+from ..settings import SUMO_TRUTH_OPTIONS
+from .drives import degrade
+
+__all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "AtlasTruth", "sumo_truth", "build_atlas", "atlas_turns",
+           "kinetic_wh", "kinetic_potential_wh", "speed_change_wh", "atlas_conservation", "drive_predictions",
+           "ROTATING_MASS_KG", "edet_agreement", "fit_hyperparameters", "osm_with_elevations", "sumo_home", "vtype_xml",
+           "map_edges", "traversals", "ATLAS_COLUMNS", "SumoDrives", "sumo_drives",
+           "TRACE_COLUMNS"]
+
+#: What to run when SUMO is missing.
+SUMO_INSTALL = 'pip install "evroute[sumo]"'
+#: The atlas's table: one row per complete traversal of an evroute edge: its energy as SUMO
+#: measured it (``energy_wh``), and split (:func:`traversals`) into the part spent at a constant
+#: kinetic state (``edge_wh``) and the kinetic-energy changes moved out of it, the one before the
+#: traversal's top speed (``kin_in_wh``: leaving the junction behind) and the one after it
+#: (``kin_out_wh``: arriving at the next), with the speeds at entry, top and exit and the edge the
+#: car drove next (``next_edge``, −1 where its next traversal is not complete or not adjacent).
+ATLAS_COLUMNS = ("edge", "vehicle", "enter_s", "seconds", "energy_wh", "edge_wh", "kin_in_wh", "kin_out_wh",
+                 "v_in", "v_top", "v_out", "next_edge")
+# 2: no auxiliary power; 3: probes on short walks; 5: teleports counted, their edges dropped;
+# 6: speeds recorded, kinetic energy split out of the edges (the rotating mass pinned in the vType)
+# 7: the vType's energy parameters also as params, where SUMO 1.28 reads them (a vehicle other than
+#    the paper's was simulated with SUMO's defaults for some of them)
+ATLAS_VERSION = 7
+
+
+def sumo_home() -> Path:
+    """SUMO's folder (``bin/``, ``tools/``) from the ``eclipse-sumo`` package; one error line
+    naming the install command when it is missing."""
+    saved = {k: os.environ.get(k) for k in ("PROJ_DATA", "PROJ_LIB")}
+    try:
+        import sumo  # the eclipse-sumo wheel (binaries and tools)
+    except ImportError:
+        raise EvrouteError(f"SUMO is not installed: {SUMO_INSTALL}") from None
+    finally:  # importing it points PROJ at SUMO's own proj.db, which breaks rasterio's DEM reading
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return Path(sumo.SUMO_HOME)
+
+
+def sumo_version() -> str:
+    """The installed eclipse-sumo version."""
+    from importlib.metadata import version
+
+    sumo_home()
+    return version("eclipse-sumo")
+
+
+def _run(args: list[str], what: str, cwd: Path) -> str:
+    """Run a SUMO tool; what it printed is returned (its statistics, teleports and warnings); a
+    failure is one error line."""
+    env = {**os.environ, "SUMO_HOME": str(sumo_home())}
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [x for x in (proc.stderr + proc.stdout).splitlines() if x.strip() and "proj.db" not in x]
+        errors = [x for x in lines if x.startswith("Error")] or lines
+        raise EvrouteError(f"{what} failed: {errors[0] if errors else f'exit code {proc.returncode}'}")
+    return proc.stdout + proc.stderr
+
+
+def vtype_xml(vehicle: Vehicle, type_id: str = "ev") -> str:
+    """A SUMO vType for ``vehicle`` with the battery device, its parameters those of Eq. 8: mass,
+    frontal area, drag and rolling coefficients, the power-train and recuperation efficiencies;
+    no auxiliary power (SUMO's defaults are the paper's Table 2). SUMO 1.28's energy model reads
+    them from ``<param>`` elements, not from the vType's attributes: both are written
+    (tests/test_sumo.py: a delivery van at constant speed is Eq. 8 of the van). Two of SUMO's terms
+    that Eq. 8 has not are SUMO's: the rotating mass (pinned, 40 kg: it matters only when the car
+    accelerates) and the radial drag of cornering (its default, 0.5: energy on curves and at
+    turns, a physical part of the truth that the prior E_det lacks)."""
+    return (f'<vType id="{type_id}" vClass="passenger" emissionClass="Energy/unknown" '
+            f'mass="{vehicle.mass_kg!r}" frontSurfaceArea="{vehicle.frontal_area_m2!r}" '
+            f'airDragCoefficient="{vehicle.drag_coefficient!r}" rollDragCoefficient="{vehicle.rolling_resistance!r}" '
+            f'propulsionEfficiency="{vehicle.eta_plus!r}" recuperationEfficiency="{vehicle.eta_minus!r}" '
+            'constantPowerIntake="0">'
+            '<param key="has.battery.device" value="true"/>'
+            f'<param key="mass" value="{vehicle.mass_kg!r}"/>'
+            f'<param key="frontSurfaceArea" value="{vehicle.frontal_area_m2!r}"/>'
+            f'<param key="airDragCoefficient" value="{vehicle.drag_coefficient!r}"/>'
+            f'<param key="rollDragCoefficient" value="{vehicle.rolling_resistance!r}"/>'
+            f'<param key="propulsionEfficiency" value="{vehicle.eta_plus!r}"/>'
+            f'<param key="recuperationEfficiency" value="{vehicle.eta_minus!r}"/>'
+            f'<param key="rotatingMass" value="{ROTATING_MASS_KG!r}"/>'
+            # SUMO 1.28 reads the auxiliary power from the parameter (its default is 100 W, measured:
+            # tests/test_sumo.py's flat road is 2.5 % above Eq. 8 without it)
+            '<param key="constantPowerIntake" value="0"/></vType>')
+
+
+#: The elements of a SUMO route file that are vehicles (each gets the run's vType) and the ones
+#: that are vehicle types (dropped: every car of the atlas is the run's vehicle).
+DEMAND_VEHICLES = ("vehicle", "trip", "flow")
+DEMAND_TYPES = ("vType", "vTypeDistribution")
+
+
+def user_demand(path: str | Path, vehicle: Vehicle, dst: Path) -> int:
+    """Write the user's SUMO route file ``path`` to ``dst`` with every ``<vehicle>``, ``<trip>``
+    and ``<flow>`` made ``vehicle`` (its vType ``ev``, :func:`vtype_xml`, replaces the file's
+    vehicle types), so that the atlas and E_det describe the same car. Returns the number of
+    vehicle elements; an unreadable file or one without vehicles is a one-line error naming
+    ``path``."""
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError) as exc:
+        raise EvrouteError(f"cannot read the demand file {path}: {exc}") from None
+    root = tree.getroot()
+    if root.tag != "routes":
+        raise EvrouteError(f"demand file {path}: expected a SUMO route file (<routes>), found <{root.tag}>")
+    for child in [c for c in root if c.tag in DEMAND_TYPES]:
+        root.remove(child)
+    n = 0
+    for element in root.iter():
+        if element.tag in DEMAND_VEHICLES:
+            element.set("type", "ev")
+            n += 1
+    if n == 0:
+        raise EvrouteError(f"demand file {path}: no <vehicle>, <trip> or <flow> in it")
+    root.insert(0, ET.fromstring(vtype_xml(vehicle)))
+    tree.write(dst, encoding="utf-8", xml_declaration=True)
+    return n
+
+
+# --------------------------------------------------------------------------------------
+# evroute edges → chains of SUMO edges
+# --------------------------------------------------------------------------------------
+
+
+def _ways(sumo_edge_id: str) -> frozenset:
+    """The OSM way ids a SUMO edge id can stand for: ``W#k`` is a segment of way W, ``-W#k`` of W
+    driven against its node order, so ``-31118`` is way -31118 or way 31118 reversed (LuST's
+    ways have negative ids) and ``--31118`` way -31118 reversed."""
+    m = re.fullmatch(r"(-?)(-?\d+)(?:#\d+)?", sumo_edge_id)
+    if m is None:
+        return frozenset()
+    reversed_, way = m.group(1) == "-", int(m.group(2))
+    return frozenset({way} if not reversed_ or way < 0 else {way, -way})
+
+
+def map_edges(net, sumo_edges: pd.DataFrame) -> dict[int, list[str]]:
+    """The chain of SUMO edges of every evroute edge that has one.
+
+    ``sumo_edges``: one row per SUMO edge (``id``, ``from``, ``to``, ``length``). A chain runs
+    from the evroute edge's tail node to its head node (SUMO's junction ids are the OSM node
+    ids), preferring SUMO edges of the edge's own OSM way; a chain on other ways is accepted
+    only when its length is plausible (SUMO's edges stop at the junctions' borders, so a chain
+    is up to a few junction radii shorter than the evroute edge between junction centres).
+    """
+    g = nx.MultiDiGraph()
+    for r in sumo_edges.itertuples(index=False):
+        g.add_edge(str(r[1]), str(r[2]), key=str(r[0]), length=float(r[3]), ways=_ways(str(r[0])))
+    e = net.edges
+    out: dict[int, list[str]] = {}
+    for i, (u, v, way, length) in enumerate(zip(e.u.to_numpy(), e.v.to_numpy(), e.osm_way.to_numpy(),
+                                                  e.length_m.to_numpy(), strict=True)):
+        u, v = str(u), str(v)
+        if u not in g or v not in g:
+            continue
+        tol = 0.05 * length + 5.0
+
+        def weight(a, b, d, way=way):
+            return min(x["length"] * (1.0 if way in x["ways"] else 1.5) for x in d.values())
+        try:
+            nodes = nx.dijkstra_path(g, u, v, weight=weight)
+        except nx.NetworkXNoPath:
+            continue
+        chain, total = [], 0.0
+        for a, b in zip(nodes[:-1], nodes[1:], strict=True):
+            key, data = min(g[a][b].items(), key=lambda kv: (way not in kv[1]["ways"], kv[1]["length"]))
+            chain.append(key)
+            total += data["length"]
+        same_way = all(way in g[a][b][k]["ways"] for a, b, k in zip(nodes[:-1], nodes[1:], chain, strict=True))
+        if same_way or 0.5 * length - tol <= total <= 1.05 * length + tol:
+            out[i] = chain
+    return out
+
+
+def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]], vehicle: Vehicle | None = None) -> pd.DataFrame:
+    """One row per complete traversal of an evroute edge (:data:`ATLAS_COLUMNS`) from SUMO's
+    per-second emission rows (``time``, ``vehicle``, ``lane``, ``electricity`` in Wh per second of
+    a 1 s step, and ``speed`` in m/s).
+
+    Rows on a junction's internal lanes (``:...``) count for the edge before them; a vehicle's
+    first and last SUMO edge are partial (it departs and arrives inside them) and dropped; an
+    evroute edge's traversal is its whole chain, in order, by the same vehicle.
+
+    The kinetic split (:func:`kinetic_wh`, ``vehicle``'s mass and efficiencies): each step's
+    kinetic part is moved out of the edge, the steps up to the traversal's top speed into
+    ``kin_in_wh`` (accelerating away from the junction behind, or braking from a faster entry),
+    the later ones into ``kin_out_wh`` (braking for the junction ahead); ``edge_wh`` is what is
+    left, the traversal at a constant kinetic state, and ``energy_wh = edge_wh + kin_in_wh +
+    kin_out_wh`` exactly. A step whose previous second is missing (a departure, a teleport) has no
+    kinetic part. Without a ``speed`` column nothing is split.
+    """
+    d = emissions.sort_values(["vehicle", "time"], kind="stable").reset_index(drop=True)
+    lane = d.lane.astype(str)
+    edge = lane.str.rsplit("_", n=1).str[0].where(~lane.str.startswith(":"))
+    d["sumo_edge"] = edge.groupby(d.vehicle, sort=False).ffill()
+    if "speed" in d:
+        same = (d.vehicle == d.vehicle.shift()) & (d.time == d.time.shift() + 1)
+        last = np.where(same, d.speed.shift(), d.speed).astype(np.float64)
+        d["kin"] = kinetic_wh(d.speed.to_numpy(np.float64), last, d.electricity.to_numpy(np.float64), vehicle)
+        d["v_last"] = last
+    else:
+        d["speed"], d["kin"], d["v_last"] = np.nan, 0.0, np.nan
+    d = d[d.sumo_edge.notna()].reset_index(drop=True)
+    new = (d.sumo_edge != d.sumo_edge.shift()) | (d.vehicle != d.vehicle.shift())
+    d = d.assign(seg=new.cumsum())
+    seg = d.groupby("seg", sort=True).agg(vehicle=("vehicle", "first"), sumo_edge=("sumo_edge", "first"),
+                                          enter=("time", "min"), leave=("time", "max"))
+    seg["first_row"] = np.flatnonzero(new.to_numpy())
+    seg["last_row"] = np.r_[seg.first_row.to_numpy()[1:] - 1, len(d) - 1]
+    seg["leave"] += 1.0  # the last second of the edge ends a step later
+    # a vehicle that leaves an edge by a teleport (stuck for --time-to-teleport seconds) has no
+    # rows until it reappears downstream: its edge did not end where the next one starts
+    same = seg.vehicle.shift(-1) == seg.vehicle
+    seg["continues"] = same & (seg.enter.shift(-1) == seg.leave)
+    first = seg.groupby("vehicle", sort=False).cumcount() == 0
+    last = seg.groupby("vehicle", sort=False).cumcount(ascending=False) == 0
+    seg = seg[~first & ~last].reset_index(drop=True)
+    where = {s: (edge_id, k, len(chain)) for edge_id, chain in chains.items() for k, s in enumerate(chain)}
+    info = [where.get(s, (-1, -1, 0)) for s in seg.sumo_edge]
+    seg["edge"] = np.array([x[0] for x in info], dtype=np.int64)
+    seg["pos"] = np.array([x[1] for x in info], dtype=np.int64)
+    seg["n"] = np.array([x[2] for x in info], dtype=np.int64)
+    seg = seg[seg.edge >= 0].reset_index(drop=True)
+    energy_cum = np.r_[0.0, np.cumsum(d.electricity.to_numpy(np.float64))]
+    kin_cum = np.r_[0.0, np.cumsum(d.kin.to_numpy(np.float64))]
+    speed, v_last = d.speed.to_numpy(np.float64), d.v_last.to_numpy(np.float64)
+    rows = []
+    veh, e_, pos, n = seg.vehicle.to_numpy(), seg.edge.to_numpy(), seg.pos.to_numpy(), seg.n.to_numpy()
+    enter, leave = seg.enter.to_numpy(), seg.leave.to_numpy()
+    r0, r1 = seg.first_row.to_numpy(), seg.last_row.to_numpy()
+    continues = seg.continues.to_numpy()
+    i = 0
+    while i < len(seg):
+        if pos[i] == 0:
+            j = i
+            while j + 1 < len(seg) and veh[j + 1] == veh[i] and e_[j + 1] == e_[i] and pos[j + 1] == pos[j] + 1 \
+                    and enter[j + 1] == leave[j]:
+                j += 1
+            if pos[j] == n[i] - 1 and continues[j]:
+                a, b = int(r0[i]), int(r1[j])  # the traversal's rows
+                top = a + (int(np.nanargmax(speed[a:b + 1])) if np.isfinite(speed[a:b + 1]).any() else b - a)
+                kin_in, kin_out = kin_cum[top + 1] - kin_cum[a], kin_cum[b + 1] - kin_cum[top + 1]
+                energy = energy_cum[b + 1] - energy_cum[a]
+                rows.append((int(e_[i]), str(veh[i]), float(enter[i]), float(leave[j] - enter[i]), float(energy),
+                             float(energy - kin_in - kin_out), float(kin_in), float(kin_out), float(v_last[a]),
+                             float(speed[top]), float(speed[b])))
+            i = j + 1
+        else:
+            i += 1
+    out = pd.DataFrame(rows, columns=list(ATLAS_COLUMNS[:-1]))
+    # the next edge the car drove, where its next traversal begins as this one ends
+    nxt = (out.vehicle.shift(-1) == out.vehicle) & (out.enter_s.shift(-1) == out.enter_s + out.seconds)
+    out["next_edge"] = np.where(nxt, out.edge.shift(-1).fillna(-1), -1).astype(np.int64)
+    return out.astype({"edge": np.int64, "enter_s": np.float64, "seconds": np.float64, "energy_wh": np.float64})
+
+
+# --------------------------------------------------------------------------------------
+# the atlas
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Atlas:
+    """An energy atlas: the traversals (:data:`ATLAS_COLUMNS`) and what was done to get them."""
+
+    table: pd.DataFrame
+    summary: dict
+    key: str
+
+    def window(self, hour: float | None = None) -> pd.DataFrame:
+        """The traversals entered in hour ``hour`` of the simulation (all when None)."""
+        t = self.table
+        return t if hour is None else t[(t.enter_s >= 3600.0 * hour) & (t.enter_s < 3600.0 * (hour + 1))]
+
+    def mean_energy(self, n_edges: int, hour: float | None = None, min_traversals: int = 1,
+                    column: str = "energy_wh"):
+        """Per evroute edge: the mean energy of its traversals (entered in hour ``hour`` of the
+        simulation when given; ``column``: ``energy_wh`` as measured, ``edge_wh`` at a constant
+        kinetic state) and their number; NaN where fewer than ``min_traversals``."""
+        t = self.window(hour)
+        counts = np.bincount(t.edge.to_numpy(), minlength=n_edges)
+        sums = np.bincount(t.edge.to_numpy(), weights=t[column].to_numpy(), minlength=n_edges)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(counts >= max(1, min_traversals), sums / counts, np.nan)
+        return mean, counts
+
+
+def edet_agreement(e_det: np.ndarray, mean: np.ndarray, min_wh: float = 5.0) -> dict:
+    """How well Eq. 8's E_det predicts an atlas's mean energy per edge: the number of edges with a
+    mean, their correlation r, R² with E_det as the prediction, and the median ratio SUMO / E_det
+    over edges with |E_det| > ``min_wh`` (near-zero energies make ratios meaningless)."""
+    ok = np.isfinite(mean)
+    x, y = np.asarray(e_det)[ok], np.asarray(mean)[ok]
+    big = np.abs(x) > min_wh
+    if x.size < 2:
+        return {"edges_with_mean": int(x.size), "r_edet_sumo": None, "r2_edet_sumo": None,
+                "median_ratio_sumo_edet": None}
+    return {"edges_with_mean": int(x.size), "r_edet_sumo": float(np.corrcoef(x, y)[0, 1]),
+            "r2_edet_sumo": 1.0 - float(np.sum((y - x) ** 2) / np.sum((y - y.mean()) ** 2)),
+            "median_ratio_sumo_edet": float(np.median(y[big] / x[big])) if big.any() else None}
+
+
+def _osm_input(net, network: str | None, osm: str | None, folder: Path) -> Path:
+    """The OSM file evroute read the network from (a synthetic city is written out as OSM)."""
+    if osm is not None:
+        return Path(osm)
+    m = re.fullmatch(r"synthetic\(seed=(\d+), size=(\d+)\)", str(net.meta.get("source", "")))
+    if m is not None:  # the synthetic city this network was built from, whatever its name
+        path = folder / "network.osm"
+        write_osm_xml(synthetic_graph(seed=int(m.group(1)), size=int(m.group(2))), path)
+        return path
+    if network is None:
+        raise EvrouteError("the sumo truth needs the run's network name or OSM file")
+    spec = network_spec(network) if not Path(network).suffix else None
+    if spec is not None and spec.get("kind") == "synthetic":
+        path = folder / "network.osm"
+        write_osm_xml(synthetic_graph(seed=spec["seed"], size=spec["size"]), path)
+        return path
+    return resolve_osm_path(network, None) if spec is not None else Path(network)
+
+
+_NODE = re.compile(r"<node\b([^>]*?)(/?)>")
+_ATTR = re.compile(r"""\b(id|lat|lon)=(?:'([^']*)'|"([^"]*)")""")
+_ELE_TAG = re.compile(r"""<tag\s+k=['"]ele['"][^>]*/>""")
+
+
+def osm_with_elevations(src: Path, dst: Path, net, dem) -> Path:
+    """A copy of the OSM file ``src`` whose every node carries an ``ele`` tag: evroute's own node
+    elevation where the network kept the node (so SUMO's grades are evroute's), the DEM sampled
+    as evroute samples it elsewhere (netconvert of eclipse-sumo 1.28 reads no GeoTIFF). Other
+    ``ele`` tags are dropped."""
+    text = _ELE_TAG.sub("", src.read_text(encoding="utf-8"))
+    found = []
+    for m in _NODE.finditer(text):
+        attrs = {k: a or b for k, a, b in _ATTR.findall(m.group(1))}
+        if {"id", "lat", "lon"} <= set(attrs):
+            found.append((int(attrs["id"]), float(attrs["lat"]), float(attrs["lon"])))
+    kept = net.nodes.elevation_m.to_dict()
+    missing = [(i, lat, lon) for i, lat, lon in found if i not in kept]
+    ele = dict(kept)
+    if missing:
+        g = nx.Graph()
+        g.add_nodes_from((i, {"x": lon, "y": lat}) for i, lat, lon in missing)
+        ele.update(node_elevations(g, Path(dem))[0])
+
+    def tagged(m):
+        attrs = {k: a or b for k, a, b in _ATTR.findall(m.group(1))}
+        if "id" not in attrs or int(attrs["id"]) not in ele:
+            return m.group(0)
+        tag = f'<tag k="ele" v="{float(ele[int(attrs["id"])]):.3f}"/>'
+        return f"<node{m.group(1)}>{tag}</node>" if m.group(2) else f"<node{m.group(1)}>{tag}"
+    dst.write_text(_NODE.sub(tagged, text), encoding="utf-8")
+    return dst
+
+
+#: Edges a probe vehicle drives: it enters on the first (partial), drives the rest whole but the
+#: last (partial, where it arrives); short walks keep probes cheap and out of each other's way.
+PROBE_WALK = 12
+
+
+def _corridor_routes(net, oracle, start: int, end: int, probes: int) -> list[list[int]]:
+    """Probe routes: short walks on the line graph so that every edge that lies on some route
+    between the trip's ends is driven whole at least ``probes`` times. Greedy and deterministic:
+    from each edge not yet covered enough (in id order), a walk enters from its first
+    predecessor and goes on, at each junction, to the least-covered successor (the lowest id on
+    ties), for :data:`PROBE_WALK` edges."""
+    on = oracle.reachable(start) & _reaches(net, end)
+    succ = [[] for _ in range(net.n_edges)]
+    pred = [[] for _ in range(net.n_edges)]
+    for a, b in sorted(zip(net.conn_src.tolist(), net.conn_dst.tolist(), strict=True)):
+        succ[a].append(b)
+        pred[b].append(a)
+    covered = np.zeros(net.n_edges, np.int64)
+    routes = []
+    for edge in np.flatnonzero(on):
+        while covered[edge] < probes and pred[edge]:
+            walk = [pred[edge][0], int(edge)]
+            while len(walk) < PROBE_WALK and succ[walk[-1]]:
+                walk.append(min(succ[walk[-1]], key=lambda x: (covered[x], x)))
+            whole = walk[1:-1] if len(walk) > 2 else []
+            if edge not in whole:
+                break  # a dead end right after the edge: it cannot be driven whole
+            np.add.at(covered, np.unique(whole), 1)
+            routes.append(walk)
+    return routes
+
+
+def _reaches(net, end: int) -> np.ndarray:
+    """Edges from which ``end`` can be reached (on the line graph)."""
+    g = nx.DiGraph()
+    g.add_nodes_from(range(net.n_edges))
+    g.add_edges_from(zip(net.conn_src.tolist(), net.conn_dst.tolist(), strict=True))
+    mask = np.zeros(net.n_edges, bool)
+    mask[list(nx.ancestors(g, end) | {end})] = True
+    return mask
+
+
+def _sumo_network(net, network: str | None, osm: str | None, dem: str | None, folder: Path,
+                  unmapped: str = "their truth falls back to E_det"):
+    """``netconvert`` of the OSM input evroute read ``net`` from (elevations from ``dem`` where
+    given) into ``folder/net.net.xml``, read back with sumolib, and the chain of SUMO edges of every
+    evroute edge (:func:`map_edges`; a warning names the share without one). Returns
+    ``(sumolib net, chains, share mapped)``."""
+    osm_path = _osm_input(net, network, osm, folder)
+    if dem is not None:  # SUMO's elevations from the same DEM evroute sampled
+        osm_path = osm_with_elevations(osm_path, folder / "elevated.osm", net, dem)
+    with stage(f"SUMO network of {net.name}: netconvert"):
+        args = [str(sumo_home() / "bin" / "netconvert"), "--osm-files", str(osm_path), "--osm.elevation", "true",
+                "--keep-edges.by-vclass", "passenger", "--remove-edges.isolated", "--geometry.remove",
+                "--no-warnings", "-o", "net.net.xml"]
+        _run(args, "netconvert", folder)
+    import sumolib  # the extra's reader of SUMO's files
+
+    snet = sumolib.net.readNet(str(folder / "net.net.xml"))
+    sedges = pd.DataFrame([(x.getID(), x.getFromNode().getID(), x.getToNode().getID(), x.getLength())
+                           for x in snet.getEdges()], columns=["id", "from", "to", "length"])
+    chains = map_edges(net, sedges)
+    mapped = len(chains) / max(net.n_edges, 1)
+    if len(chains) < net.n_edges:
+        warnings.warn(f"the SUMO network of {net.name} has no chain for {net.n_edges - len(chains):,} of "
+                      f"{net.n_edges:,} edges ({100 * (1 - mapped):.1f} %): {unmapped}",
+                      EvrouteWarning, stacklevel=3)
+    return snet, chains, mapped
+
+
+def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int | None = None,
+                end: int | None = None, rate: float = 1800.0, hours: float = 0.5, probes: int = 3,
+                seed: int = 0, osm: str | None = None, dem: str | None = None, demand: str | None = None,
+                use_cache: bool = True) -> Atlas:
+    """The energy atlas of ``net`` (see the module docstring), built once and cached.
+
+    Parameters
+    ----------
+    net : evroute.roads.network.Network
+    network : str
+        Its name (or OSM file), as given to :func:`evroute.roads.network.load_network`.
+    vehicle : evroute.physics.energy.Vehicle
+        Every vehicle of the simulation, background and probes, is this car.
+    oracle, start, end : optional
+        With a trip, probe vehicles drive every edge on a route between its ends ``probes``
+        times.
+    rate, hours : float
+        Background demand: ``rate`` random trips an hour over ``hours`` hours (SUMO's
+        ``randomTrips.py``, fringe factor 5); with ``demand``, ``hours`` only spreads the
+        probes and ``rate`` is unused.
+    demand : str, optional
+        A SUMO route file (of the network netconvert makes from the same OSM input; trips may
+        name OSM node ids with ``fromJunction``/``toJunction``) as the background traffic
+        instead of random trips; its vehicles become ``vehicle`` (:func:`user_demand`). The atlas
+        is keyed by the file's content.
+    seed : int
+        Seeds the demand and SUMO.
+    osm, dem : str, optional
+        The OSM file and DEM raster the network was read with.
+    """
+    if not rate > 0 or not hours > 0:
+        raise EvrouteError("the atlas's demand needs rate > 0 and hours > 0")
+    version = sumo_version()
+    params = {"what": f"sumo-atlas-v{ATLAS_VERSION}", "network": net.cache_key, "vehicle": vehicle.to_dict(),
+              "rate": float(rate), "hours": float(hours), "probes": int(probes), "seed": int(seed),
+              "trip": None if start is None else [int(start), int(end)], "sumo": version,
+              "dem": None if dem is None else str(dem)}
+    if demand is not None:  # keyed by content; random-demand keys stay as they were
+        try:
+            params["demand"] = hashlib.sha256(Path(demand).read_bytes()).hexdigest()
+        except OSError as exc:
+            raise EvrouteError(f"cannot read the demand file {demand}: {exc.strerror or exc}") from None
+        params["rate"] = None
+    key = make_key(params)
+    entry = CacheEntry("atlas", key)
+    if use_cache and entry.is_valid(["atlas.parquet", "atlas.json"]):
+        return Atlas(pd.read_parquet(entry.path("atlas.parquet")), json.loads(entry.path("atlas.json").read_text()),
+                     key)
+    home = sumo_home()
+    with tempfile.TemporaryDirectory(prefix="evroute-sumo-") as tmp:
+        folder = Path(tmp)
+        # the user's demand read first: a bad file is one line before any SUMO work
+        n_demand = None if demand is None else user_demand(demand, vehicle, folder / "background.rou.xml")
+        _, chains, mapped = _sumo_network(net, network, osm, dem, folder)
+        (folder / "ev.add.xml").write_text(f"<additional>{vtype_xml(vehicle)}</additional>")
+        with stage(f"SUMO atlas of {net.name}: demand"):
+            if demand is None:
+                _run([sys.executable, str(home / "tools" / "randomTrips.py"), "-n", "net.net.xml", "-b", "0",
+                      "-e", repr(3600.0 * hours), "-p", repr(3600.0 / rate), "--fringe-factor", "5", "--validate",
+                      "--seed", str(seed), "--trip-attributes", 'type="ev"', "--additional-file", "ev.add.xml",
+                      "-o", "trips.xml", "-r", "background.rou.xml"], "randomTrips.py", folder)
+            n_probe = _write_probes(net, chains, oracle, start, end, probes, hours, folder / "probes.rou.xml")
+        with stage(f"SUMO atlas of {net.name}: simulation"):
+            log = _run([str(home / "bin" / "sumo"), "-n", "net.net.xml", "-r", "background.rou.xml,probes.rou.xml",
+                        "--device.battery.probability", "1", "--emission-output", "emissions.parquet",
+                        "--emission-output.attributes", "electricity,lane,speed", "--seed", str(seed), "--no-step-log",
+                        "--ignore-route-errors", "--time-to-teleport", "300", "--duration-log.statistics",
+                        *(["--junction-taz"] if demand is not None else [])],
+                       "sumo", folder)
+        raw = pd.read_parquet(folder / "emissions.parquet")
+        em = pd.DataFrame({"time": pd.to_numeric(raw.iloc[:, 0]), "vehicle": raw.iloc[:, 1].astype(str),
+                           "electricity": raw.filter(like="electricity").iloc[:, 0].astype(np.float64),
+                           "lane": raw.filter(like="lane").iloc[:, 0].astype(str),
+                           "speed": raw.filter(like="speed").iloc[:, 0].astype(np.float64)})
+        table = traversals(em, chains, vehicle)
+    counts = np.bincount(table.edge.to_numpy(), minlength=net.n_edges)
+    teleports = re.search(r"Teleports: (\d+)", log)
+    inserted = re.search(r"Inserted: (\d+)", log)
+    summary = {"network": net.name, "vehicle": vehicle.name, "rate_per_hour": None if demand is not None else rate,
+               "hours": hours, "seed": seed, "demand": None if demand is None else str(demand),
+               "demand_vehicles": n_demand, "vehicles_inserted": int(inserted.group(1)) if inserted else None,
+               "probes": probes, "probe_vehicles": n_probe, "sumo": version, "edges_mapped": len(chains),
+               "edges_mapped_share": mapped, "traversals": len(table),
+               "edges_traversed": int(np.count_nonzero(counts)),
+               "traversals_per_edge_median": float(np.median(counts[counts > 0])) if counts.any() else 0.0,
+               "teleports": int(teleports.group(1)) if teleports else 0}
+    try:
+        entry.prepare()
+        table.to_parquet(entry.path("atlas.parquet"), index=False)
+        atomic_write_text(entry.path("atlas.json"), json.dumps(summary))
+        entry.commit(["atlas.parquet", "atlas.json"])
+    except OSError:
+        pass
+    return Atlas(table, summary, key)
+
+
+#: The columns of a trace :func:`sumo_drives` writes, one row per GPS fix (see
+#: :mod:`evroute.world.drives` for what ``evroute drives import`` reads).
+TRACE_COLUMNS = ("trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh")
+
+
+@dataclass
+class SumoDrives:
+    """Drives made in SUMO: the GPS traces a logger would record and the answer key.
+
+    ``traces``: one row per fix (:data:`TRACE_COLUMNS`; ``energy_wh`` is the energy used since
+    the trip began, as a car's trip meter shows it). ``answer``: SUMO's own traversals of the
+    drives (:data:`ATLAS_COLUMNS` plus ``trip``), what a perfect import would produce.
+    ``summary``: what was simulated."""
+
+    traces: pd.DataFrame
+    answer: pd.DataFrame
+    summary: dict
+
+
+def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed: int = 0, rate: float = 1800.0,
+                hours: float = 0.5, gps_noise_m: float = 0.0, sample_hz: float = 1.0, min_distance_m: float = 1000.0,
+                osm: str | None = None, dem: str | None = None, battery_dir: Path | None = None) -> SumoDrives:
+    """Realistic drives with an answer key: ``vehicles`` cars (``vehicle``, with SUMO's battery
+    device) on random trips of at least ``min_distance_m`` through background traffic as in the
+    atlas (``rate`` random trips an hour over ``hours`` hours), recorded as GPS traces.
+
+    Every second SUMO reports each drive's position, speed and electricity; the trace keeps one
+    fix every ``1 / sample_hz`` seconds (``sample_hz`` in (0, 1]), its position moved by
+    independent Gaussian noise of ``gps_noise_m`` metres in east and north (seeded by ``seed``),
+    and the energy used so far. The answer key is SUMO's own traversals of the same cars
+    (:func:`traversals`: complete traversals, the kinetic split), against which an import
+    (:func:`evroute.world.drives.import_traces`) is measured. With ``battery_dir``, SUMO's own battery
+    output of the drives (``battery.xml``, every second, 6 decimals) and the SUMO network
+    (``net.net.xml``) are written there too: what a SUMO user would import
+    (:func:`evroute.world.drives.read_sumo_battery`).
+    """
+    if vehicles < 1 or not rate > 0 or not hours > 0 or not gps_noise_m >= 0 or not 0 < sample_hz <= 1:
+        raise EvrouteError("the drives need vehicles >= 1, rate > 0, hours > 0, gps_noise_m >= 0 and sample_hz "
+                           "in (0, 1]")
+    home = sumo_home()
+    with tempfile.TemporaryDirectory(prefix="evroute-sumo-") as tmp:
+        folder = Path(tmp)
+        snet, chains, mapped = _sumo_network(net, network, osm, dem, folder,
+                                             "the answer key has no traversal of them")
+        (folder / "ev.add.xml").write_text(f"<additional>{vtype_xml(vehicle)}</additional>")
+        (folder / "drive.add.xml").write_text(f"<additional>{vtype_xml(vehicle, 'drive')}</additional>")
+        span = 3600.0 * hours
+        with stage(f"SUMO drives on {net.name}: demand"):
+            common = ["-n", "net.net.xml", "-b", "0", "--fringe-factor", "5", "--validate"]
+            _run([sys.executable, str(home / "tools" / "randomTrips.py"), *common, "-e", repr(span),
+                  "-p", repr(3600.0 / rate), "--seed", str(seed), "--trip-attributes", 'type="ev"',
+                  "--additional-file", "ev.add.xml", "-o", "trips.xml", "-r", "background.rou.xml"],
+                 "randomTrips.py", folder)
+            _run([sys.executable, str(home / "tools" / "randomTrips.py"), *common, "-e", repr(0.8 * span),
+                  "--trip-attributes", 'type="drive"', "--additional-file", "drive.add.xml",
+                  "-p", repr(0.8 * span / vehicles), "--seed", str(seed + 1), "--prefix", "drive",
+                  "--min-distance", repr(float(min_distance_m)), "-o", "dtrips.xml", "-r", "drives.rou.xml"],
+                 "randomTrips.py", folder)
+        with stage(f"SUMO drives on {net.name}: simulation"):
+            log = _run([str(home / "bin" / "sumo"), "-n", "net.net.xml", "-r", "background.rou.xml,drives.rou.xml",
+                        "--device.battery.probability", "1", "--emission-output", "emissions.parquet",
+                        "--emission-output.attributes", "electricity,lane,speed,x,y", "--seed", str(seed),
+                        "--no-step-log", "--ignore-route-errors", "--time-to-teleport", "300",
+                        "--duration-log.statistics",
+                        *(["--battery-output", "battery.xml", "--battery-output.precision", "6"]
+                          if battery_dir is not None else [])], "sumo", folder)
+        if battery_dir is not None:
+            _drives_only(folder / "battery.xml", Path(battery_dir) / "battery.xml")
+            with atomic_path(Path(battery_dir) / "net.net.xml") as tmp_net, \
+                    open(folder / "net.net.xml", "rb") as src, open(tmp_net, "wb") as dst:
+                first = src.readline()  # the XML declaration, then evroute's mark
+                dst.write(first if first.startswith(b"<?xml") else b'<?xml version="1.0" encoding="UTF-8"?>\n')
+                dst.write(f"<!-- generator: {generator()} -->\n".encode())
+                if not first.startswith(b"<?xml"):
+                    dst.write(first)
+                shutil.copyfileobj(src, dst)
+        raw = pd.read_parquet(folder / "emissions.parquet")
+        vid = raw.iloc[:, 1].astype(str)
+        raw = raw[vid.str.startswith("drive").to_numpy()]
+        em = pd.DataFrame({"time": pd.to_numeric(raw.iloc[:, 0]).to_numpy(), "vehicle": raw.iloc[:, 1].astype(str),
+                           "electricity": raw.filter(like="electricity").iloc[:, 0].astype(np.float64),
+                           "lane": raw.filter(like="lane").iloc[:, 0].astype(str),
+                           "speed": raw.filter(like="speed").iloc[:, 0].astype(np.float64),
+                           "x": raw.filter(regex=r"(^|_)x$").iloc[:, 0].astype(np.float64),
+                           "y": raw.filter(regex=r"(^|_)y$").iloc[:, 0].astype(np.float64)})
+        em = em.sort_values(["vehicle", "time"], kind="stable").reset_index(drop=True)
+        lon, lat = snet.convertXY2LonLat(em.x.to_numpy().copy(), em.y.to_numpy().copy())
+        answer = traversals(em[["time", "vehicle", "electricity", "lane", "speed"]], chains, vehicle)
+    answer.insert(0, "trip", answer.vehicle)
+    # the trip meter: energy used since the trip's first report; SUMO reports a step's position,
+    # speed and electricity at its end
+    exact = pd.DataFrame({"trip": em.vehicle.to_numpy(), "vehicle": em.vehicle.to_numpy(),
+                          "time_s": em.time.to_numpy(np.float64), "lat": np.asarray(lat, dtype=np.float64),
+                          "lon": np.asarray(lon, dtype=np.float64), "speed_mps": em.speed.to_numpy(np.float64),
+                          "energy_wh": em.groupby("vehicle", sort=False).electricity.cumsum().to_numpy()})
+    traces = degrade(exact, gps_noise_m, sample_hz, seed)
+    teleports = re.search(r"Teleports: (\d+)", log)
+    summary = {"network": net.name, "vehicle": vehicle.name, "vehicles": int(traces.trip.nunique()),
+               "vehicles_asked": int(vehicles), "seed": int(seed), "rate_per_hour": float(rate), "hours": float(hours),
+               "gps_noise_m": float(gps_noise_m), "sample_hz": float(sample_hz), "fixes": int(len(traces)),
+               "answer_traversals": int(len(answer)), "edges_mapped_share": mapped, "sumo": sumo_version(),
+               "teleports": int(teleports.group(1)) if teleports else 0}
+    return SumoDrives(traces, answer, summary)
+
+
+def _drives_only(src: Path, dst: Path) -> None:
+    """SUMO's battery output ``src`` with only the recorded drives' vehicles (ids ``drive…``; the
+    background traffic carries the battery device too), streamed to ``dst`` (temp file, then
+    renamed)."""
+    from xml.sax.saxutils import quoteattr
+
+    with atomic_path(dst) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        out.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<!-- generator: {generator()} -->\n<battery-export>\n')
+        for _, elem in ET.iterparse(src, events=("end",)):
+            if elem.tag != "timestep":
+                continue
+            cars = [v for v in elem.iter("vehicle") if v.get("id", "").startswith("drive")]
+            if cars:
+                out.write(f'  <timestep time={quoteattr(elem.get("time"))}>\n')
+                for v in cars:
+                    out.write("    <vehicle " + " ".join(f"{k}={quoteattr(x)}" for k, x in v.attrib.items()) + "/>\n")
+                out.write("  </timestep>\n")
+            elem.clear()
+        out.write("</battery-export>\n")
+
+
+def _write_probes(net, chains, oracle, start, end, probes, hours, path: Path) -> int:
+    """Probe trips through every edge on a route between the trip's ends (``via`` the SUMO
+    chains of its edges; SUMO's router joins them where its turns differ)."""
+    lines = ["<routes>"]
+    n = 0
+    if oracle is not None and start is not None and probes > 0:
+        routes = _corridor_routes(net, oracle, start, end, probes)
+        span = max(3600.0 * hours - 60.0, 1.0)
+        for k, route in enumerate(routes):
+            sumo_edges = [s for e in route if e in chains for s in chains[e]]
+            if len(sumo_edges) < 2:
+                continue
+            via = " ".join(sumo_edges[1:-1])
+            depart = span * k / max(len(routes), 1)
+            lines.append(f'<trip id="probe{k}" type="ev" depart="{depart:.1f}" from="{sumo_edges[0]}" '
+                         f'to="{sumo_edges[-1]}"' + (f' via="{via}"' if via else "") + "/>")
+            n += 1
+    lines.append("</routes>")
+    path.write_text("\n".join(lines))
+    return n
+
+
+# --------------------------------------------------------------------------------------
+# the truth: --truth sumo[...]
+# --------------------------------------------------------------------------------------
+
+
+class AtlasTruth(Truth):
+    """f from an energy atlas; an observation of an edge is one of its recorded traversals,
+    drawn uniformly (real, heteroscedastic, heavy-tailed noise). Edges with fewer than
+    ``min_traversals`` traversals keep E_det with Gaussian noise of ς (the fallback). With
+    ``turns`` the truth is edges plus turns: f and the observations are the traversals at a
+    constant kinetic state, the junctions' costs the kinetic energy moved out of them; ``shift``
+    per edge is what conserving energy added to an edge's mean (its draws move with it)."""
+
+    def __init__(self, values, noise_std, energies: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
+                 description: dict, turns: Turns | None = None, shift: np.ndarray | None = None):
+        super().__init__(values, noise_std, float("nan"), description, supports_drift=False, turns=turns)
+        self._energies, self._offsets, self._counts = energies, offsets, counts
+        self._shift = np.zeros(len(values)) if shift is None else np.asarray(shift, dtype=np.float64)
+
+    def observe(self, rng, path, expected):
+        path = np.asarray(path, dtype=np.int64)
+        u = rng.random(len(path))
+        noise = rng.standard_normal(len(path))
+        n = self._counts[path]
+        drawn = self._energies[np.minimum(self._offsets[path] + (u * n).astype(np.int64), len(self._energies) - 1)] \
+            if len(self._energies) else np.zeros(len(path))
+        return np.where(n > 0, drawn + self._shift[path], expected[path] + noise_at(self.noise_std, path) * noise)
+
+
+def kinetic_potential_wh(v_top: np.ndarray, vehicle: Vehicle | None = None) -> np.ndarray:
+    """η⁻ ½ (m + m_rot) v² per edge (Wh) at its typical top speed v: the energy a car recovers
+    braking from it to a stop, at best. Between two edges' potentials a junction's cost telescopes: braking
+    from v₁ to v_j recovers at most η⁻ of the drop, accelerating to v₂ costs at least the rise, so
+    cost(1 → 2) ≥ ψ₂ − ψ₁ wherever 1/η⁺ ≥ η⁻."""
+    vehicle = vehicle or Vehicle()
+    return vehicle.eta_minus * 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * np.asarray(v_top, dtype=np.float64) ** 2 / 3600.0
+
+
+def atlas_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, min_traversals: int = 3) -> Turns:
+    """The junctions' costs of an atlas (:data:`ATLAS_COLUMNS`).
+
+    The kinetic potential ψ of an edge is η⁻ ½ (m + m_rot) E[v_top²] over its traversals (its
+    speed limit's where it has fewer than ``min_traversals``): :func:`kinetic_potential_wh`. A
+    legal turn e → e′ costs the mean over the cars that took it of ``kin_out`` on e plus
+    ``kin_in`` on e′ (braking into the junction, accelerating out of it); with fewer than
+    ``min_traversals`` such cars, a car that goes from e's typical speed to e′'s without stopping
+    (:func:`speed_change_wh` of the two edges' root mean square top speeds): the cost of a turn
+    depends on the speed it is entered with, which the edges' marginal means of ``kin_in`` (cars
+    from other edges) do not know (they made cycles of turns that create energy).
+
+    Measured costs are kept as measured: a mean over some cars may fall below ψ(e′) − ψ(e), over
+    which no single car can go (it cannot recover more than η⁻ of its kinetic energy, nor pay
+    less than its rise), because the cars that take a turn are not those that set the edges'
+    ψ; :meth:`Turns.violations` counts them (raising them to the bound made the truth
+    predict SUMO's drives worse: median error 9.1 % → 11.3 %, bias +2.7 % → +8.5 %, on the
+    synthetic city's test atlas), and :func:`evroute.world.conservation.truth_checks` checks that
+    no cycle of edges and turns creates energy all the same.
+    """
+    vehicle = vehicle or Vehicle()
+    n = net.n_edges
+    src, dst = np.asarray(net.conn_src, np.int64), np.asarray(net.conn_dst, np.int64)
+    arc_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src.tolist(), dst.tolist(), strict=True))}
+    t = table.reset_index(drop=True)
+    e, nxt, car = t.edge.to_numpy(), t.next_edge.to_numpy(), t.vehicle.to_numpy()
+    k = np.flatnonzero(nxt[:-1] >= 0) if len(t) > 1 else np.zeros(0, np.int64)
+    k = k[(nxt[k] == e[k + 1]) & (car[k] == car[k + 1])]  # rows are per car, in time order
+    arcs = np.array([arc_of.get((int(a), int(b)), -1) for a, b in zip(e[k], e[k + 1], strict=True)], dtype=np.int64)
+    cost = (t.kin_out_wh.to_numpy()[k] + t.kin_in_wh.to_numpy()[k + 1])[arcs >= 0]
+    arcs = arcs[arcs >= 0]
+    n_arc = np.bincount(arcs, minlength=src.size)
+    mean_arc = np.bincount(arcs, weights=cost, minlength=src.size) / np.maximum(n_arc, 1)
+    counts = np.bincount(e, minlength=n)
+    v2 = np.bincount(e, weights=t.v_top.to_numpy() ** 2, minlength=n) / np.maximum(counts, 1)
+    v_rms = np.sqrt(np.where(counts >= min_traversals, v2, net.edges.speed_mps.to_numpy() ** 2))
+    psi = kinetic_potential_wh(v_rms, vehicle)
+    costs = np.where(n_arc >= min_traversals, mean_arc, speed_change_wh(v_rms[src], v_rms[dst], vehicle))
+    return Turns(costs, psi, src, dst)
+
+
+def speed_change_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:
+    """The battery's energy for a car to change speed from ``v_from`` to ``v_to`` (m/s) without
+    stopping: ½ (m + m_rot)(v_to² − v_from²) over η⁺ when it speeds up, times η⁻ when it brakes
+    (Wh)."""
+    vehicle = vehicle or Vehicle()
+    dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (np.asarray(v_to, np.float64) ** 2
+                                                         - np.asarray(v_from, np.float64) ** 2) / 3600.0
+    return np.where(dke > 0, dke / vehicle.eta_plus, dke * vehicle.eta_minus)
+
+
+def sumo_truth(setup, rate: float, hours: float, probes: int, atlas_seed: int, hour, min_traversals: int,
+               demand: str | None = None, turns: bool = True):
+    """``--truth sumo[...]``: the atlas of the run's network, vehicle (the truth's) and trip; with
+    ``turns`` (default) the truth is edges at a constant kinetic state plus the junctions'
+    costs, its cycles that create energy broken (:func:`evroute.world.conservation.conserve_energy`),
+    else the traversals' whole energies booked on edges (as before the kinetic split)."""
+    if hour is not None and not 0 <= hour < hours:  # before the atlas is built
+        raise EvrouteError(f"sumo truth: hour={hour:g} is outside the atlas's {hours:g} simulated hours")
+    route = setup.route
+    atlas = build_atlas(setup.net, setup.network, setup.vehicle or Vehicle(), oracle=Oracle.from_network(setup.net),
+                        start=None if route is None else route.start, end=None if route is None else route.end,
+                        rate=rate, hours=hours, probes=probes, seed=atlas_seed, osm=setup.osm, dem=setup.dem,
+                        demand=demand)
+    n = setup.net.n_edges
+    column = "edge_wh" if turns else "energy_wh"
+    mean, counts = atlas.mean_energy(n, hour=hour, min_traversals=min_traversals, column=column)
+    covered = ~np.isnan(mean)
+    values = np.where(covered, mean, setup.mean)
+    window = atlas.window(hour)
+    junctions, shift, conserved = None, None, {}
+    if turns:
+        from .conservation import conserve_energy
+
+        measured = values
+        values, junctions, n_cycles, added = conserve_energy(setup.net, values,
+                                                             atlas_turns(window, setup.net, setup.vehicle,
+                                                                         min_traversals), covered, setup.vehicle)
+        shift = values - measured
+        conserved = {"truth_cycles_broken": n_cycles, "truth_energy_added_wh": added}
+    t = window[covered[window.edge.to_numpy()]].sort_values(["edge", "vehicle", "enter_s"], kind="stable")
+    used = np.bincount(t.edge.to_numpy(), minlength=n)
+    offsets = np.concatenate([[0], np.cumsum(used)[:-1]]).astype(np.int64)
+    on_route = None if route is None else bool(covered[[route.start, route.end]].all())
+    description = {"truth_atlas": atlas.key, "atlas_traversals": int(len(t)),
+                   "atlas_edges_covered_share": float(covered.mean()), "atlas_teleports": atlas.summary["teleports"],
+                   "atlas_edges_mapped_share": atlas.summary["edges_mapped_share"], "atlas_trip_ends_covered": on_route,
+                   "truth_turns": bool(turns), **conserved}
+    return AtlasTruth(values, setup.noise_std, t[column].to_numpy(np.float64), offsets, used, description,
+                      turns=junctions, shift=shift)
+
+
+def drive_predictions(table: pd.DataFrame, edge_mean: np.ndarray, turns: Turns | None, kin_in: np.ndarray | None = None,
+                      kin_out: np.ndarray | None = None, min_edges: int = 3) -> pd.DataFrame:
+    """Each drive of an atlas (a car's run of consecutive traversals, at least ``min_edges``
+    long) beside what a truth predicts for it: with ``turns``, the edges' means plus the turns'
+    costs plus the mean ``kin_in`` of its first edge and ``kin_out`` of its last (its ends); without,
+    the edges' means (``edge_mean``: of whole traversals). Drives over an edge without a mean
+    are left out.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``vehicle``, ``edges``, ``measured_wh`` (SUMO's energy of the drive), ``predicted_wh``.
+    """
+    t = table.reset_index(drop=True)
+    e, nxt, car = t.edge.to_numpy(), t.next_edge.to_numpy(), t.vehicle.to_numpy()
+    chained = np.zeros(len(t), dtype=bool)  # row i continues into row i + 1
+    if len(t) > 1:
+        chained[:-1] = (nxt[:-1] == e[1:]) & (car[:-1] == car[1:])
+    first = np.r_[True, ~chained[:-1]] if len(t) else np.zeros(0, dtype=bool)
+    drive = np.cumsum(first) - 1
+    part = np.asarray(edge_mean, dtype=np.float64)[e]
+    if turns is not None:
+        src, dst = np.asarray(turns.conn_src, np.int64), np.asarray(turns.conn_dst, np.int64)
+        arc_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src.tolist(), dst.tolist(), strict=True))}
+        k = np.flatnonzero(chained)
+        arcs = np.array([arc_of.get((int(e[i]), int(e[i + 1])), -1) for i in k], dtype=np.int64)
+        turn_cost = np.where(arcs >= 0, turns.costs[np.maximum(arcs, 0)], np.nan)
+        np.add.at(part, k, turn_cost)
+        last = np.r_[~chained[:-1], True] if len(t) else first
+        part = part + np.where(first, np.asarray(kin_in)[e], 0.0) + np.where(last, np.asarray(kin_out)[e], 0.0)
+    d = pd.DataFrame({"drive": drive, "vehicle": car, "measured_wh": t.energy_wh.to_numpy(), "predicted_wh": part})
+    out = d.groupby("drive", sort=True).agg(vehicle=("vehicle", "first"), edges=("measured_wh", "size"),
+                                            measured_wh=("measured_wh", "sum"),
+                                            predicted_wh=("predicted_wh", lambda x: x.sum(min_count=len(x))))
+    return out[(out.edges >= min_edges) & np.isfinite(out.predicted_wh)].reset_index(drop=True)
+
+
+def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, e_det: np.ndarray | None = None,
+                       start: int | None = None, end: int | None = None, min_traversals: int = 3,
+                       noise_std: float | None = None, time_limit: float = 60.0) -> dict:
+    """The two truths an atlas gives, side by side: ``whole`` (each traversal's measured energy
+    booked on its edge) and ``split`` (edges at a constant kinetic state plus the junctions'
+    costs, as ``--truth sumo`` is by default). For each, :func:`evroute.world.conservation.truth_checks`
+    as measured (the floor on the edges the atlas measured, negative cycles, the turns'
+    potential); for ``split`` then the cycles that :func:`evroute.world.conservation.conserve_energy`
+    broke (``cycles_broken``, ``energy_added_wh``, ``negative_cycle_after``), and, on the truth as
+    the runs get it, the drives' energies it predicts against SUMO's (:func:`drive_predictions`;
+    in-sample: the means include the drive) and, with a trip,
+    :func:`evroute.world.conservation.trip_checks`. Uncovered edges fall back on ``e_det`` (Eq. 8) as
+    in the truth.
+
+    Returns
+    -------
+    dict
+        ``{"whole": {...}, "split": {...}}``; each with the checks' keys, ``drives``,
+        ``drive_error_median`` (median |predicted − measured| / |measured| over drives) and
+        ``drive_bias`` ((Σ predicted − Σ measured) / Σ |measured|).
+    """
+    from ..roads.walks import negative_cycle
+    from .conservation import conserve_energy, trip_checks, truth_checks
+
+    vehicle = vehicle or Vehicle()
+    n = net.n_edges
+    if e_det is None:
+        from ..physics.routes import edge_energies
+
+        e_det = edge_energies(net, vehicle)
+    if noise_std is None:
+        noise_std = 0.1 * float(np.std(e_det))  # paper 003's ς = 0.1 σ_det
+    oracle = Oracle.from_network(net)
+    t = atlas.table
+    counts = np.bincount(t.edge.to_numpy(), minlength=n)
+    covered = counts >= min_traversals
+    mean_in = np.bincount(t.edge.to_numpy(), weights=t.kin_in_wh.to_numpy(), minlength=n) / np.maximum(counts, 1)
+    mean_out = np.bincount(t.edge.to_numpy(), weights=t.kin_out_wh.to_numpy(), minlength=n) / np.maximum(counts, 1)
+    out = {}
+    for booking, column, turns in (("whole", "energy_wh", None),
+                                   ("split", "edge_wh", atlas_turns(t, net, vehicle, min_traversals))):
+        mean, _ = atlas.mean_energy(n, min_traversals=min_traversals, column=column)
+        values = np.where(covered, mean, e_det)
+        checks = truth_checks(net, values, turns, covered, vehicle)
+        if turns is not None:  # the truth: its cycles broken
+            values, turns, n_cycles, added = conserve_energy(net, values, turns, covered, vehicle)
+            mean = np.where(covered, values, np.nan)
+            checks.update({"cycles_broken": n_cycles, "energy_added_wh": added,
+                           "negative_cycle_after": negative_cycle(n, net.conn_src, net.conn_dst, values,
+                                                                  turns.costs) is not None})
+        drives = drive_predictions(t, np.where(covered, mean, np.nan), turns, np.where(covered, mean_in, np.nan),
+                                   np.where(covered, mean_out, np.nan))
+        err = np.abs(drives.predicted_wh - drives.measured_wh) / np.maximum(np.abs(drives.measured_wh), 1e-9)
+        checks.update({"drives": len(drives), "drive_error_median": float(np.median(err)) if len(drives) else None,
+                       "drive_bias": float((drives.predicted_wh.sum() - drives.measured_wh.sum())
+                                           / max(float(np.abs(drives.measured_wh).sum()), 1e-9)) if len(drives) else None})
+        if start is not None and end is not None:
+            checks.update(trip_checks(net, oracle, values, start, end, turns, noise_std, vehicle, time_limit, e_det))
+        out[booking] = checks
+    return out
+
+
+register_truth("sumo", sumo_truth, options=SUMO_TRUTH_OPTIONS, description="per-edge energies from SUMO's EV model in simulated traffic (an atlas; needs "
+               f"{SUMO_INSTALL}); an observation is one recorded traversal", requires=(("sumo", "sumolib"), SUMO_INSTALL))
+
+
+# --------------------------------------------------------------------------------------
+# type-II maximum likelihood on an atlas: what a deployment would fit
+# --------------------------------------------------------------------------------------
+
+
+def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, kernel: str = "combined", kappa: float = 1.0,
+                        nu: float = 2.0, lengthscales=FIT_LENGTHSCALES,
+                        column: str = "edge_wh") -> dict:
+    """σ₀, ς and the context lengthscale ℓ of the agents' prior GP(E_det, σ₀² k_ℓ) with noise ς,
+    by type-II maximum likelihood (:func:`evroute.priors.fitting.fit_prior`) on the first half of the
+    atlas (traversals entered in the first half of the simulated span; the rest is held out).
+    ``column``: what the agents observe, ``edge_wh`` under the default truth of edges plus turns
+    (``energy_wh`` with ``turns=false``).
+
+    Returns
+    -------
+    dict
+        As :func:`evroute.priors.fitting.fit_prior`, and ``noise_model``: the per-edge noise model fitted on
+        the same traversals (:func:`evroute.priors.noise.fit_noise_model`) with σ₀ and ℓ fitted under it.
+    """
+    t = atlas.table
+    span = float(atlas.summary["hours"]) * 3600.0
+    half = t[t.enter_s < span / 2]
+    what = "the atlas's first half"
+    out = fit_prior(net, e_det, half, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
+                    column=column, what=what)
+    # the per-edge noise model (evroute.priors.noise) on the same traversals, then σ₀ and ℓ under it
+    noise = fit_noise_model(net, half, column=column, what=what)
+    under = fit_prior(net, e_det, half, kernel=kernel, kappa=kappa, nu=nu, lengthscales=lengthscales,
+                      column=column, what=what, noise_sd=edge_noise_std(net, noise["spec"]))
+    out["noise_model"] = {**noise, "prior_std": under["prior_std"], "lengthscale": under["lengthscale"],
+                          "neg_log_likelihood_with_prior": under["neg_log_likelihood"]}
+    return out
