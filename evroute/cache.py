@@ -94,7 +94,7 @@ class CacheEntry:
             raise EvrouteError(f"cache directory {self.root} is not writable: {exc.strerror}") from None
 
 
-def cached_arrays(kind: str, params: dict, builder, names: tuple[str, ...] = ("value",)) -> dict:
+def cached_arrays(kind: str, params: dict, builder, *, names: tuple[str, ...] = ("value",)) -> dict:
     """Return arrays from the cache, building and storing them on a miss.
 
     Parameters

@@ -92,7 +92,7 @@ def small_problem(size: int = 60, seed: int = 11) -> SmallProblem:
     return SmallProblem(net, prior, (NOISE_SCALE * sd) ** 2, truth, oracle, 0, end)
 
 
-def observation_rounds(problem: SmallProblem, n: int = 6, k: int = 10, seed: int = 0) -> list:
+def observation_rounds(problem: SmallProblem, n: int = 6, k: int = 10, *, seed: int = 0) -> list:
     """``n`` rounds of ``k`` noisy observations (edge ids, values), half of them on 12 edges seen
     again and again (as routes repeat)."""
     rng = np.random.default_rng(seed)
@@ -266,7 +266,7 @@ def _raises(fn) -> Exception | None:
     return None
 
 
-def check_agent(policy, problem: SmallProblem | None = None, rounds: int = 5, model="exact") -> list[str]:
+def check_agent(policy, problem: SmallProblem | None = None, rounds: int = 5, *, model="exact") -> list[str]:
     """The contract of :class:`evroute.bandit.agents.Agent` for a registered policy (name or spec).
 
     Checks: each round's :class:`~evroute.bandit.agents.Decision` is a route from the trip's start to

@@ -93,7 +93,7 @@ def _interval(lo, hi, lo_open: bool, hi_open: bool) -> str:
     return f"{left}{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}{right}"
 
 
-def number_in(name: str, value, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+def number_in(name: str, value, lo: float | None = None, *, hi: float | None = None, lo_open: bool = False,
               hi_open: bool = False, why: str = "") -> float:
     """A finite number in an interval (``lo_open``/``hi_open``: the end excluded). The message
     names the interval and, with ``why``, the reason for its ends."""
@@ -106,7 +106,7 @@ def number_in(name: str, value, lo: float | None = None, hi: float | None = None
     return v
 
 
-def int_in(name: str, value, lo: int | None = None, hi: int | None = None, *, why: str = "") -> int:
+def int_in(name: str, value, lo: int | None = None, *, hi: int | None = None, why: str = "") -> int:
     """An integer in [lo, hi] (an integer-valued text is accepted, a float is not)."""
     what = f"an integer in [{'-inf' if lo is None else f'{lo:,}'}, {'inf' if hi is None else f'{hi:,}'}]"
     v = _integer(name, value, what)
@@ -120,7 +120,7 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
     """A converter ``convert(name, value)`` for :class:`evroute.specs.Option`: :func:`number_in` with
     these bounds (its ``bounds`` attribute says them, for help texts)."""
     def convert(name, value):
-        return number_in(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, why=why)
+        return number_in(name, value, lo, hi=hi, lo_open=lo_open, hi_open=hi_open, why=why)
 
     convert.bounds = _interval(lo, hi, lo_open, hi_open)
     return convert
@@ -129,7 +129,7 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
 def int_range(lo: int | None = None, hi: int | None = None, *, why: str = ""):
     """A converter for :class:`evroute.specs.Option`: :func:`int_in` with these bounds."""
     def convert(name, value):
-        return int_in(name, value, lo, hi, why=why)
+        return int_in(name, value, lo, hi=hi, why=why)
 
     convert.bounds = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
     return convert

@@ -81,12 +81,12 @@ def main() -> None:
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for rate in [float(x) for x in args.rates.split(",")]:
         for noise in [float(x) for x in args.noise.split(",")]:
-            traces = degrade(d.traces, noise, rate, args.seed)
+            traces = degrade(d.traces, noise, rate, seed=args.seed)
             matcher = Matcher(net, max(noise, 5.0))
             t0 = time.perf_counter()
             rows = []
             for name, g in traces.groupby("trip", sort=True):
-                got, _ = match_trip(matcher, g.assign(energy_wh=g.energy_wh - g.energy_wh.iat[0]), veh, args.boundary)
+                got, _ = match_trip(matcher, g.assign(energy_wh=g.energy_wh - g.energy_wh.iat[0]), veh, boundary=args.boundary)
                 rows.extend((name, *r[:6]) for r in got)
             seconds = time.perf_counter() - t0
             got = pd.DataFrame(rows, columns=["trip", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh"])

@@ -128,7 +128,7 @@ def load_replay(run_dir, rounds=None):
     saved = json.loads((run_dir / "config.json").read_text())
     cfg = SimulationConfig.from_json(saved)  # config.json of any format
     problem = prepare_problem(cfg)
-    K = network_kernel(problem.net, cfg.kernel, cfg.lengthscale, cfg.kappa, cfg.nu, problem.prior_var)
+    K = network_kernel(problem.net, cfg.kernel, cfg.lengthscale, kappa=cfg.kappa, nu=cfg.nu, prior_var=problem.prior_var)
     obs = pd.read_parquet(run_dir / "observations.parquet", columns=["t", "edge", "observed_wh"])
     data = [(g.edge.to_numpy(), g.observed_wh.to_numpy()) for _, g in obs.groupby("t", sort=True)]
     return K, problem.prior_mean, problem.noise_var, data[:rounds] if rounds else data

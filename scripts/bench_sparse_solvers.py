@@ -168,10 +168,10 @@ def domain(net, Q, radius: int, edges: int = 32, rank: np.ndarray | None = None)
     seeds = np.unique(route[:edges])
     Q = sp.csr_matrix(Q)
     Q.sum_duplicates()
-    omega = graph_ball(Q.indptr, Q.indices, seeds, radius, np.zeros(Q.shape[0], bool))  # as the local updates
+    omega = graph_ball(Q.indptr, Q.indices, seeds, r=radius, mark=np.zeros(Q.shape[0], bool))  # as the local updates
     if rank is not None:
         omega = omega[np.argsort(rank[omega], kind="stable")]
-    A, _, _, at = domain_blocks(Q, omega, np.full(Q.shape[0], -1, np.int64), seeds)
+    A, _, _, at = domain_blocks(Q, omega, np.full(Q.shape[0], -1, np.int64), seeds=seeds)
     B = np.zeros((omega.size, seeds.size + 1))
     B[at, np.arange(seeds.size)] = 1.0
     B[:, -1] = 1.0

@@ -145,7 +145,7 @@ def run(method: str, kname: str, ls: float, T: int, rep: int, c_horizon: int | N
             n = t
             if n:
                 lam, Qm = np.linalg.eigh(c * k(X[:n], X[:n]))
-                ucb = dual_bounds(lam, Qm.T @ y[:n], Qm.T @ (c * k(X[:n], cand)), c, sig2, DELTA, BK)
+                ucb = dual_bounds(lam, Qm.T @ y[:n], Qm.T @ (c * k(X[:n], cand)), kss=c, noise_var=sig2, delta=DELTA, B=BK)
             else:
                 ucb = np.zeros(N_POINTS)
             i = int(np.argmax(ucb))
@@ -159,7 +159,7 @@ def run(method: str, kname: str, ls: float, T: int, rep: int, c_horizon: int | N
                 ld = posts[sig2].logdet() if sig2 in posts else None
                 ucb = np.full(N_POINTS, np.inf)
                 for a, p in posts.items():
-                    r2 = rtilde2(a, qs[a], qs[sig2], sig2, ld, DELTA, BK)
+                    r2 = rtilde2(a, qs[a], qs[sig2], noise_var=sig2, logdet=ld, delta=DELTA, B=BK)
                     mu, s = p.predict(KNX, kxx, yn)
                     ucb = np.minimum(ucb, mu + math.sqrt(max(r2, 0.0) / a) * s)
             else:
@@ -170,7 +170,7 @@ def run(method: str, kname: str, ls: float, T: int, rep: int, c_horizon: int | N
                 elif method == "AY":
                     beta = ay_beta(ld, BK, DELTA)
                 else:
-                    beta = igp_beta(ld, n, eta, BK, DELTA, ratio=sig2 / a)
+                    beta = igp_beta(ld, n, eta, B=BK, delta=DELTA, ratio=sig2 / a)
                 mu, s = p.predict(KNX, kxx, yn)
                 ucb = mu + beta * s
             i = int(np.argmax(ucb))

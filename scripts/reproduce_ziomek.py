@@ -99,7 +99,7 @@ def run(method: str, seed: int, K, oracle) -> tuple[float, list[str]]:
     setup = AgentSetup(DensePrior(cands["prior 0"], K), R * R, oracle, 0, N + 1, candidates=cands, horizon=T,
                        seed=seed)
     agent = make_agent(method, setup)
-    res = run_loop(env, agent, T, seed)
+    res = run_loop(env, agent, T, seed=seed)
     return float(res.rounds.cumulative_regret_wh.iloc[-1]), list(agent.tables()["priors"]["chosen"])
 
 

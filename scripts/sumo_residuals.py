@@ -71,7 +71,7 @@ def main() -> None:
     args = ap.parse_args()
     net = load_network(args.network, dem=args.dem)
     vehicle = load_vehicle(None)
-    spec = resolve_route(net, args.route, None, None)
+    spec = resolve_route(net, args.route, None, to_point=None)
     atlas = build_atlas(net, args.network, vehicle, oracle=Oracle.from_network(net), start=spec.start, end=spec.end,
                         dem=args.dem)
     e_det = edge_energies(net, vehicle)

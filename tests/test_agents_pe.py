@@ -43,8 +43,8 @@ def _run(tmp_path, net, seed, priors, truth_prior, horizon=25, **opts):
 
 def test_constants_are_the_papers():
     # β_t = √(2 ln(T|X|π²t²/(3δ))) (a square root already), ξ(n) = 2R² ln(|U|π²n²/(3δ))
-    assert pe_beta(10, 500, 1000, 0.05) == pytest.approx(math.sqrt(2 * math.log(500 * 1000 * math.pi**2 * 100 / 0.15)))
-    assert pe_xi(200, 4, 2.0, 0.05) == pytest.approx(2 * 2.0 * math.log(4 * math.pi**2 * 200**2 / 0.15))
+    assert pe_beta(10, 500, 1000, delta=0.05) == pytest.approx(math.sqrt(2 * math.log(500 * 1000 * math.pi**2 * 100 / 0.15)))
+    assert pe_xi(200, 4, 2.0, delta=0.05) == pytest.approx(2 * 2.0 * math.log(4 * math.pi**2 * 200**2 / 0.15))
 
 
 def test_statistics_follow_the_logged_predictions(tmp_path, small_net, featherweight):

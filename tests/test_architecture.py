@@ -186,3 +186,28 @@ def test_the_command_table_matches_the_commands():
         command = group if attr is None else group.commands[attr]
         own = " ".join((command.help or "").split("\n\n")[0].split())
         assert own == summary, f"{name}: the table says {summary!r}, the command {own!r}"
+
+
+def test_public_functions_take_at_most_three_arguments_by_position():
+    """A public function of more than three parameters takes the rest by name (``*``): a call
+    reads as what it sets, and a parameter added later cannot shift a caller's values. The
+    command-line modules are typer's commands (called by their options) and are left out."""
+    crowded = []
+    for name, path in modules().items():
+        if name.startswith("evroute.cli") or name == "evroute.__main__":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        public = None
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                try:
+                    public = set(ast.literal_eval(node.value))
+                except ValueError:  # the package's own, built from its API table
+                    public = None
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and \
+                    (public is None or node.name in public):
+                positional = node.args.posonlyargs + node.args.args
+                if len(positional) > 3 and node.args.vararg is None:
+                    crowded.append(f"{name}.{node.name} ({len(positional)} positional)")
+    assert crowded == []

@@ -78,7 +78,7 @@ def test_k_units_equal_the_papers_units(data, c):
     x = np.arange(40)
     KOO = K[np.ix_(d["O"], d["O"])]
     ld = information_logdet(KOO, d["n"], sig2)
-    q = {sig2 * g: q_value(KOO, d["n"], d["s"], sig2 * g) for g in DMM_GRID}
+    q = {sig2 * g: q_value(KOO, d["n"], d["s"], a=sig2 * g) for g in DMM_GRID}
     w = confidence_widths("dmm", logdet=ld, B=B_K, delta=0.01, noise_var=sig2, q=q)
     for a, wa in w.items():
         mu_p, rho, r2, ld_p = per_observation(d, c, a / c, x)
@@ -94,11 +94,11 @@ def test_q_from_the_posterior_mean_and_lemma_c2(data):
     KOO = K[np.ix_(d["O"], d["O"])]
     for a in (0.3 * sig2, sig2, 4 * sig2):
         mu, _ = gp_posterior(d, K, a, d["O"])
-        assert q_from_mean(d["n"], d["s"] / d["n"], mu) == pytest.approx(q_value(KOO, d["n"], d["s"], a), rel=1e-9)
+        assert q_from_mean(d["n"], d["s"] / d["n"], mu) == pytest.approx(q_value(KOO, d["n"], d["s"], a=a), rel=1e-9)
     ld = information_logdet(KOO, d["n"], sig2)
-    q0 = q_value(KOO, d["n"], d["s"], sig2)
+    q0 = q_value(KOO, d["n"], d["s"], a=sig2)
     # Lemma C.2: at a = ς² the quadratic terms cancel and R̃²/ς² is AMM's β²
-    assert rtilde2(sig2, q0, q0, sig2, ld, 0.01, 2.0) / sig2 == pytest.approx(amm_beta(ld, 2.0, 0.01) ** 2)
+    assert rtilde2(sig2, q0, q0, noise_var=sig2, logdet=ld, delta=0.01, B=2.0) / sig2 == pytest.approx(amm_beta(ld, 2.0, 0.01) ** 2)
 
 
 def test_the_orderings_of_theorem_6_3_and_dmm(data):
@@ -110,8 +110,8 @@ def test_the_orderings_of_theorem_6_3_and_dmm(data):
     ld = information_logdet(KOO, d["n"], sig2)
     for B in (0.5, 2.0, 10.0):
         assert amm_beta(ld, B, 0.01) < ay_beta(ld, B, 0.01)
-        assert amm_beta(ld, B, 0.01) < igp_beta(ld, d["obs"].size, 2 / 1000, B, 0.01)
-        q = {sig2 * g: q_value(KOO, d["n"], d["s"], sig2 * g) for g in DMM_GRID}
+        assert amm_beta(ld, B, 0.01) < igp_beta(ld, d["obs"].size, 2 / 1000, B=B, delta=0.01)
+        q = {sig2 * g: q_value(KOO, d["n"], d["s"], a=sig2 * g) for g in DMM_GRID}
         w = confidence_widths("dmm", logdet=ld, B=B, delta=0.01, noise_var=sig2, q=q)
         x = np.arange(40)
         dmm = np.min([gp_posterior(d, K, a, x)[0] + wa * gp_posterior(d, K, a, x)[1] for a, wa in w.items()], axis=0)
@@ -124,8 +124,8 @@ def test_an_empty_set_is_a_negative_radius_not_a_crash(data):
     KOO = d["k"][np.ix_(d["O"], d["O"])]
     ld = information_logdet(KOO, d["n"], sig2)
     s_big = d["s"] * 1e3  # data far outside any ball of radius B: misspecified
-    q = {sig2 * g: q_value(KOO, d["n"], s_big, sig2 * g) for g in DMM_GRID}
-    assert min(rtilde2(a, qa, q[sig2], sig2, ld, 0.01, 0.1) for a, qa in q.items()) < 0
+    q = {sig2 * g: q_value(KOO, d["n"], s_big, a=sig2 * g) for g in DMM_GRID}
+    assert min(rtilde2(a, qa, q[sig2], noise_var=sig2, logdet=ld, delta=0.01, B=0.1) for a, qa in q.items()) < 0
     w = confidence_widths("dmm", logdet=ld, B=0.1, delta=0.01, noise_var=sig2, q=q)
     assert min(w.values()) == 0.0
 
@@ -236,12 +236,12 @@ def test_the_truths_rkhs_norms(small_net):
     m = edge_energies(small_net)
     pv = (0.25 * np.std(m)) ** 2
     K = NetworkPrior(small_net, m, "combined", 1.0, 1.0, 2.0, pv).dense()
-    f = rkhs_truth(small_net, m, pv, 4, 7.0)
+    f = rkhs_truth(small_net, m, pv, seed=4, B=7.0)
     g = f - m
     assert math.sqrt(g @ np.linalg.solve(K, g)) == pytest.approx(7.0, rel=1e-6)
-    f = gp_truth(small_net, m, pv, 4)
+    f = gp_truth(small_net, m, pv, seed=4)
     g = f - m
-    assert gp_truth_rkhs_norm(small_net, m, pv, 4) == pytest.approx(math.sqrt(g @ np.linalg.solve(K, g)), rel=1e-4)
+    assert gp_truth_rkhs_norm(small_net, m, pv, seed=4) == pytest.approx(math.sqrt(g @ np.linalg.solve(K, g)), rel=1e-4)
 
 
 def test_energy_floor_bounds_the_physics_and_the_potential_telescopes():
@@ -253,7 +253,7 @@ def test_energy_floor_bounds_the_physics_and_the_potential_telescopes():
     grade = rng.uniform(-0.35, 0.35, 2000)
     speed = rng.uniform(3, 30, 2000)
     floor, pot = energy_floor_wh(length, grade, v)
-    assert np.all(edge_energy_wh(length, np.arctan(grade), speed, v) >= floor - 1e-12)
+    assert np.all(edge_energy_wh(length, np.arctan(grade), speed, vehicle=v) >= floor - 1e-12)
     assert np.all(floor - pot >= -1e-12)
     # the potential of a chain of edges is η⁻ m g (h_end − h_start)/3600
     h = np.cumsum(np.r_[0.0, grade[:10] * length[:10]])
@@ -315,14 +315,14 @@ def test_path_bound_is_the_dual_maximised_and_never_below_dmm(small_net):
     sig2 = agent.noise_var
     KOO = K[np.ix_(seen, seen)]
     ld = information_logdet(KOO, n, sig2)
-    q0 = q_value(KOO, n, s, sig2)
+    q0 = q_value(KOO, n, s, a=sig2)
     dense = []
     for a in sig2 * np.logspace(-3, 3, 2001):
         A = KOO + np.diag(a / n)
         kS = K[np.ix_(seen, S)].sum(1)
         mean = m[S].sum() + kS @ np.linalg.solve(A, s / n)
         var = K[np.ix_(S, S)].sum() - kS @ np.linalg.solve(A, kS)
-        r2 = rtilde2(a, q_value(KOO, n, s, a), q0, sig2, ld, agent.delta, agent.B)
+        r2 = rtilde2(a, q_value(KOO, n, s, a=a), q0, noise_var=sig2, logdet=ld, delta=agent.delta, B=agent.B)
         dense.append(mean - math.sqrt(max(r2, 0) / a) * math.sqrt(max(var, 0)))
     assert ours >= max(dense) - 1e-6 * abs(max(dense))
     assert ours <= max(dense) + 1e-3 * abs(max(dense))
@@ -349,7 +349,7 @@ def test_route_bound_is_the_socp_of_eq_10(small_net):
     sig2, B, delta = agent.noise_var, agent.B, agent.delta
     KOO = K[np.ix_(seen, seen)]
     ld = information_logdet(KOO, n, sig2)
-    R2 = q_value(KOO, n, agent.base.sums[seen] - n * m[seen], sig2) + sig2 * ld + 2 * sig2 * math.log(1 / delta)
+    R2 = q_value(KOO, n, agent.base.sums[seen] - n * m[seen], a=sig2) + sig2 * ld + 2 * sig2 * math.log(1 / delta)
     idx = np.append(seen, x)
     s0 = math.sqrt(agent.prior.prior_var)  # in units of σ₀ (the RKHS norm does not change)
     L = np.linalg.cholesky(K[np.ix_(idx, idx)] / s0**2 + 1e-10 * np.eye(idx.size))
@@ -402,14 +402,14 @@ def test_dual_bounds_in_the_eigenbasis_equal_direct_posteriors(data):
     KOO = K[np.ix_(seen, seen)]
     lam, Q = np.linalg.eigh(np.sqrt(n)[:, None] * KOO * np.sqrt(n)[None, :])
     levels = sig2 * np.array([0.05, 0.3, 1.0, 4.0, 20.0])
-    ours = dual_bounds(lam, Q.T @ (s / np.sqrt(n)), Q.T @ (np.sqrt(n)[:, None] * K[np.ix_(seen, x)]), np.diag(K)[x],
-                       sig2, 0.01, B, upper=True, levels=levels)
+    ours = dual_bounds(lam, Q.T @ (s / np.sqrt(n)), Q.T @ (np.sqrt(n)[:, None] * K[np.ix_(seen, x)]), kss=np.diag(K)[x],
+                       noise_var=sig2, delta=0.01, B=B, upper=True, levels=levels)
     ld = information_logdet(KOO, n, sig2)
-    q0 = q_value(KOO, n, s, sig2)
+    q0 = q_value(KOO, n, s, a=sig2)
     ref = np.full(x.size, np.inf)
     for a in levels:
         mu, sd = gp_posterior(d, K, a, x)
-        r2 = rtilde2(a, q_value(KOO, n, s, a), q0, sig2, ld, 0.01, B)
+        r2 = rtilde2(a, q_value(KOO, n, s, a=a), q0, noise_var=sig2, logdet=ld, delta=0.01, B=B)
         ref = np.minimum(ref, mu + math.sqrt(max(r2, 0) / a) * sd)
     np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-12)
 

@@ -95,20 +95,20 @@ def test_the_potential_rule_finds_the_exact_optimum_where_rectified_does_not(cit
     h = turn_potential(floor, turns)
     worse = walks = 0
     for start, end in _trips(net, oracle, rng, 25):
-        opt = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
-                            e_det, start, end, ends="auto", turn_weights=turns.costs, method="milp")
-        w, arc = route_weights(e_det, "potential", 1.0, floor, potential, turns, h)
+        opt = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, edge_u=net.edges.u.to_numpy(), edge_v=net.edges.v.to_numpy(),
+                            weights=e_det, start=start, end=end, ends="auto", turn_weights=turns.costs, method="milp")
+        w, arc = route_weights(e_det, "potential", 1.0, floor=floor, potential=potential, turns=turns, turn_potential=h)
         assert w.min() >= 0 and arc.min() >= 0
         path = oracle.shortest_path(w, start, end, turn_weights=arc).edges
-        walk_ok = is_vertex_simple(path, net.edges.u.to_numpy(), net.edges.v.to_numpy(), opt.ends)
-        got = route_energy(oracle, e_det, path, turns)
+        walk_ok = is_vertex_simple(path, net.edges.u.to_numpy(), net.edges.v.to_numpy(), ends=opt.ends)
+        got = route_energy(oracle, e_det, path, turns=turns)
         if walk_ok:
             assert got == pytest.approx(opt.energy, abs=1e-6), (start, end)
         else:
             assert got <= opt.energy + 1e-6  # a walk that passes a node twice may beat every simple route
             walks += 1
         w, arc = route_weights(e_det, "rectified", 1e-6, turns=turns)
-        rect = route_energy(oracle, e_det, oracle.shortest_path(w, start, end, turn_weights=arc).edges, turns)
+        rect = route_energy(oracle, e_det, oracle.shortest_path(w, start, end, turn_weights=arc).edges, turns=turns)
         assert rect >= got - 1e-6
         worse += rect > got + 1e-3
     assert worse >= 3 and walks <= 5
@@ -119,13 +119,13 @@ def test_trip_checks_agree_with_the_pieces(city):
     rng = np.random.default_rng(2)
     turns = _physical_turns(net, rng)
     (start, end), = _trips(net, oracle, rng, 1)
-    out = trip_checks(net, oracle, e_det, start, end, turns, noise_std=0.0)
+    out = trip_checks(net, oracle, e_det, start=start, end=end, turns=turns, noise_std=0.0)
     assert out["optimum_status"] == "optimal" and out["potential_wh"] == pytest.approx(out["optimum_wh"], abs=1e-6)
     for key in ("rectified_wh", "fastest_wh", "shortest_wh"):
         assert out[key] >= out["optimum_wh"] - 1e-6
     length = net.edges.length_m.to_numpy()
     assert out["shortest_wh"] == pytest.approx(route_energy(oracle, e_det, oracle.shortest_path(length, start, end).edges,
-                                                            turns))
+                                                            turns=turns))
 
 
 def test_turn_potential_without_a_feasible_one_warns_and_raises_the_turns(city):
@@ -140,7 +140,7 @@ def test_turn_potential_without_a_feasible_one_warns_and_raises_the_turns(city):
     with pytest.warns(EvrouteWarning, match="create energy"):
         h = turn_potential(floor, turns)
     assert h.cycles > 0 and (h.costs >= turns.costs).all() and (h.floor == floor).all()
-    _, arc = route_weights(floor, "potential", 1.0, floor, np.zeros(net.n_edges), turns, h)
+    _, arc = route_weights(floor, "potential", 1.0, floor=floor, potential=np.zeros(net.n_edges), turns=turns, turn_potential=h)
     assert arc.min() >= 0
     # lifting the floors toward a prior mean first: the cycles' edges take the deficit before their turns
     with pytest.warns(EvrouteWarning, match="lift"):
@@ -188,7 +188,7 @@ def test_atlas_turns_average_the_cars_that_turned_and_fall_back_on_a_speed_chang
         np.bincount(table.edge, minlength=net.n_edges), 1)
     kin_out = np.bincount(table.edge, weights=table.kin_out_wh, minlength=net.n_edges) / np.maximum(
         np.bincount(table.edge, minlength=net.n_edges), 1)
-    drives = drive_predictions(table, mean, turns, kin_in, kin_out)
+    drives = drive_predictions(table, mean, turns, kin_in=kin_in, kin_out=kin_out)
     assert len(drives) == 3 and (drives.edges == 3).all()
     expected = 30.0 + 1.0 + turns.costs[arc[(a, b)]] + turns.costs[arc[(b, c)]] + 0.0
     np.testing.assert_allclose(drives.predicted_wh, expected)

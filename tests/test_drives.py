@@ -110,7 +110,7 @@ def test_a_stop_at_a_junction_is_split_into_the_edges_kinetic_parts():
     speed[20] = 0.0
     energy[20:] -= ke * veh.eta_minus
     energy[21:] += ke / veh.eta_plus
-    rows = trip_traversals(route, s, t, energy, speed, np.zeros(t.size), length, veh)
+    rows = trip_traversals(route, s, t, energy=energy, speed=speed, dist=np.zeros(t.size), length=length, vehicle=veh)
     by_edge = {r[0]: r for r in rows}
     assert sorted(by_edge) == [1, 2]
     edge1, edge2 = by_edge[1], by_edge[2]
@@ -132,7 +132,7 @@ def test_the_sumo_boundary_books_whole_steps_past_the_junction():
     t = np.arange(0.0, 41.0)
     s = np.clip(t * 9.7 + 1.3, 0, 400)  # fixes fall between the junctions
     energy = t ** 2  # any trip meter
-    rows = {r[0]: r for r in trip_traversals(route, s, t, energy, np.full(t.size, 9.7), np.zeros(t.size), length,
+    rows = {r[0]: r for r in trip_traversals(route, s, t, energy=energy, speed=np.full(t.size, 9.7), dist=np.zeros(t.size), length=length,
                                               boundary="sumo")}
     ends = np.cumsum(length) + SUMO_JUNCTION_OFFSET_M  # edge k ends here, along the route
     edge_of = np.searchsorted(ends, s, side="right")  # the edge each fix (a step's end) lies on
@@ -140,11 +140,11 @@ def test_the_sumo_boundary_books_whole_steps_past_the_junction():
         steps = np.flatnonzero(edge_of[1:] == k) + 1  # the steps (i-1, i] ending on edge k
         assert rows[k][4] == pytest.approx(float(np.sum(energy[steps] - energy[steps - 1])), rel=1e-12)
         assert rows[k][2] == t[steps[0] - 1] and rows[k][3] == t[steps[-1]] - t[steps[0] - 1]
-    centre = {r[0]: r for r in trip_traversals(route, s, t, 5.0 * s, np.full(t.size, 9.7), np.zeros(t.size),
-                                                length)}
+    centre = {r[0]: r for r in trip_traversals(route, s, t, energy=5.0 * s, speed=np.full(t.size, 9.7), dist=np.zeros(t.size),
+                                                length=length)}
     assert centre[1][4] == pytest.approx(500.0, rel=1e-12) and centre[2][4] == pytest.approx(500.0, rel=1e-12)
     with pytest.raises(EvrouteError, match="boundary"):
-        trip_traversals(route, s, t, energy, np.full(t.size, 9.7), np.zeros(t.size), length, boundary="edge")
+        trip_traversals(route, s, t, energy=energy, speed=np.full(t.size, 9.7), dist=np.zeros(t.size), length=length, boundary="edge")
 
 
 def test_energy_power_and_state_of_charge_read_the_same(tmp_path):
@@ -415,7 +415,7 @@ def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     from evroute.reports.report import routes_geojson
     from evroute.world.drives import drives_route, fleet_prior_mean
 
-    spec = resolve_route(synthetic, "A", None, None)
+    spec = resolve_route(synthetic, "A", None, to_point=None)
     energy = reference_routes(synthetic, spec)[0]["edges"]
     e_det = edge_energies(synthetic, Vehicle())
     inner = energy[1:-1]
@@ -557,7 +557,7 @@ def test_odometry_positions_are_the_weighted_least_squares_of_gps_and_speed():
     a = np.vstack([np.eye(40) / 7.0, (np.eye(40, k=1) - np.eye(40))[:-1] / q[:, None]])
     b = np.r_[s / 7.0, d / q]
     expected = np.linalg.lstsq(a, b, rcond=None)[0]
-    np.testing.assert_allclose(odometry_positions(s, t, speed, 7.0), expected, rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(odometry_positions(s, t, speed, gps_noise_m=7.0), expected, rtol=1e-10, atol=1e-9)
 
 
 def test_the_speed_places_a_stop_at_a_junction_despite_gps_noise():
@@ -578,13 +578,13 @@ def test_the_speed_places_a_stop_at_a_junction_despite_gps_noise():
     keep = (s > 0) & (s < 600)
     t, v, s, energy = t[keep], v[keep], s[keep], energy[keep]
     zeros = np.zeros(t.size)
-    exact = {r[0]: r[4] for r in trip_traversals(route, s, t, energy, v, zeros, length, veh)}
+    exact = {r[0]: r[4] for r in trip_traversals(route, s, t, energy=energy, speed=v, dist=zeros, length=length, vehicle=veh)}
     assert sorted(exact) == [1, 2]
     smooth_err, raw_err = [], []
     for seed in range(20):
         noisy = s + np.random.default_rng(seed).normal(0, 10.0, s.size)
-        smooth = {r[0]: r[4] for r in trip_traversals(route, noisy, t, energy, v, zeros, length, veh, gps_noise_m=10.0)}
-        raw = {r[0]: r[4] for r in trip_traversals(route, noisy, t, energy, v, zeros, length, veh)}
+        smooth = {r[0]: r[4] for r in trip_traversals(route, noisy, t, energy=energy, speed=v, dist=zeros, length=length, vehicle=veh, gps_noise_m=10.0)}
+        raw = {r[0]: r[4] for r in trip_traversals(route, noisy, t, energy=energy, speed=v, dist=zeros, length=length, vehicle=veh)}
         smooth_err += [abs(smooth[k] / exact[k] - 1) for k in (1, 2)]
         raw_err += [abs(raw[k] / exact[k] - 1) for k in (1, 2)]
     assert np.median(smooth_err) < 0.06 and max(smooth_err) < 0.25

@@ -77,7 +77,7 @@ def test_presets_and_files(tmp_path):
     del full["name"]
     f.write_text(json.dumps(full))
     assert load_vehicle(str(f)) == Vehicle(name="van", mass_kg=2500.0)
-    assert edge_energy_wh(100.0, 0.1, 10.0, van) > edge_energy_wh(100.0, 0.1, 10.0, veh)
+    assert edge_energy_wh(100.0, 0.1, 10.0, vehicle=van) > edge_energy_wh(100.0, 0.1, 10.0, vehicle=veh)
 
 
 @pytest.mark.parametrize("content,msg", [("{", "not valid JSON"), ('{"base": "sumo-ev", "mass_kg": -1}', "mass_kg"),

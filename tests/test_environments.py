@@ -23,7 +23,7 @@ def test_truth_is_one_draw_of_the_paper_prior(problem):
     prior = NetworkPrior(problem.net, problem.prior_mean, "combined", 1.0, 1.0, 2.0, problem.prior_var)
     want = prior.sample(np.random.default_rng([5, 1]))
     np.testing.assert_array_equal(problem.truth, want)
-    again = gp_truth(problem.net, problem.prior_mean, problem.prior_var, 5)  # from the cache
+    again = gp_truth(problem.net, problem.prior_mean, problem.prior_var, seed=5)  # from the cache
     np.testing.assert_array_equal(again, want)
 
 

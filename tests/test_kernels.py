@@ -111,12 +111,12 @@ def test_line_graph_weights_match_definition(graph):
 def test_incidence_laplacian_equals_loop_built(graph):
     lengths, src, dst = graph
     E = len(lengths)
-    lap = incidence_laplacian(E, src, dst, lengths)
+    lap = incidence_laplacian(E, src, dst, lengths=lengths)
     assert sp.issparse(lap) and lap.format == "csr" and lap.shape == (E, E)
     assert lap.dtype == np.float64
     ref = dense_laplacian(lengths, src, dst)
     np.testing.assert_allclose(lap.toarray(), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
-    B = incidence_matrix(E, src, dst, lengths)
+    B = incidence_matrix(E, src, dst, lengths=lengths)
     assert B.shape == (E, len(src))
     np.testing.assert_allclose(np.asarray(B.sum(axis=0)).ravel(), 0.0, atol=1e-12)
     # symmetric PSD, rows sum to zero
@@ -128,7 +128,7 @@ def test_incidence_laplacian_equals_loop_built(graph):
 
 def test_laplacian_without_connections_is_zero():
     lap = incidence_laplacian(
-        3, np.array([], dtype=np.int64), np.array([], dtype=np.int64), [1.0, 2.0, 3.0]
+        3, np.array([], dtype=np.int64), np.array([], dtype=np.int64), lengths=[1.0, 2.0, 3.0]
     )
     assert lap.shape == (3, 3) and lap.nnz == 0
     K = graph_matern(lap)
@@ -139,7 +139,7 @@ def test_laplacian_without_connections_is_zero():
 @pytest.mark.parametrize("nu", [1, 2, 3])
 def test_precision_and_sparse_equal_eigen(graph, nu):
     lengths, src, dst = graph
-    lap = incidence_laplacian(len(lengths), src, dst, lengths)
+    lap = incidence_laplacian(len(lengths), src, dst, lengths=lengths)
     K_eig = graph_matern(lap, nu=nu, kappa=1.0, method="eigen")
     for method in ("precision", "sparse", "auto"):
         K = graph_matern(lap, nu=nu, kappa=1.0, method=method)
@@ -153,7 +153,7 @@ def test_precision_and_sparse_equal_eigen(graph, nu):
 )
 def test_eigen_equals_textbook_formula(graph, nu, kappa):
     lengths, src, dst = graph
-    lap = incidence_laplacian(len(lengths), src, dst, lengths)
+    lap = incidence_laplacian(len(lengths), src, dst, lengths=lengths)
     ref = reference_matern(dense_laplacian(lengths, src, dst), nu, kappa)
     K = graph_matern(lap, nu=nu, kappa=kappa, method="eigen")
     np.testing.assert_allclose(K, ref, rtol=1e-7, atol=1e-9)
@@ -166,13 +166,13 @@ def test_eigen_equals_textbook_formula(graph, nu, kappa):
 
 def test_graph_matern_accepts_dense_laplacian(graph):
     lengths, src, dst = graph
-    lap = incidence_laplacian(len(lengths), src, dst, lengths)
+    lap = incidence_laplacian(len(lengths), src, dst, lengths=lengths)
     np.testing.assert_allclose(graph_matern(lap.toarray()), graph_matern(lap), rtol=1e-12)
 
 
 def test_graph_matern_larger_graph_fast_path():
     lengths, src, dst = random_road_graph(80, 300, seed=7)
-    lap = incidence_laplacian(len(lengths), src, dst, lengths)
+    lap = incidence_laplacian(len(lengths), src, dst, lengths=lengths)
     K_prec = graph_matern(lap, nu=2, method="precision")
     K_eig = graph_matern(lap, nu=2, method="eigen")
     np.testing.assert_allclose(K_prec, K_eig, rtol=1e-8, atol=1e-10)
@@ -230,20 +230,20 @@ def test_combined_kernel_kinds(graph, kind):
     E = len(lengths)
     rng = np.random.default_rng(5)
     X = standardize_context(rng.normal(size=(E, 3)))
-    K_G = graph_matern(incidence_laplacian(E, src, dst, lengths))
+    K_G = graph_matern(incidence_laplacian(E, src, dst, lengths=lengths))
     ell, ell_p = np.array([0.7, 1.0, 2.0]), np.array([3.0, 0.4, 1.1])
     K = combined_kernel(
-        K_G, X, ell, ell_p, outputscale_f=1.3, outputscale_prime=0.4, kind=kind, prior_var=2.5
+        K_G, X, ell, lengthscales_prime=ell_p, outputscale_f=1.3, outputscale_prime=0.4, kind=kind, prior_var=2.5
     )
     assert K.shape == (E, E)
     assert_sym_psd(K)
     assert np.mean(np.diag(K)) == pytest.approx(2.5, rel=1e-12)
     if kind == "combined":
-        raw = K_G * matern52(X, X, ell, 1.3) + matern52(X, X, ell_p, 0.4)
+        raw = K_G * matern52(X, X, ell, outputscale=1.3) + matern52(X, X, ell_p, outputscale=0.4)
     elif kind == "graph":
         raw = K_G
     else:
-        raw = matern52(X, X, ell, 1.3)
+        raw = matern52(X, X, ell, outputscale=1.3)
     np.testing.assert_allclose(K, 2.5 * raw / np.mean(np.diag(raw)), rtol=1e-12)
 
 
@@ -269,7 +269,7 @@ def _raises(match, fn, *args, **kwargs):
 def test_bad_parameters_raise():
     lengths, src, dst = random_road_graph(8, 12, seed=0)
     E = len(lengths)
-    lap = incidence_laplacian(E, src, dst, lengths)
+    lap = incidence_laplacian(E, src, dst, lengths=lengths)
     X = np.random.default_rng(0).normal(size=(E, 2))
     K_G = graph_matern(lap)
     _raises("kind", combined_kernel, K_G, X, kind="bogus")
@@ -286,8 +286,8 @@ def test_bad_parameters_raise():
     _raises("method", graph_matern, lap, method="cholmod")
     _raises("laplacian", graph_matern, np.ones((3, 4)))
     _raises("lengths", line_graph_weights, [1.0, 0.0], [0], [1])
-    _raises("lengths", incidence_laplacian, 2, [0], [1], [1.0, np.nan])
-    _raises("edge ids", incidence_laplacian, 2, [0], [2], [1.0, 1.0])
+    _raises("lengths", incidence_laplacian, 2, [0], [1], lengths=[1.0, np.nan])
+    _raises("edge ids", incidence_laplacian, 2, [0], [2], lengths=[1.0, 1.0])
     _raises("K_G", combined_kernel, None, X, kind="combined")
     _raises("X", combined_kernel, K_G, X[:-1])
     _raises("jitter", jittered_cholesky, np.eye(2), jitter=0.0)

@@ -104,7 +104,7 @@ def test_graph_ball_is_networkx_s_multi_source_ball(with_stamp):
     for r in (0, 1, 3, 6, 40):
         seeds = np.sort(rng.choice(n, size=5, replace=False))
         dist = nx.multi_source_dijkstra_path_length(G, [int(s) for s in seeds], cutoff=r, weight=lambda u, v, d: 1)
-        ball = graph_ball(A.indptr, A.indices, seeds, r, mark, stamp)
+        ball = graph_ball(A.indptr, A.indices, seeds, r=r, mark=mark, stamp=stamp)
         assert np.array_equal(ball, np.array(sorted(dist))), r
         assert not mark.any() and (stamp is None or np.all(stamp == -1))
 
@@ -122,7 +122,7 @@ def test_domain_blocks_are_the_dense_blocks_in_the_order_given():
     where = np.full(n, -1, np.int64)
     on_diagonal = np.flatnonzero(A.indices == np.repeat(np.arange(n), np.diff(A.indptr)))
     add = rng.uniform(0.5, 2.0, omega.size)
-    block, rim, shell, at = domain_blocks(A, omega, where, seeds, on_diagonal - A.indptr[:-1], add)
+    block, rim, shell, at = domain_blocks(A, omega, where, seeds=seeds, diagonal_offset=on_diagonal - A.indptr[:-1], add=add)
     dense = A.toarray()
     np.testing.assert_array_equal(block.toarray(), dense[np.ix_(omega, omega)] + np.diag(add))
     assert block.format == "csc" and block.has_canonical_format

@@ -88,7 +88,7 @@ def test_the_result_is_that_of_the_order(make_base, threads):
         n = 40
         base = make_base(n)
         toy = Toy(n, seed, base, jitter=0.002 if threads == 2 else 0.0)
-        stats = run_in_order(base, toy.attempt, toy.footprint, toy.commit, N_ITEMS, threads=threads)
+        stats = run_in_order(base, toy.attempt, toy.footprint, commit=toy.commit, n_items=N_ITEMS, threads=threads)
         np.testing.assert_array_equal(toy.x, defined(n, seed, base))
         assert stats.tasks == n
         redone += stats.redone
@@ -103,7 +103,7 @@ def test_a_check_that_misses_a_meeting_is_caught(monkeypatch):
     differ = []
     for seed in range(10):
         toy = Toy(40, seed, base)
-        run_in_order(base, toy.attempt, toy.footprint, toy.commit, N_ITEMS, threads=1)
+        run_in_order(base, toy.attempt, toy.footprint, commit=toy.commit, n_items=N_ITEMS, threads=1)
         differ.append(not np.array_equal(toy.x, defined(40, seed, base)))
     assert any(differ)
 
@@ -121,16 +121,16 @@ def test_an_error_in_one_thread_stops_both():
         return real(q, fresh, slot)
 
     with pytest.raises(RuntimeError, match="boom"):
-        run_in_order(base, attempt, toy.footprint, toy.commit, N_ITEMS, threads=2)
+        run_in_order(base, attempt, toy.footprint, commit=toy.commit, n_items=N_ITEMS, threads=2)
     assert max(toy.done) < 11
 
 
 def test_bad_bases_are_refused():
     toy = Toy(3, 0, [-1, 1, 0])
     with pytest.raises(EvrouteError, match="earlier task"):
-        run_in_order([-1, 1, 0], toy.attempt, toy.footprint, toy.commit, N_ITEMS)
+        run_in_order([-1, 1, 0], toy.attempt, toy.footprint, commit=toy.commit, n_items=N_ITEMS)
     with pytest.raises(EvrouteError, match="threads"):
-        run_in_order([-1, 0, 1], toy.attempt, toy.footprint, toy.commit, N_ITEMS, threads=3)
+        run_in_order([-1, 0, 1], toy.attempt, toy.footprint, commit=toy.commit, n_items=N_ITEMS, threads=3)
 
 
 class LaneToy:
@@ -197,7 +197,7 @@ def test_lanes_give_the_result_of_their_order(threads):
     for seed in range(12):
         sizes = [9, 8]
         toy = LaneToy(sizes, seed, jitter=0.002 if threads == 2 else 0.0)
-        kept, stats = run_in_lanes(sizes, toy.attempt, toy.footprint, toy.write, toy.restore, memory, threads=threads)
+        kept, stats = run_in_lanes(sizes, toy.attempt, toy.footprint, write=toy.write, restore=toy.restore, memory=memory, threads=threads)
         np.testing.assert_array_equal(toy.x, lanes_defined(sizes, seed))
         assert [len(k) for k in kept] == sizes
         met += stats.met
@@ -218,6 +218,6 @@ def test_a_lane_rollback_restores_every_write(mutate):
         sizes = [6, 6]
         toy = LaneToy(sizes, seed, hold=(1, 0))
         restore = (lambda token: None) if mutate else toy.restore
-        run_in_lanes(sizes, toy.attempt, toy.footprint, toy.write, restore, LaneMemory(N_ITEMS), threads=2)
+        run_in_lanes(sizes, toy.attempt, toy.footprint, write=toy.write, restore=restore, memory=LaneMemory(N_ITEMS), threads=2)
         differ.append(not np.array_equal(toy.x, lanes_defined(sizes, seed)))
     assert any(differ) == mutate

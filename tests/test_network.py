@@ -92,7 +92,7 @@ def test_line_graph_is_networkx_line_graph_minus_uturns(small_osm):
     net = load_network(str(small_osm), use_cache=False)
     # rebuild without restrictions and compare with networkx
     e = net.edges
-    src, dst, _ = line_graph(e.u.to_numpy(), e.v.to_numpy(), e.length_m.to_numpy(), net.edge_ways, [])
+    src, dst, _ = line_graph(e.u.to_numpy(), e.v.to_numpy(), e.length_m.to_numpy(), ways=net.edge_ways, restrictions=[])
     G = nx.MultiDiGraph()
     for i in range(len(e)):
         G.add_edge(int(e.u.iat[i]), int(e.v.iat[i]), key=i)
@@ -118,11 +118,11 @@ def test_lipschitz_envelope_bounds_grades_and_keeps_plausible_input():
     b = np.array([v for u, v in G.edges()])
     length = rng.uniform(5, 200, len(a))
     h = rng.uniform(0, 30, 60)
-    out = lipschitz_envelope(60, a, b, length, h, 0.1)
+    out = lipschitz_envelope(60, a, b, length=length, h=h, max_grade=0.1)
     assert np.all(out >= h - 1e-9)
     assert np.all(np.abs(out[a] - out[b]) <= 0.1 * length + 1e-9)
     # minimality: every raised node is pinned by a constraint with some neighbour
-    smooth = lipschitz_envelope(60, a, b, length, np.zeros(60), 0.1)
+    smooth = lipschitz_envelope(60, a, b, length=length, h=np.zeros(60), max_grade=0.1)
     assert np.allclose(smooth, 0)
 
 

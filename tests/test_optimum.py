@@ -155,7 +155,7 @@ def assert_valid_route(res: OptimumResult, n_edges, conn_src, conn_dst, edge_u, 
     p = res.path
     assert p[0] == start and p[-1] == end
     assert all((a, b) in legal for a, b in zip(p[:-1], p[1:], strict=True))
-    assert is_vertex_simple(p, edge_u, edge_v, ends)
+    assert is_vertex_simple(p, edge_u, edge_v, ends=ends)
     if ends == "strict":
         nodes = [int(edge_u[p[0]])] + [int(edge_v[e]) for e in p]
         assert len(set(nodes)) == len(nodes)
@@ -166,7 +166,7 @@ def check_against_brute_force(seed, case, ends, method="auto", time_limit=60.0):
     n_edges, conn_src, conn_dst, edge_u, edge_v, rng = small_instance(seed)
     start, end = pick_route(rng, n_edges, conn_src, conn_dst)
     w = weights_for(case, rng, n_edges, edge_u, edge_v, conn_src, conn_dst, start)
-    res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end,
+    res = exact_optimum(n_edges, conn_src, conn_dst, edge_u=edge_u, edge_v=edge_v, weights=w, start=start, end=end,
                         time_limit=time_limit, ends=ends, method=method)
     best, best_path = brute_force(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end,
                                   ends)
@@ -231,7 +231,7 @@ def test_turn_costs_are_paid_where_the_route_turns(seed, ends):
         turns = scale * rng.random(conn_src.size)
         best, best_path = brute_force(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end, ends, turns)
         for method in ("auto", "milp"):
-            res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end, ends=ends, method=method,
+            res = exact_optimum(n_edges, conn_src, conn_dst, edge_u=edge_u, edge_v=edge_v, weights=w, start=start, end=end, ends=ends, method=method,
                                 turn_weights=turns)
             if best_path is None:
                 assert res.status == "infeasible"
@@ -239,7 +239,7 @@ def test_turn_costs_are_paid_where_the_route_turns(seed, ends):
             assert res.status == "optimal" and res.energy == pytest.approx(best, abs=1e-7), (method, res, best)
             lookup = {(int(a), int(b)): float(c) for a, b, c in zip(conn_src, conn_dst, turns, strict=True)}
             assert res.energy == pytest.approx(path_energy(res.path, w, lookup), abs=1e-9)
-            assert is_vertex_simple(res.path, edge_u, edge_v, ends)
+            assert is_vertex_simple(res.path, edge_u, edge_v, ends=ends)
 
 
 @pytest.mark.parametrize("seed", range(3 * N_SEEDS))
@@ -256,7 +256,7 @@ def test_negative_cycle_agrees_with_networkx(seed):
     for a, b, c in zip(conn_src.tolist(), conn_dst.tolist(), arc.tolist(), strict=True):
         g.add_edge(a, b, weight=c + float(w[b]))
     expected = nx.negative_edge_cycle(g, weight="weight")
-    cycle = optimum.negative_cycle(n_edges, conn_src, conn_dst, w, turns)
+    cycle = optimum.negative_cycle(n_edges, conn_src, conn_dst, weights=w, turn_weights=turns)
     assert (cycle is not None) == expected
     if cycle is not None:
         closed = list(zip(cycle, cycle[1:] + cycle[:1], strict=True))
@@ -265,7 +265,7 @@ def test_negative_cycle_agrees_with_networkx(seed):
         assert cycle[0] == min(cycle)
     # Johnson's potential: exists exactly without a negative cycle, and makes every turn's
     # reduced weight non-negative with shortest paths unchanged (networkx on the signed weights)
-    h = optimum.feasible_potential(n_edges, conn_src, conn_dst, w, turns)
+    h = optimum.feasible_potential(n_edges, conn_src, conn_dst, weights=w, turn_weights=turns)
     assert (h is None) == expected
     if h is not None:
         reduced = arc + w[conn_dst] + h[conn_src] - h[conn_dst]
@@ -289,9 +289,9 @@ def test_walks_are_the_line_graphs_shortest_paths(seed):
     for case in ("potential", "negative-cycle"):
         w = weights_for(case, rng, n_edges, edge_u, edge_v, conn_src, conn_dst, start)
         turns = rng.uniform(0.0, 0.5, conn_src.size)
-        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end, ends="auto",
+        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u=edge_u, edge_v=edge_v, weights=w, start=start, end=end, ends="auto",
                             turn_weights=turns, walks=True)
-        simple = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, w, start, end, ends="auto",
+        simple = exact_optimum(n_edges, conn_src, conn_dst, edge_u=edge_u, edge_v=edge_v, weights=w, start=start, end=end, ends="auto",
                                turn_weights=turns)
         g = nx.DiGraph()
         for a, b, c in zip(conn_src.tolist(), conn_dst.tolist(), turns.tolist(), strict=True):
@@ -307,9 +307,9 @@ def test_walks_are_the_line_graphs_shortest_paths(seed):
 
 def test_negative_cycle_rejects_bad_input():
     with pytest.raises(EvrouteError, match="length"):
-        optimum.negative_cycle(3, [0], [1], [1.0, 2.0])
+        optimum.negative_cycle(3, [0], [1], weights=[1.0, 2.0])
     with pytest.raises(EvrouteError, match="finite"):
-        optimum.negative_cycle(2, [0], [1], [1.0, np.nan])
+        optimum.negative_cycle(2, [0], [1], weights=[1.0, np.nan])
 
 
 @pytest.mark.parametrize("seed", range(0, N_SEEDS, 2))
@@ -354,23 +354,23 @@ def test_unreachable_end_raises():
     n, cs, cd, eu, ev = _tiny()
     keep = cd != 0  # nothing enters edge 0 any more
     with pytest.raises(EvrouteError, match="cannot be reached"):
-        exact_optimum(n, cs[keep], cd[keep], eu, ev, np.ones(n), 1, 0)
+        exact_optimum(n, cs[keep], cd[keep], edge_u=eu, edge_v=ev, weights=np.ones(n), start=1, end=0)
 
 
 def test_dead_end_start_needs_open_ends():
     # start on the spur a->x: the only way on is back through a, the start's tail
     n, cs, cd, eu, ev = _tiny()
     w = np.ones(n)
-    strict = exact_optimum(n, cs, cd, eu, ev, w, 5, 2)
+    strict = exact_optimum(n, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=5, end=2)
     assert strict.status == "infeasible" and strict.path == [] and math.isnan(strict.energy)
-    open_ = exact_optimum(n, cs, cd, eu, ev, w, 5, 2, ends="open")
+    open_ = exact_optimum(n, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=5, end=2, ends="open")
     assert open_.status == "optimal" and open_.path == [5, 6, 0, 1, 2]
     assert open_.energy == 5.0
 
 
 def test_start_equals_end():
     n, cs, cd, eu, ev = _tiny()
-    res = exact_optimum(n, cs, cd, eu, ev, np.arange(n, dtype=float), 2, 2)
+    res = exact_optimum(n, cs, cd, edge_u=eu, edge_v=ev, weights=np.arange(n, dtype=float), start=2, end=2)
     assert res.path == [2] and res.energy == 2.0 and res.status == "optimal"
 
 
@@ -378,7 +378,7 @@ def test_negative_cycle_next_to_the_route():
     # the cycle a->b->c->d->a is negative; the best simple route 0 -> 2 cannot use it twice
     n, cs, cd, eu, ev = _tiny()
     w = np.array([-1.0, -1.0, -1.0, -1.0, 0.0, 0.0, 0.0])
-    res = exact_optimum(n, cs, cd, eu, ev, w, 0, 2)
+    res = exact_optimum(n, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=0, end=2)
     assert res.method == "milp" and res.path == [0, 1, 2] and res.energy == -3.0
 
 
@@ -463,7 +463,7 @@ def test_grid_network_with_negative_cycles_is_solved(k, seed):
     """Grids the cutting planes close (measured on a quiet 2-core machine: 1.8 s and 11 s)."""
     n_edges, cs, cd, eu, ev, w, start, end = grid_network(seed=seed, k=k)
     t0 = time.perf_counter()
-    res = exact_optimum(n_edges, cs, cd, eu, ev, w, start, end, time_limit=300.0)
+    res = exact_optimum(n_edges, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=start, end=end, time_limit=300.0)
     seconds = time.perf_counter() - t0
     print(f"\ngrid {k}x{k} seed {seed}: {n_edges} edges, {cs.size} turns, status {res.status}, "
           f"{seconds:.2f} s, {res.stats}")
@@ -479,7 +479,7 @@ def test_hard_grid_returns_a_valid_route_and_an_honest_gap():
     luxembourg:A seed 0) HiGHS's branch and bound keeps a gap of ~0.3–0.5 for minutes.
     The contract then: the best route found, valid, with a finite gap to a valid bound."""
     n_edges, cs, cd, eu, ev, w, start, end = grid_network(seed=0)
-    res = exact_optimum(n_edges, cs, cd, eu, ev, w, start, end, time_limit=20.0)
+    res = exact_optimum(n_edges, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=start, end=end, time_limit=20.0)
     assert res.method == "milp" and res.stats["negative_cycle"]
     assert res.status in ("time_limit", "optimal")
     assert res.path and res.seconds < 60.0
@@ -489,7 +489,7 @@ def test_hard_grid_returns_a_valid_route_and_an_honest_gap():
 
 def test_time_limit_returns_the_incumbent():
     n_edges, cs, cd, eu, ev, w, start, end = grid_network(seed=1, sigma=0.6)
-    res = exact_optimum(n_edges, cs, cd, eu, ev, w, start, end, time_limit=1.0)
+    res = exact_optimum(n_edges, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=start, end=end, time_limit=1.0)
     assert res.method == "milp"
     assert res.status in ("time_limit", "optimal")
     assert res.seconds < 30.0  # the limit is checked between solver calls
@@ -501,11 +501,11 @@ def test_time_limit_returns_the_incumbent():
 def test_auto_ends_falls_back_to_open_only_when_needed():
     n, cs, cd, eu, ev = _tiny()
     w = np.ones(n)
-    auto = exact_optimum(n, cs, cd, eu, ev, w, 5, 2, ends="auto")
-    ref = exact_optimum(n, cs, cd, eu, ev, w, 5, 2, ends="open")
+    auto = exact_optimum(n, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=5, end=2, ends="auto")
+    ref = exact_optimum(n, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=5, end=2, ends="open")
     assert auto.ends == "open" and ref.ends == "open"
     assert auto.path == ref.path == [5, 6, 0, 1, 2] and auto.status == "optimal"
     # a strict route exists from edge 0: auto keeps the strict meaning
-    auto = exact_optimum(n, cs, cd, eu, ev, w, 0, 2, ends="auto")
+    auto = exact_optimum(n, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=0, end=2, ends="auto")
     assert auto.ends == "strict" and auto.path == [0, 1, 2]
-    assert is_vertex_simple(auto.path, eu, ev, "strict")
+    assert is_vertex_simple(auto.path, eu, ev, ends="strict")

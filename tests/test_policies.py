@@ -114,7 +114,7 @@ def test_ucb_negative_beta_is_clipped():
 def test_bucb_index_is_the_eta_quantile(omega, xi, t):
     model = small_model()
     mu, sd = model.mean_std()
-    eta = eta_bucb(t, model.n_arms, omega, xi)
+    eta = eta_bucb(t, model.n_arms, omega, xi=xi)
     idx, beta = BayesUCBPolicy(omega=omega, xi=xi).indices(model, t, None)
     np.testing.assert_allclose(idx, stats.norm.ppf(eta, mu, sd), rtol=1e-11, atol=1e-12)
     assert eta < 0.5 and beta > 0

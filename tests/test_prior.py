@@ -33,7 +33,7 @@ def small():
 def test_network_prior_operator_views_agree(small, kind):
     net, pm = small
     p = NetworkPrior(net, pm, kind, 0.8, 1.0, 2.0, 4.0)
-    K = network_kernel(net, kind, 0.8, 1.0, 2.0, 4.0)
+    K = network_kernel(net, kind, 0.8, kappa=1.0, nu=2.0, prior_var=4.0)
     np.testing.assert_array_equal(p.dense(), K)
     idx = np.array([5, 0, 77, 5])
     np.testing.assert_array_equal(p.rows(idx), K[idx])
@@ -55,7 +55,7 @@ def test_graph_prior_precision_inverts_the_kernel(small):
             assert Q.nnz < 0.1 * p.n_edges**2
         np.testing.assert_allclose((Q @ p.dense()), np.eye(p.n_edges), atol=1e-8)
     # the dense eigen route of graph_matern agrees (independent of the precision route)
-    lap = incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
+    lap = incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, lengths=net.edges.length_m.to_numpy())
     K_eig = 2.5 * graph_matern(lap, nu=2.0, kappa=1.0, method="eigen")
     Q = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, 2.5).precision()
     np.testing.assert_allclose(Q @ K_eig, np.eye(net.n_edges), atol=1e-7)
@@ -151,7 +151,7 @@ def test_gmrf_prior_equals_the_dense_graph_prior(request, fixture):
     net = request.getfixturevalue(fixture)
     pm = edge_energies(net)
     gmrf = GraphMaternPrior(net, pm, 1.0, 2.0, 3.0)
-    K = network_kernel(net, "graph", 1.0, 1.0, 2.0, 3.0)  # the dense computation
+    K = network_kernel(net, "graph", 1.0, kappa=1.0, nu=2.0, prior_var=3.0)  # the dense computation
     np.testing.assert_allclose(gmrf.diag(), np.diag(K), rtol=1e-9)
     idx = np.array([0, 17, net.n_edges - 1])
     np.testing.assert_allclose(gmrf.rows(idx), K[idx], rtol=1e-9, atol=1e-12 * 3.0)
@@ -225,7 +225,7 @@ def test_network_prior_switches_to_the_sparse_representation(small, monkeypatch)
     monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 50)
     p = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, 2.0)
     assert p.representation == "sparse"
-    np.testing.assert_allclose(p.diag(), np.diag(network_kernel(net, "graph", 1.0, 1.0, 2.0, 2.0)), rtol=1e-9)
+    np.testing.assert_allclose(p.diag(), np.diag(network_kernel(net, "graph", 1.0, kappa=1.0, nu=2.0, prior_var=2.0)), rtol=1e-9)
     assert p._K is None  # no dense matrix was built
     assert NetworkPrior(net, pm, "combined").representation == "dense"
     with pytest.raises(EvrouteError, match="no sparse precision.*integer"):
@@ -237,7 +237,7 @@ def test_combined_prior_draws_by_random_features_have_the_kernel_as_covariance(s
     that covariance (Monte Carlo over draws and features)."""
     net, pm = small
     p = NetworkPrior(net, pm, "combined", 0.8, 1.0, 2.0, 2.0)
-    K = network_kernel(net, "combined", 0.8, 1.0, 2.0, 2.0)
+    K = network_kernel(net, "combined", 0.8, kappa=1.0, nu=2.0, prior_var=2.0)
     rng = np.random.default_rng(4)
     n = 1500
     draws = np.array([p.sample_features(rng, 16) for _ in range(n)]) - pm
@@ -269,7 +269,7 @@ def test_large_network_priors_give_rows_without_a_dense_matrix(small, kind, monk
     """From SPARSE_FROM_EDGES edges the combined and context priors compute rows and the
     diagonal directly (k_G by sparse solves): the dense matrix's values, none built."""
     net, pm = small
-    K = network_kernel(net, kind, 0.8, 1.0, 2.0, 2.5)
+    K = network_kernel(net, kind, 0.8, kappa=1.0, nu=2.0, prior_var=2.5)
     monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
     monkeypatch.setattr(prior_mod, "network_kernel", lambda *a, **k: pytest.fail("dense kernel built"))
     monkeypatch.setattr(prior_mod, "graph_kernel", lambda *a, **k: pytest.fail("dense k_G built"))

@@ -49,7 +49,7 @@ def test_outside_points_rejected(synthetic):
     with pytest.raises(EvrouteError, match="outside"):
         snap_point(synthetic, 10.0, 10.0)
     with pytest.raises(EvrouteError, match="both --from and --to"):
-        resolve_route(synthetic, None, "45,7", None)
+        resolve_route(synthetic, None, "45,7", to_point=None)
     with pytest.raises(EvrouteError, match="unknown route"):
         resolve_route(synthetic, "Z")
     with pytest.raises(EvrouteError, match="belongs to network"):

@@ -316,7 +316,7 @@ def test_truth_lengthscale_sets_the_sampling_kernel_only(synthetic):
     same = prepare_problem(SimulationConfig(seed=4, truth_lengthscale=1.0, lengthscale=2.0), net=synthetic)
     assert np.array_equal(base.truth, same.truth)  # the agent's lengthscale leaves f alone
     wide = prepare_problem(SimulationConfig(seed=4, truth_lengthscale=2.0), net=synthetic)
-    K = network_kernel(synthetic, "combined", 2.0, 1.0, 2.0, wide.prior_var)
+    K = network_kernel(synthetic, "combined", 2.0, kappa=1.0, nu=2.0, prior_var=wide.prior_var)
     L = np.linalg.cholesky(K + 1e-10 * np.mean(np.diag(K)) * np.eye(K.shape[0]))
     z = np.random.default_rng([4, 1]).standard_normal(synthetic.n_edges)
     ref = wide.prior_mean + L @ z

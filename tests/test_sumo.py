@@ -241,7 +241,7 @@ def test_one_car_at_constant_speed_matches_eq_8(tmp_path, grade, vehicle):
     energy, v, sd, steps = _drive_alone(tmp_path, grade, 13.89, vehicle=car)
     assert v == pytest.approx(13.89, rel=1e-3) and sd < 1e-3  # the car kept the speed limit
     # the energy of the whole 1 s steps SUMO counted on the edge
-    e_det = float(edge_energy_wh(steps * v, np.arctan(grade), v, car))
+    e_det = float(edge_energy_wh(steps * v, np.arctan(grade), v, vehicle=car))
     assert energy == pytest.approx(e_det, rel=0.01)
 
 
@@ -260,7 +260,7 @@ def test_sumos_kinetic_energy_is_the_atlass(tmp_path):
     losses = (v.rolling_resistance * 9.81 * v.mass_kg * speed + 0.5 * 1.2041 * v.frontal_area_m2
               * v.drag_coefficient * speed**3) / v.eta_plus / 3600.0
     got = em.electricity.to_numpy()[acc]
-    kinetic = kinetic_wh(speed, last, em.electricity.to_numpy(), v)[acc]
+    kinetic = kinetic_wh(speed, last, em.electricity.to_numpy(), vehicle=v)[acc]
     # SUMO's rows agree to 6e-5 (its output's precision and constants); the rotating mass is 2.3 %
     np.testing.assert_allclose(got, kinetic + losses[acc], rtol=2e-4)
     without_rotating = kinetic * v.mass_kg / (v.mass_kg + 40.0)
@@ -378,7 +378,7 @@ def test_luxembourg_osm_gets_evroutes_elevations(tmp_path):
 
     dem = data_file("luxembourg-dem500.tif")
     net = load_network("luxembourg", dem=dem)
-    out = osm_with_elevations(data_file("luxembourg-lust.osm"), tmp_path / "lux.osm", net, dem)
+    out = osm_with_elevations(data_file("luxembourg-lust.osm"), tmp_path / "lux.osm", net, dem=dem)
     text = out.read_text()
     nodes = re.findall(r"<node\b[^>]*\bid='(-?\d+)'[^>]*>\s*<tag k=\"ele\" v=\"([-\d.]+)\"/>", text)
     assert len(nodes) == text.count("<node ") > 10_000

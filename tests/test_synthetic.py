@@ -258,7 +258,7 @@ def test_the_vectorised_line_graph_is_the_line_graph(array_city):
     ids = net.nodes.index.to_numpy()
     u = np.searchsorted(ids, net.edges.u.to_numpy())
     v = np.searchsorted(ids, net.edges.v.to_numpy())
-    src, dst, _ = line_graph(u, v, net.edges.length_m.to_numpy(), net.edge_ways, [])
+    src, dst, _ = line_graph(u, v, net.edges.length_m.to_numpy(), ways=net.edge_ways, restrictions=[])
     src2, dst2 = line_graph_arrays(u, v)
     assert np.array_equal(src, src2) and np.array_equal(dst, dst2)
 

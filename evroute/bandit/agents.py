@@ -158,8 +158,8 @@ class IndexAgent(Agent):
         mu, sd = self.model.mean_std()
         idx, beta = self.policy.indices(self.model, t, rng)
         if self.rectify:
-            weights, arc = route_weights(idx, self.weights, model_noise_std(self.model), self.floor,
-                                         self.potential, self.turns, self.turn_potential)
+            weights, arc = route_weights(idx, self.weights, model_noise_std(self.model), floor=self.floor,
+                                         potential=self.potential, turns=self.turns, turn_potential=self.turn_potential)
         else:
             weights, arc = idx, None
         path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available,
@@ -203,7 +203,7 @@ def bound_weights(lcb, floor, potential, turns=None, turn_potential=None):
     turns) less a constant of the trip. Returns ``(edge weights, turn weights or None)``."""
     if turns is None:
         return lower_bound_weights(lcb, floor, potential), None
-    return route_weights(np.maximum(lcb, floor), "potential", 0.0, floor, potential, turns, turn_potential)
+    return route_weights(np.maximum(lcb, floor), "potential", 0.0, floor=floor, potential=potential, turns=turns, turn_potential=turn_potential)
 
 
 def _bound_route(oracle, weights, arc, start, end, available) -> tuple[np.ndarray, float]:
@@ -266,7 +266,7 @@ class BoundAgent(Agent):
         if self.rule == "dmm":
             r = self.base.sums[seen] / n - self.prior_mean[seen]
             q = {a: q_from_mean(n, r, m.mean_std()[0][seen] - self.prior_mean[seen]) for a, m in self.models.items()}
-            empty = any(rtilde2(a, qa, q[self.noise_var], self.noise_var, self._logdet, self.delta, self.B) < 0
+            empty = any(rtilde2(a, qa, q[self.noise_var], noise_var=self.noise_var, logdet=self._logdet, delta=self.delta, B=self.B) < 0
                         for a, qa in q.items())
         w = confidence_widths(self.rule, logdet=self._logdet, B=self.B, delta=self.delta, noise_var=self.noise_var,
                               n_obs=int(n.sum()), eta=self.eta, q=q)
@@ -405,7 +405,7 @@ class PathBoundAgent(BoundAgent):
         return {"path_lower_bound": float("nan"), **self._diag}
 
 
-def pe_beta(t: int, horizon: int, n_arms: int, delta: float) -> float:
+def pe_beta(t: int, horizon: int, n_arms: int, *, delta: float) -> float:
     """Paper 004's β_t for a finite domain (Thm 4.1, δ_A = δ/2): √(2 ln(T |X| π² t² / (3δ))) with
     |X| = E edges and T the horizon. A square root already (UCB = μ + β σ): do not take it twice."""
     T = max(int(horizon), int(t), 1)
@@ -421,7 +421,7 @@ def pe_path_beta(t: int, delta: float) -> float:
     return math.sqrt(2.0 * math.log(math.pi**2 * float(max(t, 1)) ** 2 / (3.0 * delta)))
 
 
-def pe_xi(n: int, n_priors: int, noise_var: float, delta: float) -> float:
+def pe_xi(n: int, n_priors: int, noise_var: float, *, delta: float) -> float:
     """Paper 004's ξ indexed by the observation count n (spec wave2-notes: the union bound of
     Lemma 5.1 runs over counts): ξ(n) = 2 R² ln(|U| π² n² / (3δ)), R² = ς²."""
     return 2.0 * noise_var * math.log(n_priors * math.pi**2 * float(max(n, 1)) ** 2 / (3.0 * delta))
@@ -527,7 +527,7 @@ class PEAgent(Agent):
         return out
 
     def select(self, t, available, rng) -> Decision:
-        beta = self.beta_scale * pe_beta(t, self.horizon, self.floor.size, self.delta)
+        beta = self.beta_scale * pe_beta(t, self.horizon, self.floor.size, delta=self.delta)
         if self.rule == "pe":  # doubly optimistic over (route, prior)
             best = None
             for p in self.survivors:
@@ -573,7 +573,7 @@ class PEAgent(Agent):
         self.route_sum[p] += float(values.sum())
         eliminated, fallback, threshold = "", False, float("nan")
         if self.rule == "pe":
-            xi = self.xi_scale * pe_xi(self.n[p], len(self.names), self.noise_var, self.delta)
+            xi = self.xi_scale * pe_xi(self.n[p], len(self.names), self.noise_var, delta=self.delta)
             threshold = math.sqrt(xi * self.n[p]) + self.W[p]
             if abs(self.H[p]) > threshold:
                 eliminated, fallback = self._eliminate(p)
@@ -606,7 +606,7 @@ class PEAgent(Agent):
         lo, hi = {}, {}
         for q in self.survivors:
             k = self.rounds_used[q]
-            conf = math.sqrt(self.xi_scale * pe_xi(k, len(self.names), R2, self.delta) / k)
+            conf = math.sqrt(self.xi_scale * pe_xi(k, len(self.names), R2, delta=self.delta) / k)
             mean = self.route_sum[q] / k
             lo[q] = mean - conf - self.W[q] / k
             hi[q] = mean + conf

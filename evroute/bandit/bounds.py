@@ -61,7 +61,7 @@ def information_logdet(K_OO, counts, noise_var: float) -> float:
     return float(2.0 * np.sum(np.log(np.diag(L))) - np.sum(np.log(noise_var / c)))
 
 
-def q_value(K_OO, counts, resid_sums, a: float) -> float:
+def q_value(K_OO, counts, resid_sums, *, a: float) -> float:
     """q(a) = a s̄ᵀ(M + aI)⁻¹ s̄ (Lemma C.1, aggregated; the constant yᵀy − ‖s̄‖² of the
     per-observation form is left out: it cancels in R̃²)."""
     c = np.asarray(counts, dtype=np.float64)
@@ -82,7 +82,7 @@ def q_from_mean(counts, resid_means, fitted) -> float:
     return float(np.sum(n * r * (r - np.asarray(fitted, dtype=np.float64))))
 
 
-def rtilde2(a: float, q_a: float, q_noise: float, noise_var: float, logdet: float, delta: float, B: float) -> float:
+def rtilde2(a: float, q_a: float, q_noise: float, *, noise_var: float, logdet: float, delta: float, B: float) -> float:
     """R̃²(a) = q(ς²) − q(a) + ς² ln det(I + M/ς²) + 2ς² ln(1/δ) + a B² (Cor. 4.3, K units).
     Negative means the confidence set is empty (a misspecified B, ς or kernel)."""
     return float(q_noise - q_a + noise_var * logdet + 2.0 * noise_var * math.log(1.0 / _check_prob(delta))
@@ -99,7 +99,7 @@ def ay_beta(logdet: float, B: float, delta: float) -> float:
     return math.sqrt(max(logdet, 0.0) + 2.0 * math.log(1.0 / _check_prob(delta))) + B
 
 
-def igp_beta(logdet: float, n_obs: int, eta: float, B: float, delta: float, ratio: float = 1.0) -> float:
+def igp_beta(logdet: float, n_obs: int, eta: float, *, B: float, delta: float, ratio: float = 1.0) -> float:
     """IGP-UCB's (Chowdhury & Gopalan 2017, Thm 2) multiplier of s_a, a = c(1 + η) its
     regulariser in K units: B + √((1+η) ς²/a) √(ln det(I + M/a) + Nη + 2 ln(1/δ)), ``ratio`` = ς²/a
     and ``logdet`` taken at a. The routing agents match a to the model's noise (ratio 1:
@@ -119,19 +119,19 @@ def confidence_widths(rule: str, *, logdet: float, B: float, delta: float, noise
     if rule == "ay":
         return {noise_var: ay_beta(logdet, B, delta)}
     if rule == "igp":
-        return {noise_var: igp_beta(logdet, n_obs, eta, B, delta)}
+        return {noise_var: igp_beta(logdet, n_obs, eta, B=B, delta=delta)}
     if rule == "dmm":
         if q is None:
             raise EvrouteError("dmm needs q(a) for every a of the grid")
         out = {}
         for a, qa in q.items():
-            r2 = rtilde2(a, qa, q[noise_var], noise_var, logdet, delta, B)
+            r2 = rtilde2(a, qa, q[noise_var], noise_var=noise_var, logdet=logdet, delta=delta, B=B)
             out[a] = math.sqrt(max(r2, 0.0) / a)
         return out
     raise EvrouteError(f"unknown confidence rule {rule!r}; choose one of: amm, dmm, ay, igp")
 
 
-def dual_bounds(lam, u, Z, kss, noise_var: float, delta: float, B: float, *, upper: bool = True,
+def dual_bounds(lam, u, Z, *, kss, noise_var: float, delta: float, B: float, upper: bool = True,
                 levels=None) -> np.ndarray:
     """Paper 000's exact bound (CMM, eq. 10) through its 1-D dual (eq. 12) for many functionals at
     once, in the eigenbasis of M (spec §1.3's eigen trick): with M = QΛQᵀ (``lam`` = Λ), u = Qᵀs̄

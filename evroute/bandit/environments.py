@@ -275,7 +275,8 @@ class StaticEnvironment(Environment):
     """
 
     def __init__(self, truth, noise_std: float, oracle, start: int, end: int, seed: int, rectify: bool = True,
-                 *, weigh=None):
+                 *,
+                 weigh=None):
         self._truth = truth if isinstance(truth, Truth) else None
         f = np.array(truth.values if self._truth is not None else truth, dtype=np.float64)
         if f.ndim != 1 or not np.all(np.isfinite(f)):
@@ -315,7 +316,7 @@ class StaticEnvironment(Environment):
             self._reference.flags.writeable = False
         return self._reference
 
-def truth_kernel(net, mean, prior_var: float, lengthscale: float = 1.0) -> NetworkPrior:
+def truth_kernel(net, mean, prior_var: float, *, lengthscale: float = 1.0) -> NetworkPrior:
     """The prior the Gaussian truths are drawn from: GP(mean, σ₀² k) with the paper's combined
     kernel, κ_G = 1, ν_G = 2 and context lengthscale ``lengthscale`` (003 Sec. 4.1, App. B.1);
     also the kernel of a drifting truth's innovations (paper 004).
@@ -327,7 +328,7 @@ def truth_kernel(net, mean, prior_var: float, lengthscale: float = 1.0) -> Netwo
     return NetworkPrior(net, np.asarray(mean, dtype=np.float64), "combined", lengthscale, 1.0, 2.0, prior_var)
 
 
-def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 1.0) -> np.ndarray:
+def gp_truth(net, prior_mean, prior_var: float, *, seed: int, lengthscale: float = 1.0) -> np.ndarray:
     """F = E_det + L z: one draw of GP(E_det, k) with the paper's combined kernel (003 Sec. 4.1),
     cached on disk per (network, seed, σ₀², E_det, lengthscale). On networks of
     :data:`evroute.priors.prior.SPARSE_FROM_EDGES` edges or more it is drawn without an E×E matrix
@@ -343,7 +344,7 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
         The true expected energy f of every edge (Wh), shape (E,): cached, the same for the same arguments.
     """
     prior_mean = np.asarray(prior_mean, dtype=np.float64)
-    prior = truth_kernel(net, prior_mean, prior_var, lengthscale)
+    prior = truth_kernel(net, prior_mean, prior_var, lengthscale=lengthscale)
 
     def build():
         with stage(f"drawing the ground truth of seed {seed} on {net.n_edges:,} edges (cached)"):
@@ -358,19 +359,19 @@ def gp_truth(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 
     return cached_arrays("truth", params, build)["value"]
 
 
-def gp_truth_rkhs_norm(net, prior_mean, prior_var: float, seed: int, lengthscale: float = 1.0) -> float:
+def gp_truth_rkhs_norm(net, prior_mean, prior_var: float, *, seed: int, lengthscale: float = 1.0) -> float:
     """‖f − m‖ in the RKHS of the truth's kernel K for :func:`gp_truth`'s draw: f − m = L z with
     L Lᵀ = K (jitter included), so ‖f − m‖²_K = zᵀz, z the same standard normals (stream
     ``[seed, 1]``; E draws, no solve). NaN where the truth is drawn by random features (from
     :data:`evroute.priors.prior.SPARSE_FROM_EDGES` edges): its norm needs an E×E solve. About √E."""
-    prior = truth_kernel(net, prior_mean, prior_var, lengthscale)
+    prior = truth_kernel(net, prior_mean, prior_var, lengthscale=lengthscale)
     if prior.sampler != "dense":
         return float("nan")
     z = np.random.default_rng([int(seed), 1]).standard_normal(net.n_edges)
     return float(np.sqrt(z @ z))
 
 
-def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: int = RKHS_ANCHORS,
+def rkhs_truth(net, prior_mean, prior_var: float, *, seed: int, B: float, anchors: int = RKHS_ANCHORS,
                lengthscale: float = 1.0) -> np.ndarray:
     """An RKHS-bounded truth (paper 000 §7's construction, on edges): f = m + b Σ_i w_i K(·, z_i)
     with ``anchors`` distinct random edges z_i, w ~ N(0, I) and b = B/√(wᵀ K_ZZ w), so that
@@ -388,7 +389,7 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
     m = np.asarray(prior_mean, dtype=np.float64)
     if anchors > m.size:
         raise EvrouteError(f"rkhs truth: {anchors} anchors but the network has {m.size} edges")
-    prior = truth_kernel(net, m, prior_var, lengthscale)
+    prior = truth_kernel(net, m, prior_var, lengthscale=lengthscale)
     rng = np.random.default_rng([int(seed), 3])
     Z = np.sort(rng.choice(m.size, size=anchors, replace=False))
     w = rng.standard_normal(anchors)
@@ -401,14 +402,14 @@ def rkhs_truth(net, prior_mean, prior_var: float, seed: int, B: float, anchors: 
 
 def _gp_truth(setup: TruthSetup) -> Truth:
     """Paper 003's truth: one draw of GP(E_det, σ₀² k) per seed (:func:`gp_truth`)."""
-    f = gp_truth(setup.net, setup.mean, setup.prior_var, setup.seed, setup.lengthscale)
-    norm = gp_truth_rkhs_norm(setup.net, setup.mean, setup.prior_var, setup.seed, setup.lengthscale)
+    f = gp_truth(setup.net, setup.mean, setup.prior_var, seed=setup.seed, lengthscale=setup.lengthscale)
+    norm = gp_truth_rkhs_norm(setup.net, setup.mean, setup.prior_var, seed=setup.seed, lengthscale=setup.lengthscale)
     return Truth(f, setup.noise_std, norm)
 
 
 def _rkhs(setup: TruthSetup, B: float, anchors: int) -> Truth:  # noqa: N803 (the paper's B)
     """Paper 000 §7's truth: ‖f − m‖ = B exactly (:func:`rkhs_truth`)."""
-    f = rkhs_truth(setup.net, setup.mean, setup.prior_var, setup.seed, B, anchors, setup.lengthscale)
+    f = rkhs_truth(setup.net, setup.mean, setup.prior_var, seed=setup.seed, B=B, anchors=anchors, lengthscale=setup.lengthscale)
     return Truth(f, setup.noise_std, float(B))
 
 

@@ -164,7 +164,7 @@ class LoopResult:
     first_within_1pct: int | None = None
 
 
-def run_loop(env, agent, horizon: int, seed: int, *, progress=None,
+def run_loop(env, agent, horizon: int, *, seed: int, progress=None,
              log_dir: str | os.PathLike | None = None, baselines: dict | None = None,
              exact_energy: float | None = None) -> LoopResult:
     """Algorithm 1 for ``horizon`` rounds.

@@ -98,7 +98,7 @@ def beta_ucb(t, n_arms, scale: float = 1.0) -> float:
     return scale * 2.0 * (math.log(n) + 2.0 * math.log(tf) - _LOG_SQRT_2PI)
 
 
-def log_eta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
+def log_eta_bucb(t, n_arms, omega: float = 1.0, *, xi: float = 1.0) -> float:
     """Ln η_t for GP-BUCB (exact in log space, never underflows)."""
     tf, n = _check_t(t), positive_int("n_arms", n_arms)
     omega = nonneg_float("omega", omega)
@@ -106,24 +106,24 @@ def log_eta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
     return omega * _LOG_SQRT_2PI - math.log(2.0) - omega * math.log(n) - xi * math.log(tf)
 
 
-def eta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
+def eta_bucb(t, n_arms, omega: float = 1.0, *, xi: float = 1.0) -> float:
     """GP-BUCB quantile level η_t = (√(2π))^ω / (2 |A|^ω t^ξ) (Theorem 3.1).
 
     May underflow to 0 for huge ω or t; the policy works with :func:`log_eta_bucb`.
     """
-    return math.exp(log_eta_bucb(t, n_arms, omega, xi))
+    return math.exp(log_eta_bucb(t, n_arms, omega, xi=xi))
 
 
-def bucb_quantile_z(t, n_arms, omega: float = 1.0, xi: float = 1.0) -> float:
+def bucb_quantile_z(t, n_arms, omega: float = 1.0, *, xi: float = 1.0) -> float:
     """Φ⁻¹(η_t): the standard-normal η_t-quantile (negative while η_t < 0.5).
 
     η_t ≥ 1 (possible only for |A| ≤ 2) is clipped just below 1 so the result is finite.
     """
-    log_eta = min(log_eta_bucb(t, n_arms, omega, xi), math.log1p(-(2.0**-52)))
+    log_eta = min(log_eta_bucb(t, n_arms, omega, xi=xi), math.log1p(-(2.0**-52)))
     return float(ndtri_exp(log_eta))
 
 
-def beta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0, scale: float = 1.0) -> float:
+def beta_bucb(t, n_arms, omega: float = 1.0, *, xi: float = 1.0, scale: float = 1.0) -> float:
     """GP-BUCB confidence parameter β_t = scale · 2 (erf⁻¹(1 − 2η_t))² (Theorem 3.1), signed.
 
     Since 2 (erf⁻¹(1 − 2η))² = (Φ⁻¹(η))², it is computed as scale · (Φ⁻¹(η_t))² from
@@ -133,7 +133,7 @@ def beta_bucb(t, n_arms, omega: float = 1.0, xi: float = 1.0, scale: float = 1.0
     above the mean).
     """
     scale = nonneg_float("beta_scale", scale)
-    z = bucb_quantile_z(t, n_arms, omega, xi)
+    z = bucb_quantile_z(t, n_arms, omega, xi=xi)
     return -math.copysign(scale * z * z, z) if z != 0 else 0.0
 
 
@@ -246,7 +246,7 @@ class Policy(ABC):
 BETA_RULES = ("003", "001", "002")
 
 
-def route_weights(index, rule: str, noise_std, floor=None, potential=None, turns=None, turn_potential=None):
+def route_weights(index, rule: str, noise_std, *, floor=None, potential=None, turns=None, turn_potential=None):
     """The oracle's weights of edges (and turns) from per-edge indices μ̃ under a weight rule.
 
     ``rectified`` (paper 003, Algorithm 2 line 3): U_e = E[max(0, N(μ̃_e, ς²))]
@@ -352,17 +352,17 @@ def turn_potential(floor, turns, lift_to=None) -> TurnPotential:
 
     floor = np.asarray(floor, dtype=np.float64)
     costs = np.asarray(turns.costs, dtype=np.float64)
-    h = feasible_potential(floor.size, turns.conn_src, turns.conn_dst, floor, costs)
+    h = feasible_potential(floor.size, turns.conn_src, turns.conn_dst, weights=floor, turn_weights=costs)
     if h is not None:
         return TurnPotential(floor, costs, h)
     bound = turns.potential[turns.conn_dst] - turns.potential[turns.conn_src]
     room = None if lift_to is None else np.asarray(lift_to, dtype=np.float64) - floor
-    lifted, raised, n_cycles, added = break_negative_cycles(floor.size, turns.conn_src, turns.conn_dst, floor, costs,
+    lifted, raised, n_cycles, added = break_negative_cycles(floor.size, turns.conn_src, turns.conn_dst, weights=floor, turn_weights=costs,
                                                             weight_room=room, turn_room=bound - costs)
     warnings.warn(f"the turns' costs and the edges' floors make {n_cycles} cycles that create energy: the potential "
                   f"weights lift {int((lifted > floor).sum())} floors and raise {int((raised > costs).sum())} turns "
                   f"({added:.1f} Wh in all)", EvrouteWarning, stacklevel=2)
-    return TurnPotential(lifted, raised, feasible_potential(floor.size, turns.conn_src, turns.conn_dst, lifted, raised),
+    return TurnPotential(lifted, raised, feasible_potential(floor.size, turns.conn_src, turns.conn_dst, weights=lifted, turn_weights=raised),
                          n_cycles)
 
 
@@ -375,7 +375,7 @@ def gp_beta_from_radius(radius: float, noise_var: float) -> float:
     return nonneg_float("radius", radius) ** 2 / positive_float("noise_var", noise_var)
 
 
-def beta_bkb_code(counts, var, noise_var: float, fnorm: float = 1.0, delta: float = 0.5) -> float:
+def beta_bkb_code(counts, var, noise_var: float, *, fnorm: float = 1.0, delta: float = 0.5) -> float:
     """BKB's width as the authors' code computes it (luigicarratino/batch-bkb ``_update_beta``;
     spec wave2-notes: no factor 2 and no α, unlike 002 Thm. 2), in evroute's units:
 
@@ -434,8 +434,8 @@ class UCBPolicy(Policy):
         if self.beta == "002":
             _check_t(t)
             _, sd = model.mean_std()
-            return self.beta_scale * beta_bkb_code(model.counts, np.square(sd), model.noise_var, self.fnorm,
-                                                   self.delta)
+            return self.beta_scale * beta_bkb_code(model.counts, np.square(sd), model.noise_var, fnorm=self.fnorm,
+                                                   delta=self.delta)
         return beta_ucb(t, model.n_arms, self.beta_scale)
 
     def indices(self, model, t, rng):
@@ -462,8 +462,8 @@ class BayesUCBPolicy(Policy):
         return {"omega": self.omega, "xi": self.xi, "beta_scale": self.beta_scale}
 
     def indices(self, model, t, rng):
-        z = bucb_quantile_z(t, model.n_arms, self.omega, self.xi)
-        beta = beta_bucb(t, model.n_arms, self.omega, self.xi, self.beta_scale)
+        z = bucb_quantile_z(t, model.n_arms, self.omega, xi=self.xi)
+        beta = beta_bucb(t, model.n_arms, self.omega, xi=self.xi, scale=self.beta_scale)
         mu, sd = model.mean_std()
         return mu + (math.sqrt(self.beta_scale) * z) * sd, beta
 

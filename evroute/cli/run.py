@@ -62,12 +62,12 @@ def route_cmd(
         raise EvrouteError(f"no such drives table: {drives}")
     veh = load_vehicle(vehicle)
     net = load_network(name, osm=osm, dem=dem)
-    spec = resolve_route(net, route, from_, to)
+    spec = resolve_route(net, route, from_, to_point=to)
     routes = reference_routes(net, spec, veh)
     if drives is not None:
         from ..world.drives import drives_route, read_drives
 
-        routes.append(drives_route(net, spec, read_drives(drives, net.n_edges), veh))
+        routes.append(drives_route(net, spec, read_drives(drives, net.n_edges), vehicle=veh))
     if geojson is not None:
         write_geojson(geojson, routes_geojson(net, routes, spec.name), overwrite=overwrite)
         if to_stdout:
@@ -99,7 +99,7 @@ MAX_BLAS_THREADS = 1024
 
 def check_blas_threads(n: int) -> int:
     """``--blas-threads`` in [0, :data:`MAX_BLAS_THREADS`]; above the CPUs a warning says so."""
-    n = int_in("--blas-threads", n, 0, MAX_BLAS_THREADS)
+    n = int_in("--blas-threads", n, 0, hi=MAX_BLAS_THREADS)
     cpus = os.cpu_count() or 1
     if n > cpus:
         warnings.warn(f"--blas-threads {n} is more than the {cpus} CPUs of this machine; the threads will "

@@ -97,7 +97,7 @@ def sumo_atlas_cmd(
             check_output_file(out / name, overwrite)  # before any work
     veh = load_vehicle(vehicle)
     net = load_network(network, osm=osm, dem=dem)
-    spec = resolve_route(net, route, None, None)
+    spec = resolve_route(net, route, None, to_point=None)
     atlas = build_atlas(net, network, veh, oracle=Oracle.from_network(net), start=spec.start, end=spec.end,
                         rate=options["rate"], hours=options["hours"], probes=options["probes"],
                         seed=options["atlas_seed"], osm=str(osm) if osm else None, dem=str(dem) if dem else None,
@@ -106,7 +106,7 @@ def sumo_atlas_cmd(
     e_det = edge_energies(net, veh)
     stats = {**atlas.summary, "key": atlas.key, **edet_agreement(e_det, mean)}
     with stage("energy conservation: floors, cycles, drives and the trip's exact optimum"):
-        stats["conservation"] = atlas_conservation(atlas, net, veh, e_det, spec.start, spec.end)
+        stats["conservation"] = atlas_conservation(atlas, net, veh, e_det=e_det, start=spec.start, end=spec.end)
     if fit:
         with stage("type-II maximum likelihood on the atlas's first half"):
             stats["fit"] = fit_hyperparameters(atlas, net, e_det)
@@ -116,7 +116,7 @@ def sumo_atlas_cmd(
         atomic_write_parquet(out / "atlas.parquet", atlas.table)
         atomic_write_text(out / "atlas.json", json.dumps({"generator": generator(), **stats}, indent=2))
         files = [out / "atlas.parquet", out / "atlas.json",
-                 *plot_atlas(e_det, mean, counts, out, title=f"{net.name} ({veh.name})")]
+                 *plot_atlas(e_det, mean, counts, out_dir=out, title=f"{net.name} ({veh.name})")]
     if as_json:
         print(json.dumps(stats))
         return

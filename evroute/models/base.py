@@ -82,7 +82,7 @@ def aggregate_observations(edges, observed, n_arms: int):
     return uniq, dcount, dsum
 
 
-def grouped_log_density(resid, S, counts, within_ss, noise_var: float) -> float:
+def grouped_log_density(resid, S, counts, *, within_ss, noise_var: float) -> float:
     """Ln p of one round's raw observations, given their joint predictive N(μ_B, S) of the
     per-edge round means ȳ_B (S includes ς²/c_B): ln N(ȳ_B − μ_B; 0, S) plus, per edge with c
     observations, the within-edge term −(c−1)/2 ln(2πς²) − ½ ln c − SS_e/(2ς²) (the density of

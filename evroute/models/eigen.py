@@ -144,7 +144,7 @@ class EigenKalmanPosterior(PosteriorModel):
         S = HP @ H.T + np.diag(self._resid[uniq] + self.noise_var / dc)
         S = 0.5 * (S + S.T)
         resid = ds / dc - (self._m[uniq] + H @ self._w)
-        self.log_evidence += grouped_log_density(resid, S, dc, ss, self.noise_var)
+        self.log_evidence += grouped_log_density(resid, S, dc, within_ss=ss, noise_var=self.noise_var)
         cf = sla.cho_factor(S, lower=True, check_finite=False)
         X = sla.cho_solve(cf, HP, check_finite=False)  # S⁻¹ H P
         self._w = self._w + X.T @ resid

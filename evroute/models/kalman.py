@@ -73,7 +73,7 @@ class KalmanPosterior(PosteriorModel):
         if uniq.size:
             S = self._P[np.ix_(uniq, uniq)] + np.diag(self.noise_var / dc)
             resid = ds / dc - self._mu[uniq]
-            self.log_evidence += grouped_log_density(resid, S, dc, ss, self.noise_var)
+            self.log_evidence += grouped_log_density(resid, S, dc, within_ss=ss, noise_var=self.noise_var)
             L = sla.cholesky(S, lower=True, check_finite=False)
             PB = self._P[:, uniq]
             X = sla.cho_solve((L, True), PB.T, check_finite=False)  # S⁻¹ P_{B,:}

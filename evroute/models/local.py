@@ -358,14 +358,14 @@ class LocalGMRFPosterior(PosteriorModel):
 
     def _ball(self, seeds: np.ndarray, r: int, slot: int = 0) -> np.ndarray:
         """The edges within ``r`` hops of ``seeds`` in the graph of Q, sorted."""
-        return graph_ball(self._Q.indptr, self._Q.indices, seeds, r, self._mark[slot], self._where[slot])
+        return graph_ball(self._Q.indptr, self._Q.indices, seeds, r=r, mark=self._mark[slot], stamp=self._where[slot])
 
     def _domain(self, omega: np.ndarray, slot: int = 0, seeds: np.ndarray | None = None):
         """Ω in the order of :meth:`~evroute.priors.prior.Prior.precision_ordering`, (Q + D)_ΩΩ and
         Q_{shell,Ω} (both CSC) in that order, the shell, and the positions of ``seeds`` in Ω."""
         omega = omega[np.argsort(self._rank[omega], kind="stable")]
-        A, B, shell, at = domain_blocks(self._Q, omega, self._where[slot], seeds, self._diag_offset,
-                                        self._counts[omega] / self.noise_var)
+        A, B, shell, at = domain_blocks(self._Q, omega, self._where[slot], seeds=seeds, diagonal_offset=self._diag_offset,
+                                        add=self._counts[omega] / self.noise_var)
         return omega, A, B, shell, at
 
     def _attempt(self, K: np.ndarray, dc: np.ndarray, ds: np.ndarray, r: int, share: float, slot: int,
@@ -492,8 +492,8 @@ class LocalGMRFPosterior(PosteriorModel):
             self._write(c)
             return saved
 
-        kept, stats = run_in_lanes([len(lane) for lane in lanes], attempt, _footprint, write, self._restore,
-                                   self._lane_memory, threads=self.threads,
+        kept, stats = run_in_lanes([len(lane) for lane in lanes], attempt, _footprint, write=write, restore=self._restore,
+                                   memory=self._lane_memory, threads=self.threads,
                                    pool=self._second_thread() if self.threads > 1 else None)
         self.n_lanes_met += stats.met
         self.n_lanes_serial += stats.serial
@@ -532,7 +532,7 @@ class LocalGMRFPosterior(PosteriorModel):
             p = pair_of[q]
             radius[p + 1] = max(radius.get(p + 1, 0), c.next_radius)
 
-        stats = run_in_order(base, attempt, _footprint, commit, self.n_arms, threads=self.threads,
+        stats = run_in_order(base, attempt, _footprint, commit=commit, n_items=self.n_arms, threads=self.threads,
                              pool=self._second_thread() if self.threads > 1 else None)
         self.n_redone += stats.redone
         self._radius = radius[pair_of[-1] + 1]

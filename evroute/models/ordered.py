@@ -58,8 +58,7 @@ def meets(written_by: np.ndarray, footprint: np.ndarray, base: int) -> bool:
     return bool(footprint.size) and int(written_by[footprint].max()) > base
 
 
-def run_in_order(base: Sequence[int], attempt: Callable, footprint: Callable, commit: Callable, n_items: int, *,
-                 threads: int = 1, pool: ThreadPoolExecutor | None = None) -> OrderedStats:
+def run_in_order(base: Sequence[int], attempt: Callable, footprint: Callable, *, commit: Callable, n_items: int, threads: int = 1, pool: ThreadPoolExecutor | None = None) -> OrderedStats:
     """Run the tasks 0..n−1 (``n = len(base)``) so that the result is that of the order (module
     docstring), on one thread or two.
 
@@ -240,8 +239,8 @@ class _Run:
         return i < len(self.kept[lane])
 
 
-def run_in_lanes(sizes: Sequence[int], attempt: Callable, footprint: Callable, write: Callable, restore: Callable,
-                 memory: LaneMemory, *, threads: int = 1, pool: ThreadPoolExecutor | None = None):
+def run_in_lanes(sizes: Sequence[int], attempt: Callable, footprint: Callable, *, write: Callable, restore: Callable,
+                 memory: LaneMemory, threads: int = 1, pool: ThreadPoolExecutor | None = None):
     """Run tasks in lanes so that the result is that of the order b_0, a_0, b_1, a_1, … (for two
     lanes a and b; from the last lane to the first in general), each task's inputs from its own
     lane's tasks before it, on one thread or two.

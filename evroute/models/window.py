@@ -96,7 +96,7 @@ class WindowPosterior(PosteriorModel):
             except EvrouteError:
                 S = np.diag(sd[uniq] ** 2)
             S[np.diag_indices_from(S)] += self.noise_var / dc
-            self.log_evidence += grouped_log_density(ds / dc - mu[uniq], S, dc, ss, self.noise_var)
+            self.log_evidence += grouped_log_density(ds / dc - mu[uniq], S, dc, within_ss=ss, noise_var=self.noise_var)
             for m in self._models:
                 m.update(edges, observed)
         self._t += 1

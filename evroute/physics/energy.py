@@ -59,7 +59,7 @@ class Vehicle:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise EvrouteError(f"vehicle {self.name!r}: {f.name} must be a number, got {value!r:.40}")
-            number_in(f"vehicle {self.name!r}: {f.name}", value, lo, hi, lo_open=lo_open, why=why)
+            number_in(f"vehicle {self.name!r}: {f.name}", value, lo, hi=hi, lo_open=lo_open, why=why)
 
     def to_dict(self) -> dict:
         """The parameters as a plain dict (for config files)."""
@@ -96,7 +96,7 @@ def _vehicle_from_mapping(name: str, spec: dict, presets: dict | None = None) ->
         lo, hi, lo_open, why = VEHICLE_RANGES[k]
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise EvrouteError(f"vehicle {name!r}: {k} must be a number, got {v!r:.40}")
-        values[k] = number_in(f"vehicle {name!r}: {k}", v, lo, hi, lo_open=lo_open, why=why)
+        values[k] = number_in(f"vehicle {name!r}: {k}", v, lo, hi=hi, lo_open=lo_open, why=why)
     return Vehicle(name=name, **values)
 
 
@@ -134,7 +134,7 @@ def load_vehicle(spec: str | None = None) -> Vehicle:
     raise EvrouteError(f"unknown vehicle {spec!r}; presets: {', '.join(presets)} (or a JSON file path)")
 
 
-def traction_energy_j(length_m, incline_rad, speed_mps, vehicle: Vehicle) -> np.ndarray:
+def traction_energy_j(length_m, incline_rad, speed_mps, *, vehicle: Vehicle) -> np.ndarray:
     """Mechanical work F·ℓ in joules (Eq. 8 numerator), vectorised over edges."""
     length = np.asarray(length_m, dtype=np.float64)
     alpha = np.asarray(incline_rad, dtype=np.float64)
@@ -146,7 +146,7 @@ def traction_energy_j(length_m, incline_rad, speed_mps, vehicle: Vehicle) -> np.
             * length * v**2)
 
 
-def edge_energy_wh(length_m, incline_rad, speed_mps, vehicle: Vehicle | None = None) -> np.ndarray:
+def edge_energy_wh(length_m, incline_rad, speed_mps, *, vehicle: Vehicle | None = None) -> np.ndarray:
     """Deterministic energy E_det of each edge in Wh (Eq. 8 with η⁺ / η⁻).
 
     Parameters
@@ -162,7 +162,7 @@ def edge_energy_wh(length_m, incline_rad, speed_mps, vehicle: Vehicle | None = N
         Energy in Wh; negative where regeneration outweighs the losses.
     """
     vehicle = vehicle or Vehicle()
-    work = traction_energy_j(length_m, incline_rad, speed_mps, vehicle)
+    work = traction_energy_j(length_m, incline_rad, speed_mps, vehicle=vehicle)
     return np.where(work >= 0, work / (3600.0 * vehicle.eta_plus), work * vehicle.eta_minus / 3600.0)
 
 
@@ -172,7 +172,7 @@ def edge_energy_wh(length_m, incline_rad, speed_mps, vehicle: Vehicle | None = N
 ROTATING_MASS_KG = 40.0
 
 
-def kinetic_wh(speed, last_speed, electricity, vehicle: Vehicle | None = None) -> np.ndarray:
+def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None) -> np.ndarray:
     """The part of each step's electricity that changed the car's kinetic energy, Wh.
 
     SUMO's energy model (Kurczveil et al. 2014; ``HelpersEnergy``) sums a step's powers (the

@@ -83,7 +83,7 @@ def _segment_distances(net, lat: float, lon: float) -> np.ndarray:
     return out
 
 
-def snap_point(net, lat: float, lon: float, candidates: np.ndarray | None = None,
+def snap_point(net, lat: float, lon: float, *, candidates: np.ndarray | None = None,
                label: str = "point") -> int:
     """The edge nearest to (lat, lon), among ``candidates`` if given.
 
@@ -117,10 +117,11 @@ def _endpoint(net, spec: dict, label: str) -> tuple[int, tuple[float, float]]:
         cand = [i for i, ws in enumerate(net.edge_ways) if spec["way"] in ws]
         cand = [i for i in cand if bool(net.edges.reversed.iat[i]) == want_reversed] or cand
         candidates = np.array(cand, dtype=np.int64) if cand else None
-    return snap_point(net, lat, lon, candidates, label=label), (lat, lon)
+    return snap_point(net, lat, lon, candidates=candidates, label=label), (lat, lon)
 
 
 def resolve_route(net, route: str | None = None, from_point: str | None = None,
+                  *,
                   to_point: str | None = None) -> RouteSpec:
     """Resolve a named route (``A``, ``B`` or ``NET:A``) or two ``LAT,LON`` points.
 
@@ -178,7 +179,7 @@ def edge_energies(net, vehicle=None) -> np.ndarray:
     """
     e = net.edges
     with np.errstate(over="ignore", invalid="ignore"):
-        out = edge_energy_wh(e.length_m.to_numpy(), e.incline_rad.to_numpy(), e.speed_mps.to_numpy(), vehicle)
+        out = edge_energy_wh(e.length_m.to_numpy(), e.incline_rad.to_numpy(), e.speed_mps.to_numpy(), vehicle=vehicle)
     if not np.all(np.isfinite(out)):
         name = getattr(vehicle, "name", "sumo-ev")
         raise EvrouteError(f"vehicle {name!r} gives energies that are not finite numbers on network {net.name}; "
@@ -186,7 +187,7 @@ def edge_energies(net, vehicle=None) -> np.ndarray:
     return out
 
 
-def reference_routes(net, spec: RouteSpec, vehicle=None, oracle=None) -> list[dict]:
+def reference_routes(net, spec: RouteSpec, vehicle=None, *, oracle=None) -> list[dict]:
     """The energy-optimal, shortest and fastest routes of ``spec``.
 
     The energy route is exact with negative energies (Bellman–Ford on E_det, which has no

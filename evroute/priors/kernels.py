@@ -139,7 +139,7 @@ def line_graph_weights(lengths, conn_src, conn_dst) -> np.ndarray:
     return ell.mean() / ell[src]
 
 
-def incidence_matrix(n_edges: int, conn_src, conn_dst, lengths) -> sp.csr_matrix:
+def incidence_matrix(n_edges: int, conn_src, conn_dst, *, lengths) -> sp.csr_matrix:
     """Weighted incidence matrix ``B`` (E×C) of the line graph (003 Eq. 133).
 
     ``B[e1, c] = −W_c`` and ``B[e2, c] = +W_c`` for ``c = (e1, e2)``, zero elsewhere.
@@ -182,7 +182,7 @@ def _n_edges(n_edges) -> int:
     return positive_int("n_edges", n_edges)
 
 
-def incidence_laplacian(n_edges: int, conn_src, conn_dst, lengths) -> sp.csr_matrix:
+def incidence_laplacian(n_edges: int, conn_src, conn_dst, *, lengths) -> sp.csr_matrix:
     """Incidence Laplacian ``Δ = B Bᵀ`` of the line graph (003 Eq. 132-133).
 
     ``Δ`` is symmetric positive semi-definite and its rows sum to zero (every column of
@@ -202,7 +202,7 @@ def incidence_laplacian(n_edges: int, conn_src, conn_dst, lengths) -> sp.csr_mat
     -------
     scipy.sparse.csr_matrix, shape (E, E), float64
     """
-    B = incidence_matrix(n_edges, conn_src, conn_dst, lengths)
+    B = incidence_matrix(n_edges, conn_src, conn_dst, lengths=lengths)
     lap = (B @ B.T).tocsr()
     lap.sum_duplicates()
     lap.sort_indices()
@@ -323,7 +323,7 @@ def _matern_sparse(lap: sp.csr_matrix, shift: float, nu: int) -> np.ndarray:
 
 
 def graph_matern(
-    laplacian, nu: float = 2.0, kappa: float = 1.0, method: str = "auto"
+    laplacian, nu: float = 2.0, kappa: float = 1.0, *, method: str = "auto"
 ) -> np.ndarray:
     """Graph Matérn kernel on the edges, normalised to unit mean prior variance.
 
@@ -410,7 +410,7 @@ def standardize_context(X) -> np.ndarray:
     return Z
 
 
-def matern52(X1, X2, lengthscales, outputscale: float = 1.0) -> np.ndarray:
+def matern52(X1, X2, lengthscales, *, outputscale: float = 1.0) -> np.ndarray:
     """Matérn-5/2 kernel with one lengthscale per dimension (003 Eq. 135-136, ν = 5/2).
 
     ``k(x, x′) = σ² (1 + √5 D + 5D²/3) exp(−√5 D)`` with
@@ -472,6 +472,7 @@ def combined_kernel(
     K_G,
     X,
     lengthscales=1.0,
+    *,
     lengthscales_prime=None,
     outputscale_f: float = 1.0,
     outputscale_prime: float = 1.0,
@@ -527,12 +528,12 @@ def combined_kernel(
     X = _as_matrix("X", X)
     if kind == "combined" and X.shape[0] != K_G.shape[0]:
         raise EvrouteError(f"X has {X.shape[0]} rows but K_G is {K_G.shape[0]}×{K_G.shape[1]}")
-    k_f = matern52(X, X, lengthscales, outputscale_f)
+    k_f = matern52(X, X, lengthscales, outputscale=outputscale_f)
     if kind == "context":
         return prior_var * normalise_kernel(k_f, name="context kernel")
     if lengthscales_prime is None:
         lengthscales_prime = lengthscales
-    k_fp = matern52(X, X, lengthscales_prime, outputscale_prime)
+    k_fp = matern52(X, X, lengthscales_prime, outputscale=outputscale_prime)
     # k = σ₀² · normalise(k_G · k_f + k_f′): the Schur product of PSD matrices is PSD.
     k_f *= K_G
     k_f += k_fp

@@ -27,6 +27,7 @@ __all__ = ["cholesky_with_jitter", "jittered_cholesky", "symmetric_splu", "neste
 
 
 def cholesky_with_jitter(K, jitter: float = 1e-10, max_tries: int = 8,
+                         *,
                          what: str = "matrix") -> tuple[np.ndarray, float]:
     """Lower Cholesky factor of ``K``, adding diagonal jitter until it succeeds.
 
@@ -82,7 +83,7 @@ def cholesky_with_jitter(K, jitter: float = 1e-10, max_tries: int = 8,
     )
 
 
-def jittered_cholesky(K, jitter: float = 1e-10, max_tries: int = 8, what: str = "matrix") -> np.ndarray:
+def jittered_cholesky(K, jitter: float = 1e-10, max_tries: int = 8, *, what: str = "matrix") -> np.ndarray:
     """Lower Cholesky factor of ``K`` with growing diagonal jitter.
 
     See :func:`cholesky_with_jitter` (this returns only the factor).
@@ -416,7 +417,7 @@ def csr_row_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if ends.size else 0)
 
 
-def graph_ball(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, r: int, mark: np.ndarray,
+def graph_ball(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, *, r: int, mark: np.ndarray,
                stamp: np.ndarray | None = None) -> np.ndarray:
     """The vertices within ``r`` hops of ``seeds`` in the graph of a CSR pattern, sorted.
 
@@ -448,7 +449,7 @@ def graph_ball(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, r: in
     return ball
 
 
-def domain_blocks(A: sp.csr_matrix, omega: np.ndarray, where: np.ndarray, seeds: np.ndarray | None = None,
+def domain_blocks(A: sp.csr_matrix, omega: np.ndarray, where: np.ndarray, *, seeds: np.ndarray | None = None,
                   diagonal_offset: np.ndarray | None = None, add: np.ndarray | None = None):
     """The blocks of a symmetric sparse matrix on a domain Ω, straight from its rows.
 
@@ -568,7 +569,7 @@ SHRINK_BELOW = 1e-3
 PATCH_BLOCK = 8
 
 
-def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: int = 128, radius: int = 3,
+def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, *, patch: int = 128, radius: int = 3,
                            max_radius: int = 64, threads: int = 1, what: str = "matrix",
                            trace: list | None = None, block: int = PATCH_BLOCK) -> tuple[np.ndarray, np.ndarray]:
     """diag(A⁻¹) of a sparse symmetric positive definite A from local solves, each entry with a
@@ -647,9 +648,9 @@ def local_inverse_diagonal(A, min_eigenvalue: float, tol: float = 1e-12, patch: 
         k = np.arange(K.size)
         tried = []
         while True:
-            omega = graph_ball(indptr, indices, K, r, mark, where)
+            omega = graph_ball(indptr, indices, K, r=r, mark=mark, stamp=where)
             m = omega.size
-            A_oo, B, _, posK = domain_blocks(A, omega, where, K)
+            A_oo, B, _, posK = domain_blocks(A, omega, where, seeds=K)
             rhs = np.zeros((m, K.size), order="F")
             rhs[posK, k] = 1.0
             W = symmetric_splu(A_oo, f"a local block of the {what}").solve(rhs)

@@ -95,7 +95,7 @@ def edge_noise_std(net, noise) -> np.ndarray | float:
     return sd
 
 
-def fit_noise_model(net, table: pd.DataFrame, column: str = "edge_wh", what: str = "the traversals",
+def fit_noise_model(net, table: pd.DataFrame, column: str = "edge_wh", *, what: str = "the traversals",
                     min_traversals: int = 2) -> dict:
     """a, b_per_km and tls of the per-edge noise model, by maximum likelihood of the traversals'
     deviations from their edge's mean (see the module docstring), every edge with at least

@@ -582,7 +582,7 @@ class DensePrior(Prior):
 
 def graph_laplacian(net) -> sp.csr_matrix:
     """The incidence Laplacian Δ of the network's line graph (003 Eq. 132–133)."""
-    return incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
+    return incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, lengths=net.edges.length_m.to_numpy())
 
 
 def graph_matern_operator(net, nu: float, kappa: float) -> sp.csc_matrix:
@@ -782,14 +782,14 @@ def graph_kernel(net, nu: float = 2.0, kappa: float = 1.0) -> np.ndarray:
 
     def build():
         with stage(f"graph Matérn kernel on {net.n_edges:,} edges (cached)"):
-            lap = incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, net.edges.length_m.to_numpy())
+            lap = incidence_laplacian(net.n_edges, net.conn_src, net.conn_dst, lengths=net.edges.length_m.to_numpy())
             return {"value": graph_matern(lap, nu=nu, kappa=kappa)}
 
     params = {"network": net.cache_key, "nu": float(nu), "kappa": float(kappa), "what": "graph_matern"}
     return cached_arrays("kernels", params, build)["value"]
 
 
-def network_kernel(net, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
+def network_kernel(net, kind: str = "combined", lengthscale: float = 1.0, *, kappa: float = 1.0,
                    nu: float = 2.0, prior_var: float = 1.0) -> np.ndarray:
     """Prior covariance over all edges as a dense matrix: σ₀² · normalise(k_G·k_f + k_f′), or an
     ablation (``kind`` "graph", "context")."""
@@ -897,8 +897,8 @@ class NetworkPrior(Prior):
         if self._K is None:
             self._check_dense()
             with stage(f"{self.kind} prior kernel on {self.n_edges:,} edges"):
-                self._K = _readonly(network_kernel(self.net, self.kind, self.lengthscale, self.kappa, self.nu,
-                                                   self._prior_var))
+                self._K = _readonly(network_kernel(self.net, self.kind, self.lengthscale, kappa=self.kappa, nu=self.nu,
+                                                   prior_var=self._prior_var))
         return self._K
 
     def diag(self) -> np.ndarray:
@@ -1005,7 +1005,7 @@ class NetworkPrior(Prior):
         return 0.0
 
 
-def network_prior(net, mean, kind: str = "combined", lengthscale: float = 1.0, kappa: float = 1.0,
+def network_prior(net, mean, kind: str = "combined", *, lengthscale: float = 1.0, kappa: float = 1.0,
                   nu: float = 2.0, prior_var: float | None = None) -> NetworkPrior:
     """The paper's prior on ``net`` (see :class:`NetworkPrior`).
 

@@ -299,7 +299,7 @@ def _mark_geopackage(path: Path) -> None:
 
 
 def export(directory: str | os.PathLike, geojson: str | os.PathLike | None = None,
-           html: str | os.PathLike | None = None, last: int | None = None, run: str | None = None,
+           html: str | os.PathLike | None = None, *, last: int | None = None, run: str | None = None,
            gpkg: str | os.PathLike | None = None, overwrite: bool = False) -> list[Path]:
     """Write the GeoJSON (``-``: standard output), HTML map and/or GeoPackage of a run (or of one
     run of a compare directory).

@@ -761,7 +761,7 @@ def plot_regret_curves(directory: str | os.PathLike, route: str | None = None, *
 
 
 def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None = None,
-                   maps: bool = True, overwrite: bool = False) -> list[Path]:
+                   maps: bool = True, *, overwrite: bool = False) -> list[Path]:
     """Every figure for a compare directory or a run directory; returns the files written.
 
     Figures go to ``out`` (default ``DIRECTORY/plots``). An existing file there is replaced only
@@ -789,7 +789,7 @@ def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None =
     return figures.write(overwrite)
 
 
-def plot_atlas(energy_det, energy_sumo, counts, out_dir: FigureSet | Path, title: str = "") -> list[Path]:
+def plot_atlas(energy_det, energy_sumo, counts, *, out_dir: FigureSet | Path, title: str = "") -> list[Path]:
     """How good the paper's prior mean is: E_det (Eq. 8) against the mean SUMO energy of each
     edge of an energy atlas (edges with a mean), with the identity line, the correlation r and
     R² = 1 − Σ(SUMO − E_det)² / Σ(SUMO − mean)², E_det taken as the prediction (``atlas.png``)."""

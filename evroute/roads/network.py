@@ -482,7 +482,7 @@ def _warn_if_flat(net: Network) -> None:
                       "treated as flat, so every grade is 0", EvrouteWarning, stacklevel=3)
 
 
-def lipschitz_envelope(n_nodes: int, a: np.ndarray, b: np.ndarray, length: np.ndarray,
+def lipschitz_envelope(n_nodes: int, a: np.ndarray, b: np.ndarray, *, length: np.ndarray,
                        h: np.ndarray, max_grade: float) -> np.ndarray:
     """The smallest elevation profile h' ≥ h with |h'_a − h'_b| ≤ max_grade·ℓ on every road.
 
@@ -511,7 +511,7 @@ def lipschitz_envelope(n_nodes: int, a: np.ndarray, b: np.ndarray, length: np.nd
     return np.maximum(h, top - max_grade * dist)
 
 
-def build_network(graph, name: str, dem: Path | None = None, max_grade: float = DEFAULT_MAX_GRADE,
+def build_network(graph, name: str, dem: Path | None = None, *, max_grade: float = DEFAULT_MAX_GRADE,
                   restrictions: list[dict] | None = None, simplified: bool = False) -> Network:
     """Process an unsimplified osmnx-style MultiDiGraph into a :class:`Network` (``simplified``:
     a graph :func:`evroute.roads.osm.prepare_simplified_graph` made ready, not simplified again)."""
@@ -546,7 +546,7 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     vi = np.array([node_index[x] for x in v])
     length = np.array([max(float(r[3].get("length", 0.0)), 0.1) for r in rows])
 
-    h = h_raw if elevation_source == "none" else lipschitz_envelope(len(node_ids), ui, vi, length, h_raw, max_grade)
+    h = h_raw if elevation_source == "none" else lipschitz_envelope(len(node_ids), ui, vi, length=length, h=h_raw, max_grade=max_grade)
     grade = (h[vi] - h[ui]) / length
     merged = [merge_segment_tags(r[3][SEGMENTS]) for r in rows]
     highway = [m["highway"] for m in merged]
@@ -581,7 +581,7 @@ def build_network(graph, name: str, dem: Path | None = None, max_grade: float = 
     edges.index.name = "edge"
     nodes = pd.DataFrame({"lon": lon, "lat": lat, "elevation_m": h, "elevation_raw_m": h_raw},
                          index=pd.Index(node_ids, name="node"))
-    conn_src, conn_dst, n_restricted = line_graph(u, v, length, ways, restrictions or [])
+    conn_src, conn_dst, n_restricted = line_graph(u, v, length, ways=ways, restrictions=restrictions or [])
     # A few edges of G's component can only be entered through a U-turn or a forbidden
     # turn; keep the largest strongly connected component of L(G) so that every edge can
     # reach every other one along legal turns.
@@ -709,7 +709,7 @@ def build_network_from_arrays(city: dict, name: str, max_grade: float = DEFAULT_
     rev = np.r_[np.zeros(seg_u.size, bool), np.ones(int(two.sum()), bool)]
     n_nodes = city["lat"].size
     n_drivable = u.size
-    km = float(synthetic.great_circle_m(city["lat"][u], city["lon"][u], city["lat"][v], city["lon"][v]).sum() / 1000)
+    km = float(synthetic.great_circle_m(city["lat"][u], city["lon"][u], city["lat"][v], lon2=city["lon"][v]).sum() / 1000)
     g = coo_matrix((np.ones(u.size), (u, v)), shape=(n_nodes, n_nodes)).tocsr()
     _, lab = connected_components(g, directed=True, connection="strong")
     big = int(np.argmax(np.bincount(lab[np.r_[u, v]], minlength=lab.max() + 1)))
@@ -720,8 +720,8 @@ def build_network_from_arrays(city: dict, name: str, max_grade: float = DEFAULT_
     used = np.union1d(u, v)
     lat, lon, h_raw = city["lat"][used], city["lon"][used], city["ele"][used]
     ui, vi = np.searchsorted(used, u), np.searchsorted(used, v)
-    length = np.maximum(synthetic.great_circle_m(lat[ui], lon[ui], lat[vi], lon[vi]), 0.1)
-    h = lipschitz_envelope(used.size, ui, vi, length, h_raw, max_grade)
+    length = np.maximum(synthetic.great_circle_m(lat[ui], lon[ui], lat[vi], lon2=lon[vi]), 0.1)
+    h = lipschitz_envelope(used.size, ui, vi, length=length, h=h_raw, max_grade=max_grade)
     grade = (h[vi] - h[ui]) / length
     highway = city["highway"][sid]
     maxspeed = city["maxspeed_kmh"][sid] / 3.6
@@ -791,7 +791,7 @@ def _is_reverse(u, v, length, e1: int, e2: int) -> bool:
             and abs(length[e1] - length[e2]) <= max(1.0, 0.01 * length[e1]))
 
 
-def line_graph(u: np.ndarray, v: np.ndarray, length: np.ndarray, ways: list, restrictions: list[dict]):
+def line_graph(u: np.ndarray, v: np.ndarray, length: np.ndarray, *, ways: list, restrictions: list[dict]):
     """Legal connections (e1, e2) of the line graph L(G).
 
     A connection exists where e1 ends where e2 starts, except (a) a U-turn onto e1's

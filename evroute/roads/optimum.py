@@ -145,7 +145,7 @@ def path_energy(path, weights, turns: dict | None = None) -> float:
     return total
 
 
-def is_vertex_simple(path, edge_u, edge_v, ends: str = "strict") -> bool:
+def is_vertex_simple(path, edge_u, edge_v, *, ends: str = "strict") -> bool:
     """True if the walk ``path`` visits no node of G twice (see ``ends`` in the module doc).
 
     ``"strict"``: the nodes tail(path[0]), head(path[0]), ..., head(path[-1]) are distinct.
@@ -264,10 +264,10 @@ def _reduce(n_edges, src, dst, eu, ev, start, end, ends):
     if not (ok[start] and ok[end]):
         return None
     kept = np.flatnonzero(ok[src] & ok[dst] & (dst != start) & (src != end))
-    fwd = reachable(n_edges, src[kept], dst[kept], start)
+    fwd = reachable(n_edges, src[kept], dst[kept], root=start)
     if not fwd[end]:
         return None
-    alive = fwd & reachable(n_edges, dst[kept], src[kept], end)
+    alive = fwd & reachable(n_edges, dst[kept], src[kept], root=end)
     kept = kept[alive[src[kept]] & alive[dst[kept]]]
     return alive, kept
 
@@ -397,7 +397,7 @@ class _CutModel:
         for theta in thresholds:
             on = inner & (y > theta)
             u, v = self.eu[on], self.ev[on]
-            reach = reachable(self.n_nodes, u, v, self.root)
+            reach = reachable(self.n_nodes, u, v, root=self.root)
             cand = ~reach & (visit > 1e-6)
             if not cand.any():
                 continue
@@ -451,7 +451,7 @@ class _CutModel:
                 continue
             resid = (cap - res.flow).tocoo()
             pos = resid.data > 0
-            near_k = reachable(n, resid.col[pos], resid.row[pos], k)
+            near_k = reachable(n, resid.col[pos], resid.row[pos], root=k)
             inflow = y_in[near_k[ev_in] & ~near_k[eu_in]].sum()
             ks = np.flatnonzero(near_k & (visit > inflow + 1e-5) & ~done)
             done[ks] = True
@@ -806,7 +806,7 @@ def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, st
         nonlocal best, best_path
         path = local_to_edge[np.asarray(local_path)].tolist()
         energy = path_energy(path, w, turns)
-        if energy < best and is_vertex_simple(path, eu, ev, ends):
+        if energy < best and is_vertex_simple(path, eu, ev, ends=ends):
             best, best_path = energy, path
 
     def proven():
@@ -896,13 +896,13 @@ def exact_optimum(
     n_edges,
     conn_src,
     conn_dst,
+    *,
     edge_u,
     edge_v,
     weights,
     start,
     end,
     time_limit: float = 60.0,
-    *,
     ends: str = "strict",
     method: str = "auto",
     turn_weights=None,
@@ -958,13 +958,13 @@ def exact_optimum(
     if not time_limit > 0:
         raise EvrouteError(f"time_limit must be positive, got {time_limit!r}")
     if ends == "auto":
-        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end,
-                            time_limit, ends="strict", method=method, turn_weights=turn_weights, walks=walks)
+        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u=edge_u, edge_v=edge_v, weights=weights, start=start, end=end,
+                            time_limit=time_limit, ends="strict", method=method, turn_weights=turn_weights, walks=walks)
         left = float(time_limit) - (time.perf_counter() - t0)
         if res.status != "infeasible" or res.stats.get("timed_out_without_route") or left <= 0:
             return res
-        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u, edge_v, weights, start, end,
-                            left, ends="open", method=method, turn_weights=turn_weights, walks=walks)
+        res = exact_optimum(n_edges, conn_src, conn_dst, edge_u=edge_u, edge_v=edge_v, weights=weights, start=start, end=end,
+                            time_limit=left, ends="open", method=method, turn_weights=turn_weights, walks=walks)
         res.seconds = time.perf_counter() - t0
         return res
     n_edges, src, dst, eu, ev, w, start, end, arc = _check_inputs(
@@ -973,18 +973,18 @@ def exact_optimum(
     turns = {(int(a), int(b)): float(c) for a, b, c in zip(src, dst, arc, strict=True) if c != 0.0}
     stats: dict = {}
     if start == end:
-        ok = is_vertex_simple([start], eu, ev, ends)
+        ok = is_vertex_simple([start], eu, ev, ends=ends)
         return OptimumResult([start] if ok else [], float(w[start]) if ok else math.nan,
                              "bellman-ford", "optimal" if ok else "infeasible",
                              0.0 if ok else math.inf, time.perf_counter() - t0, stats, ends)
-    if not reachable(n_edges, src, dst, start)[end]:
+    if not reachable(n_edges, src, dst, root=start)[end]:
         raise EvrouteError(f"end edge {end} cannot be reached from start edge {start}")
     if method == "auto":
-        _, pred, negative_cycle = shortest_walk(n_edges, src, dst, w, start, arc)
+        _, pred, negative_cycle = shortest_walk(n_edges, src, dst, w=w, start=start, arc=arc)
         stats["negative_cycle"] = negative_cycle
         if not negative_cycle:
             path = walk_from_pred(pred, start, end)
-            stats["walk_vertex_simple"] = is_vertex_simple(path, eu, ev, ends)
+            stats["walk_vertex_simple"] = is_vertex_simple(path, eu, ev, ends=ends)
             if stats["walk_vertex_simple"] or walks:
                 return OptimumResult(path, path_energy(path, w, turns), "bellman-ford", "optimal",
                                      0.0, time.perf_counter() - t0, stats, ends)

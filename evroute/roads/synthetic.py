@@ -100,14 +100,14 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
         Graph shaped like ``osmnx.graph_from_xml(..., simplify=False)``; see the module
         docstring for its attributes.
     """
-    seed = check_int("seed", seed, 0, 2**63 - 1)
-    size = check_int("size", size, MIN_SIZE, MAX_SIZE)
+    seed = check_int("seed", seed, 0, hi=2**63 - 1)
+    size = check_int("size", size, MIN_SIZE, hi=MAX_SIZE)
     rng = Generator(PCG64(seed))
     n_int = max(40, round(size * 0.8))
     city = City(rng, n_int)
     s = city.s
 
-    pts, pos, edge_list, bridge_set = streets(rng, city, n_int, size)
+    pts, pos, edge_list, bridge_set = streets(rng, city, n_int, size=size)
 
     # 3. road classes from shortest paths on the undirected street graph (SciPy's Dijkstra:
     # one single-source search per path, in C; the city's size grows the number of paths)
@@ -142,7 +142,7 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
             if CLASS_RANK[cls] < CLASS_RANK[old]:
                 klass[key] = cls
 
-    for a, b, cls in arterials(rng, city, mpts, nearest):
+    for a, b, cls in arterials(rng, city, mpts, nearest=nearest):
         mark(a, b, cls)
     xmin, ymin = mpts.min(axis=0)
     xmax, ymax = mpts.max(axis=0)
@@ -293,7 +293,7 @@ def synthetic_graph(seed: int = 0, size: int = 400) -> nx.MultiDiGraph:
     for w, (seq, _cls, _b) in enumerate(ways):
         osmid = _WAY_ID0 + w
         for u, v in zip(seq[:-1], seq[1:], strict=True):
-            length = float(great_circle_m(lat[u], lon[u], lat[v], lon[v]))
+            length = float(great_circle_m(lat[u], lon[u], lat[v], lon2=lon[v]))
             directions = [(u, v, False)] if oneway[w] else [(u, v, False), (v, u, True)]
             for a, b, rev in directions:
                 attrs = {"osmid": osmid, **tags[w], "oneway": bool(oneway[w])}
@@ -346,6 +346,7 @@ def synthetic_route_points(
 
 
 def route_points_of(lat: np.ndarray, lon: np.ndarray, ele: np.ndarray,
+                    *,
                     max_extremes: int | None = None) -> dict[str, tuple[tuple[float, float], tuple[float, float]]]:
     """The two routes' end points (see :func:`synthetic_route_points`) among candidate
     intersections given as arrays.

@@ -65,12 +65,12 @@ def synthetic_arrays(seed: int = 0, size: int = 400) -> dict:
         ``highway`` (str), ``maxspeed_kmh`` (NaN where the tag is missing), ``lanes`` (str,
         ``""`` if none), ``oneway`` (bool; one-way segments run u → v) and ``bridge`` (bool).
     """
-    seed = check_int("seed", seed, 0, 2**63 - 1)
-    size = check_int("size", size, MIN_SIZE, MAX_SIZE)
+    seed = check_int("seed", seed, 0, hi=2**63 - 1)
+    size = check_int("size", size, MIN_SIZE, hi=MAX_SIZE)
     rng = Generator(PCG64(seed))
     n_int = max(40, round(size * 0.8))
     city = City(rng, n_int)
-    pts, pos, edge_list, bridge_set = streets(rng, city, n_int, size)
+    pts, pos, edge_list, bridge_set = streets(rng, city, n_int, size=size)
     P = np.asarray(pos, dtype=np.float64)
     seg = np.asarray(edge_list, dtype=np.int64).reshape(-1, 2)
     n, m = len(P), len(seg)
@@ -104,7 +104,7 @@ def synthetic_arrays(seed: int = 0, size: int = 400) -> dict:
         ids = key_order[np.searchsorted(key, k, sorter=key_order)]
         rank[ids] = np.minimum(rank[ids], CLASS_RANK[cls])
 
-    for a, b, cls in arterials(rng, city, mpts, nearest):
+    for a, b, cls in arterials(rng, city, mpts, nearest=nearest):
         mark(a, b, cls)
     n_tert = max(3, size // 70)
     lo_span, hi_span = _TERTIARY_SPAN_M

@@ -28,7 +28,7 @@ MAX_SIZE = 1_000_000  # ~3M edges; the memory check of evroute.roads.network ref
 CLASS_RANK = {"primary": 0, "secondary": 1, "tertiary": 2, "residential": 3}
 
 
-def great_circle_m(lat1, lon1, lat2, lon2):
+def great_circle_m(lat1, lon1, lat2, *, lon2):
     """Haversine distance in metres, the same formula as ``osmnx.distance.great_circle``."""
     y1 = np.deg2rad(lat1)
     y2 = np.deg2rad(lat2)
@@ -39,7 +39,7 @@ def great_circle_m(lat1, lon1, lat2, lon2):
     return 2 * np.arcsin(np.sqrt(h)) * EARTH_RADIUS_M
 
 
-def check_int(name: str, value, lo: int, hi: int) -> int:
+def check_int(name: str, value, lo: int, *, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise EvrouteError(f"synthetic network: {name} must be an integer, got {value!r}")
     if not lo <= int(value) <= hi:
@@ -144,7 +144,7 @@ def gabriel_edges(pts: np.ndarray) -> np.ndarray:
     return e[keep]
 
 
-def streets(rng: Generator, city: City, n_int: int, size: int):
+def streets(rng: Generator, city: City, n_int: int, *, size: int):
     """Steps 1–2 of the recipe and the cul-de-sacs: (intersection points, every node position
     as a list, street segments (u, v), the bridges as a set of segments)."""
     s = city.s
@@ -267,7 +267,7 @@ def wgs84(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lat, lon
 
 
-def arterials(rng: Generator, city: City, mpts: np.ndarray, nearest) -> list[tuple[int, int, str]]:
+def arterials(rng: Generator, city: City, mpts: np.ndarray, *, nearest) -> list[tuple[int, int, str]]:
     """Step 3's skeleton, as (from, to, class) of the street paths to mark: two primary axes
     across the main component ``mpts`` (points), a secondary ring of six points and the two
     secondary diagonals; ``nearest(x, y)`` names the vertex nearest a point (one draw of ``rng``)."""

@@ -33,7 +33,7 @@ def as_int_array(a, name: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def reachable(n: int, src: np.ndarray, dst: np.ndarray, root: int) -> np.ndarray:
+def reachable(n: int, src: np.ndarray, dst: np.ndarray, *, root: int) -> np.ndarray:
     """Boolean mask of the vertices reachable from ``root`` in the digraph (src -> dst)."""
     g = sp.csr_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(n, n))
     order = breadth_first_order(g, root, directed=True, return_predecessors=False)
@@ -68,7 +68,7 @@ def _best_per_target(cd: np.ndarray, cand: np.ndarray) -> np.ndarray:
     return order[first]
 
 
-def shortest_walk(n, src, dst, w, start, arc=None):
+def shortest_walk(n, src, dst, *, w, start, arc=None):
     """Vectorised Bellman–Ford on L(G) with vertex weights and, where given, arc weights (a
     walk's cost includes ``start``).
 
@@ -77,7 +77,7 @@ def shortest_walk(n, src, dst, w, start, arc=None):
     reachable from ``start`` shows as an improvement in round ``n_reachable`` or, earlier,
     as a cycle in the predecessor graph (which in Bellman–Ford always has negative weight).
     """
-    reach = reachable(n, src, dst, start)
+    reach = reachable(n, src, dst, root=start)
     keep = reach[src]
     src, dst = src[keep], dst[keep]
     arc = np.zeros(src.size) if arc is None else np.asarray(arc, dtype=np.float64)[keep]
@@ -105,7 +105,7 @@ def shortest_walk(n, src, dst, w, start, arc=None):
     return dist, pred, True
 
 
-def negative_cycle(n_edges, conn_src, conn_dst, weights, turn_weights=None) -> list[int] | None:
+def negative_cycle(n_edges, conn_src, conn_dst, *, weights, turn_weights=None) -> list[int] | None:
     """A cycle of negative total energy anywhere in the network, or None where there is none.
 
     A truth with such a cycle creates energy: a car driving it ends where it began with more
@@ -132,15 +132,15 @@ def negative_cycle(n_edges, conn_src, conn_dst, weights, turn_weights=None) -> l
 
     Examples
     --------
-    >>> negative_cycle(2, [0, 1], [1, 0], [1.0, -2.0])
+    >>> negative_cycle(2, [0, 1], [1, 0], weights=[1.0, -2.0])
     [0, 1]
-    >>> negative_cycle(2, [0, 1], [1, 0], [1.0, -0.5]) is None
+    >>> negative_cycle(2, [0, 1], [1, 0], weights=[1.0, -0.5]) is None
     True
     """
     return _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights)[1]
 
 
-def feasible_potential(n_edges, conn_src, conn_dst, weights, turn_weights=None) -> np.ndarray | None:
+def feasible_potential(n_edges, conn_src, conn_dst, *, weights, turn_weights=None) -> np.ndarray | None:
     """A potential h per edge with ``turn_weights[i] + weights[conn_dst[i]] + h[conn_src[i]] −
     h[conn_dst[i]] ≥ 0`` on every legal turn i, or None where a negative cycle makes one
     impossible.
@@ -168,7 +168,7 @@ def feasible_potential(n_edges, conn_src, conn_dst, weights, turn_weights=None) 
 
     Examples
     --------
-    >>> h = feasible_potential(3, [0, 1], [1, 2], [1.0, -2.0, 1.0])
+    >>> h = feasible_potential(3, [0, 1], [1, 2], weights=[1.0, -2.0, 1.0])
     >>> bool(np.all(np.array([0.0, 0.0]) + np.array([-2.0, 1.0]) + h[[0, 1]] - h[[1, 2]] >= 0))
     True
     """
@@ -176,7 +176,7 @@ def feasible_potential(n_edges, conn_src, conn_dst, weights, turn_weights=None) 
     return None if cycle is not None else dist
 
 
-def break_negative_cycles(n_edges, conn_src, conn_dst, weights, turn_weights, weight_room=None, turn_room=None,
+def break_negative_cycles(n_edges, conn_src, conn_dst, *, weights, turn_weights, weight_room=None, turn_room=None,
                           max_cycles: int = 100_000):
     """Raise weights, cycle by cycle, until no cycle of L(G) has negative total weight.
 
@@ -206,8 +206,8 @@ def break_negative_cycles(n_edges, conn_src, conn_dst, weights, turn_weights, we
 
     Examples
     --------
-    >>> w, arc, n, added = break_negative_cycles(2, [0, 1], [1, 0], [1.0, -2.0], [0.0, 0.0])
-    >>> n, round(added, 6), negative_cycle(2, [0, 1], [1, 0], w, arc) is None
+    >>> w, arc, n, added = break_negative_cycles(2, [0, 1], [1, 0], weights=[1.0, -2.0], turn_weights=[0.0, 0.0])
+    >>> n, round(added, 6), negative_cycle(2, [0, 1], [1, 0], weights=w, turn_weights=arc) is None
     (1, 1.0, True)
     """
     src, dst = as_int_array(conn_src, "conn_src"), as_int_array(conn_dst, "conn_dst")

@@ -32,11 +32,16 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 
 from ..bandit.agents import ONE_NOISE_LEVEL, POLICIES, policy_family, resolve_policy
-from ..priors.candidates import Candidate, candidates_from_json, describe_candidates, parse_candidates
-from ..physics.energy import load_vehicle
 from ..bandit.environments import CLOSURES, TRUTHS
 from ..errors import EvrouteError
 from ..models import MODELS, resolve_model
+from ..physics.energy import load_vehicle
+from ..priors.candidates import (
+    Candidate,
+    candidates_from_json,
+    describe_candidates,
+    parse_candidates,
+)
 from ..settings import RUN_SETTINGS
 from ..specs import Component
 

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from .. import io
-from .config import SimulationConfig, flat_config_json
 from ..errors import EvrouteError
 from ..io import atomic_write_json, atomic_write_with, directory_entries, make_public, short_list
+from .config import SimulationConfig, flat_config_json
 
 __all__ = ["RunResult", "RUN_FILES", "RUN_DIR_NAMES", "COMPARE_DIR_NAMES", "is_finished_run", "verify_run",
            "require_readable_run", "read_run_json", "read_run_table", "read_config", "is_run_directory", "stale_siblings", "check_out_dir",
@@ -419,7 +419,7 @@ def prepare_out_dir(out: Path, overwrite: bool) -> Path:
         raise EvrouteError(f"cannot write {out}: {exc.strerror}") from None
 
 
-def write_run(result: RunResult, config: dict, out: Path, overwrite: bool = False, csv: bool = False,
+def write_run(result: RunResult, config: dict, out: Path, *, overwrite: bool = False, csv: bool = False,
               tmp: Path | None = None) -> Path:
     """Write a run directory: ``config`` (the run's ``config.json``, see
     :func:`evroute.runs.simulation.run_config`), the tables and the summary of ``result``. Files go

@@ -21,11 +21,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .config import SimulationConfig
 from ..errors import EvrouteError
 from ..roads.network import load_network
-from .problem import agent_prior, make_agent, prepare_problem
+from .config import SimulationConfig
 from .directory import prepare_out_dir, write_run
+from .problem import agent_prior, make_agent, prepare_problem
 from .simulation import limit_blas, run_bandit, run_config
 
 __all__ = ["EXECUTORS", "RAY_HINT", "run_cell", "execute_task", "default_jobs", "clear_worker_caches",
@@ -262,6 +262,7 @@ def check_executor(executor: str) -> None:
 
 
 def executor_stream(executor: str, tasks: list[dict], jobs: int | None,
+                    *,
                     ray_address: str | None = None) -> Iterator[tuple[dict, dict]]:
     """(task, result) pairs as the tasks finish, on the named executor."""
     check_executor(executor)

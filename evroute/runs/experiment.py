@@ -40,15 +40,15 @@ from pathlib import Path
 import pandas as pd
 
 from ..bandit.agents import policy_family
-from .config import SimulationConfig, flat_config_json
 from ..errors import EvrouteError, EvrouteWarning, Interrupted
-from .executors import cached_network, check_executor, default_jobs, executor_stream
-from .grid import Cell, Grid, fmt_number, is_osm_file, load_grid
 from ..io import atomic_write_json, directory_entries, short_list
 from ..roads.network import network_spec, resolve_osm_path
-from .directory import is_finished_run, is_run_directory, verify_run
-from .summaries import collect_runs, summarize, summarize_energy, write_summaries
 from ..validate import int_in
+from .config import SimulationConfig, flat_config_json
+from .directory import is_finished_run, is_run_directory, verify_run
+from .executors import cached_network, check_executor, default_jobs, executor_stream
+from .grid import Cell, Grid, fmt_number, is_osm_file, load_grid
+from .summaries import collect_runs, summarize, summarize_energy, write_summaries
 
 #: The most processes of a local pool (``--jobs``); more than the CPUs is allowed, with a warning.
 MAX_JOBS = 1024
@@ -226,7 +226,7 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
     t_start = time.perf_counter()
     check_executor(executor)
     if jobs is not None:
-        int_in("--jobs", jobs, 1, MAX_JOBS)
+        int_in("--jobs", jobs, 1, hi=MAX_JOBS)
         cpus = os.cpu_count() or 1
         if executor == "local" and jobs > cpus:
             import warnings
@@ -277,7 +277,7 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
                       "blas_threads": 1} for c in pending_cells]  # same arithmetic whatever the executor
             if parallel:
                 tasks = _warm_tasks(grid, pending_cells) + tasks
-            stream = executor_stream(executor, tasks, jobs, ray_address)
+            stream = executor_stream(executor, tasks, jobs, ray_address=ray_address)
             try:
                 failures = _consume(stream, total=len(cells), done=len(status.finished), progress=progress,
                                     log=log)
@@ -294,7 +294,7 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
                                f"{first['error']}); finished runs are kept, run the same command again to resume")
         runs = collect_runs(out, grid)
         table = summarize(runs)
-        files = write_summaries(out, table, grid, summarize_energy(runs))
+        files = write_summaries(out, table, grid, energy=summarize_energy(runs))
     return CompareResult(out, len(cells), len(status.finished), len(pending_cells),
                          time.perf_counter() - t_start, table, files)
 

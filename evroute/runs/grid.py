@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bandit.agents import policy_family, resolve_policy
-from .config import RUN_SETTINGS, SimulationConfig, flat_config_json, normalise_config_json
-from ..physics.energy import load_vehicle
 from ..errors import EvrouteError
-from ..priors.kernels import check_lengthscale
-from ..roads.network import network_spec
-from ..presets import AXES, DEFAULT_POLICIES, PAPER_ROUTES, PRESETS, SWEEPABLE
-from ..registry import load_registry
+from ..physics.energy import load_vehicle
 from ..physics.routes import route_names
+from ..presets import AXES, DEFAULT_POLICIES, PAPER_ROUTES, PRESETS, SWEEPABLE
+from ..priors.kernels import check_lengthscale
+from ..registry import load_registry
+from ..roads.network import network_spec
 from ..specs import Component, format_value, split_list
 from ..validate import int_in, positive_float
+from .config import RUN_SETTINGS, SimulationConfig, flat_config_json, normalise_config_json
 
 #: The most seeds of a grid (seeds 0..N-1) and the most runs (cells) a grid may have: a million
 #: runs of the paper's size take days on one machine; more is a typo, refused before any work.
@@ -472,7 +472,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
         raise EvrouteError("--policies is empty")
     policy_list: list[Component] = [resolve_policy(text) for text in policy_texts]
     n_seeds = seeds if seeds is not None else base.get("seeds", 5)
-    int_in("--seeds (the number of seeds)", n_seeds, 1, MAX_SEEDS)
+    int_in("--seeds (the number of seeds)", n_seeds, 1, hi=MAX_SEEDS)
     ls = parse_lengthscales(lengthscales) if lengthscales is not None else list(base.get("lengthscales", (1.0,)))
     truth = parse_truth_lengthscale(truth_lengthscale if truth_lengthscale is not None
                                     else base.get("truth_lengthscale", 1.0))

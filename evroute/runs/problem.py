@@ -17,11 +17,6 @@ import numpy as np
 
 from ..bandit.agents import AgentSetup
 from ..bandit.agents import make_agent as make_named_agent
-from ..cache import CacheEntry, hash_bytes, make_key
-from ..priors.candidates import candidate_priors
-from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
-from ..world.drives import fleet_prior_mean, read_drives
-from ..physics.energy import energy_floor_wh, load_vehicle
 from ..bandit.environments import (
     RoadEnvironment,
     StaticEnvironment,
@@ -30,16 +25,27 @@ from ..bandit.environments import (
     make_truth,
     truth_kernel,
 )
+from ..bandit.policies import route_weights, turn_potential
+from ..cache import CacheEntry, hash_bytes, make_key
 from ..errors import EvrouteError
 from ..io import atomic_write_text
-from ..roads.network import load_network
+from ..physics.energy import energy_floor_wh, load_vehicle
+from ..physics.routes import edge_energies, resolve_route
+from ..priors.candidates import candidate_priors
 from ..priors.noise import edge_noise_std
+from ..priors.prior import (
+    NOISE_SCALE,
+    PRIOR_SCALE,
+    EdgeScaledPrior,
+    NetworkPrior,
+    VehicleScalePrior,
+)
+from ..progress import stage
+from ..roads.network import load_network
 from ..roads.optimum import exact_optimum
 from ..roads.oracle import Oracle
-from ..bandit.policies import route_weights, turn_potential
-from ..priors.prior import NOISE_SCALE, PRIOR_SCALE, EdgeScaledPrior, NetworkPrior, VehicleScalePrior
-from ..progress import stage
-from ..physics.routes import edge_energies, resolve_route
+from ..world.drives import fleet_prior_mean, read_drives
+from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
            "weight_inputs", "fleet_ratio"]
@@ -120,7 +126,7 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
     vehicle = load_vehicle(sc.vehicle)
     truth_vehicle = load_vehicle(sc.truth_vehicle()) if sc.truth_prior is not None else vehicle
     net = net or load_network(sc.network, osm=sc.osm, dem=sc.dem)
-    route = resolve_route(net, sc.route, sc.from_point, sc.to_point)
+    route = resolve_route(net, sc.route, sc.from_point, to_point=sc.to_point)
     oracle = Oracle.from_network(net)
     if not oracle.reachable(route.start)[route.end]:
         raise EvrouteError(f"route {route.name}: the end edge {route.end} cannot be reached from the start edge {route.start}")
@@ -232,7 +238,7 @@ def make_environment(cfg: SimulationConfig, problem: Problem):
                                  problem.route.end, cfg.seed, weigh=weigh)
     mean = problem.truth_mean if problem.truth_mean is not None else problem.prior_mean
     dev = truth_kernel(problem.net, np.zeros(problem.net.n_edges), problem.prior_var,
-                       world.truth_lengthscale)  # the truth's kernel: the drift's innovations g_t
+                       lengthscale=world.truth_lengthscale)  # the truth's kernel: the drift's innovations g_t
     return RoadEnvironment(truth, mean, dev.sample, problem.observation_noise, problem.oracle, problem.route.start,
                            problem.route.end, cfg.seed, eps=float(world.drift), closures=world.closures, weigh=weigh)
 
@@ -281,8 +287,8 @@ def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:
             return cached
     net = problem.net
     with stage(f"exact optimum of {problem.route.name} (MILP, up to {time_limit:g} s; cached)"):
-        res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, net.edges.u.to_numpy(), net.edges.v.to_numpy(),
-                            problem.truth, problem.route.start, problem.route.end, time_limit=time_limit,
+        res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, edge_u=net.edges.u.to_numpy(), edge_v=net.edges.v.to_numpy(),
+                            weights=problem.truth, start=problem.route.start, end=problem.route.end, time_limit=time_limit,
                             ends="auto", turn_weights=None if turns is None else turns.costs,
                             walks=turns is not None)
     out = {"energy": float(res.energy) if res.path else None, "path": [int(x) for x in res.path],

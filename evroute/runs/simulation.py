@@ -41,11 +41,13 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..priors.candidates import describe_candidates
-from .config import SimulationConfig
-from ..errors import Interrupted
 from ..bandit.loop import run_loop
+from ..errors import Interrupted
+from ..priors.candidates import describe_candidates
 from ..priors.prior import NOISE_SCALE, PRIOR_SCALE
+from ..validate import nonneg_int
+from .config import SimulationConfig
+from .directory import RunResult, check_out_dir, prepare_out_dir, write_run
 from .problem import (
     Problem,
     agent_prior,
@@ -54,8 +56,6 @@ from .problem import (
     make_environment,
     prepare_problem,
 )
-from .directory import RunResult, check_out_dir, prepare_out_dir, write_run
-from ..validate import nonneg_int
 
 __all__ = ["simulate", "run_bandit", "run_config", "limit_blas", "baseline_routes", "energy_saved"]
 
@@ -119,7 +119,7 @@ def energy_saved(res) -> dict:
     return out
 
 
-def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=None, env=None,
+def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, *, agent=None, env=None,
                log_dir: str | os.PathLike | None = None) -> RunResult:
     """Algorithm 1 for ``cfg.horizon`` rounds; returns the tables and the summary.
 
@@ -139,7 +139,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, agent=Non
     if cfg.exact_optimum:  # computed once per truth (cached), before the rounds: each one's regret against it
         opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
     static = cfg.scenario.static
-    res = run_loop(env, agent, cfg.horizon, cfg.seed, progress=progress, log_dir=log_dir,
+    res = run_loop(env, agent, cfg.horizon, seed=cfg.seed, progress=progress, log_dir=log_dir,
                    baselines=baseline_routes(problem),
                    exact_energy=opt["energy"] if opt is not None and opt["energy"] is not None and static else None)
     clairvoyant = env.reference_route(cfg.horizon)
@@ -223,6 +223,7 @@ def limit_blas(threads: int | None):
     return threadpool_limits(limits=int(threads), user_api="blas")
 
 def simulate(cfg: SimulationConfig, out: str | os.PathLike | None = None, overwrite: bool = False,
+             *,
              csv: bool = False, show_progress: bool | None = None, net=None,
              blas_threads: int | None = 1) -> RunResult:
     """Validate, prepare, run and (when ``out`` is given) write one run.

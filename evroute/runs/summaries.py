@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 
 from ..bandit.agents import resolve_policy
-from .config import normalise_config_json
 from ..errors import EvrouteError
-from .grid import Grid, fmt_number
 from ..io import atomic_write_text, atomic_write_with
-from .directory import is_finished_run, read_run_json
 from ..specs import format_value
+from .config import normalise_config_json
+from .directory import is_finished_run, read_run_json
+from .grid import Grid, fmt_number
 
 __all__ = ["RUN_COLUMNS", "GROUP_COLUMNS", "SUMMARY_COLUMNS", "TIMING_COLUMNS", "ENERGY_COLUMNS", "read_run",
            "collect_runs", "summarize_energy", "energy_markdown",
@@ -212,6 +212,7 @@ def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str |
 
 
 def write_summaries(out: Path, table: pd.DataFrame, grid: Grid | None = None,
+                    *,
                     energy: pd.DataFrame | None = None) -> list[Path]:
     """``summary.csv`` and ``summary.md`` in ``out`` (atomic writes), and ``energy.csv`` (the energy
     saved, :func:`summarize_energy`) when ``energy`` is given."""

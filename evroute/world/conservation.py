@@ -34,7 +34,7 @@ from ..settings import WEIGHT_RULES
 __all__ = ["truth_checks", "trip_checks", "route_energy", "conserve_energy"]
 
 
-def route_energy(oracle, values, path, turns: Turns | None = None) -> float:
+def route_energy(oracle, values, path, *, turns: Turns | None = None) -> float:
     """The energy of driving ``path``: ``values`` over its edges plus ``turns``' costs where it
     turns (Wh).
 
@@ -60,7 +60,7 @@ def route_energy(oracle, values, path, turns: Turns | None = None) -> float:
     return energy
 
 
-def conserve_energy(net, values, turns: Turns, covered=None, vehicle: Vehicle | None = None):
+def conserve_energy(net, values, turns: Turns, *, covered=None, vehicle: Vehicle | None = None):
     """Make a truth of edges plus turns create no energy, raising as little as it takes.
 
     Measured means can make a cycle of negative energy although no single car could drive one:
@@ -91,12 +91,12 @@ def conserve_energy(net, values, turns: Turns, covered=None, vehicle: Vehicle | 
     floor, _ = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), vehicle)
     measured = np.ones(f.size, dtype=bool) if covered is None else np.asarray(covered, dtype=bool)
     bound = turns.potential[turns.conn_dst] - turns.potential[turns.conn_src]
-    f2, costs, n, added = break_negative_cycles(f.size, turns.conn_src, turns.conn_dst, f, turns.costs,
-                                                np.where(measured, floor - f, 0.0), bound - turns.costs)
+    f2, costs, n, added = break_negative_cycles(f.size, turns.conn_src, turns.conn_dst, weights=f, turn_weights=turns.costs,
+                                                weight_room=np.where(measured, floor - f, 0.0), turn_room=bound - turns.costs)
     return f2, Turns(costs, turns.potential, turns.conn_src, turns.conn_dst), n, added
 
 
-def truth_checks(net, values, turns: Turns | None = None, covered=None, vehicle: Vehicle | None = None) -> dict:
+def truth_checks(net, values, turns: Turns | None = None, *, covered=None, vehicle: Vehicle | None = None) -> dict:
     """Physical checks of a truth: the floor, negative cycles, the turns' potential.
 
     Parameters
@@ -127,7 +127,7 @@ def truth_checks(net, values, turns: Turns | None = None, covered=None, vehicle:
     n = int(ok.sum())
     below = float((f[ok] < floor[ok] - 1e-6).mean()) if n else float("nan")
     costs = None if turns is None else turns.costs
-    cycle = negative_cycle(net.n_edges, net.conn_src, net.conn_dst, f, costs)
+    cycle = negative_cycle(net.n_edges, net.conn_src, net.conn_dst, weights=f, turn_weights=costs)
     cycle_energy = None
     if cycle is not None:
         closed = np.asarray(cycle + cycle[:1], dtype=np.int64)
@@ -147,7 +147,7 @@ def _turn_lookup(net, turns: Turns) -> dict:
                                                           strict=True)}
 
 
-def trip_checks(net, oracle, values, start: int, end: int, turns: Turns | None = None, noise_std: float = 0.0,
+def trip_checks(net, oracle, values, *, start: int, end: int, turns: Turns | None = None, noise_std: float = 0.0,
                 vehicle: Vehicle | None = None, time_limit: float = 60.0, prior_mean=None) -> dict:
     """One trip under a truth: the exact optimum against the routes a driver or an agent would
     take knowing the truth.
@@ -183,20 +183,21 @@ def trip_checks(net, oracle, values, start: int, end: int, turns: Turns | None =
     f = np.asarray(values, dtype=np.float64)
     e = net.edges
     floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), vehicle)
-    args = (net.n_edges, net.conn_src, net.conn_dst, e.u.to_numpy(), e.v.to_numpy(), f, start, end)
+    graph = (net.n_edges, net.conn_src, net.conn_dst)
+    trip = {"edge_u": e.u.to_numpy(), "edge_v": e.v.to_numpy(), "weights": f, "start": start, "end": end}
     arcs = None if turns is None else turns.costs
-    res = exact_optimum(*args, time_limit=time_limit, ends="auto", turn_weights=arcs, walks=turns is not None)
-    simple = exact_optimum(*args, time_limit=time_limit, ends="auto", turn_weights=arcs) \
-        if res.path and not is_vertex_simple(res.path, e.u.to_numpy(), e.v.to_numpy(), res.ends) else res
+    res = exact_optimum(*graph, **trip, time_limit=time_limit, ends="auto", turn_weights=arcs, walks=turns is not None)
+    simple = exact_optimum(*graph, **trip, time_limit=time_limit, ends="auto", turn_weights=arcs) \
+        if res.path and not is_vertex_simple(res.path, e.u.to_numpy(), e.v.to_numpy(), ends=res.ends) else res
     out = {"optimum_wh": float(res.energy) if res.path else None, "optimum_status": res.status,
            "optimum_method": res.method,
            "simple_optimum_wh": float(simple.energy) if simple.path else None, "simple_optimum_status": simple.status}
     h = None if turns is None else turn_potential(floor, turns, lift_to=prior_mean)
     for rule in WEIGHT_RULES:
-        w, arc = route_weights(f, rule, noise_std, floor, potential, turns, h)
+        w, arc = route_weights(f, rule, noise_std, floor=floor, potential=potential, turns=turns, turn_potential=h)
         path = oracle.shortest_path(w, start, end, turn_weights=arc).edges
-        out[f"{rule}_wh"] = route_energy(oracle, f, path, turns)
+        out[f"{rule}_wh"] = route_energy(oracle, f, path, turns=turns)
     length = e.length_m.to_numpy()
     for name, w in (("fastest", length / e.speed_mps.to_numpy()), ("shortest", length)):
-        out[f"{name}_wh"] = route_energy(oracle, f, oracle.shortest_path(w, start, end).edges, turns)
+        out[f"{name}_wh"] = route_energy(oracle, f, oracle.shortest_path(w, start, end).edges, turns=turns)
     return out

@@ -62,7 +62,7 @@ TRACE_FIELDS = {"time": "time_s", "lat": "lat", "lon": "lon", "energy": "energy_
                 "soc": "soc_pct", "speed": "speed_mps", "trip": "trip", "vehicle": "vehicle"}
 
 
-def degrade(traces: pd.DataFrame, gps_noise_m: float = 0.0, sample_hz: float = 1.0, seed: int = 0) -> pd.DataFrame:
+def degrade(traces: pd.DataFrame, gps_noise_m: float = 0.0, sample_hz: float = 1.0, *, seed: int = 0) -> pd.DataFrame:
     """What a logger would record of exact 1 Hz fixes: one fix every ``1 / sample_hz`` seconds
     from each trip's first, its position moved by independent Gaussian noise of ``gps_noise_m``
     metres east and north.
@@ -219,6 +219,7 @@ def write_gpx(traces: pd.DataFrame, path: str | Path, creator: str) -> None:
 
 
 def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
+                *,
                 report: ImportReport | None = None) -> pd.DataFrame:
     """One CSV (or GPX: :func:`read_gpx`) of fixes as a table of ``trip, vehicle, time_s, lat, lon,
     speed_mps, energy_wh`` (the energy used since the trip's first fix, Wh), sorted by trip and time.
@@ -545,7 +546,7 @@ ODOMETRY_FLOOR_M = 2.0
 ODOMETRY_SHARE = 0.2
 
 
-def odometry_positions(s, t, speed, gps_noise_m: float):
+def odometry_positions(s, t, speed, *, gps_noise_m: float):
     r"""Each fix's position along its route from the GPS and the speed together.
 
     The matched positions ``s`` are the GPS's, off by its noise (10 m moves a junction's crossing
@@ -590,7 +591,7 @@ def odometry_positions(s, t, speed, gps_noise_m: float):
     return solveh_banded(np.vstack([upper, diag]), rhs)
 
 
-def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle | None = None,
+def trip_traversals(route, s, t, *, energy, speed, dist, length, vehicle: Vehicle | None = None,
                     boundary: str = "centre", gps_noise_m: float | None = None) -> list[tuple]:
     """The complete traversals of one matched trip (:data:`TRAVERSAL_COLUMNS` from ``edge`` on).
 
@@ -622,7 +623,7 @@ def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle |
         return []
     bounds = np.r_[0.0, np.cumsum(np.asarray(length, dtype=np.float64)[route])]
     if gps_noise_m is not None and np.isfinite(speed).all():  # on the matched route, whatever the smoother says
-        s = odometry_positions(s, t, speed, gps_noise_m).clip(0.0, bounds[-1])
+        s = odometry_positions(s, t, speed, gps_noise_m=gps_noise_m).clip(0.0, bounds[-1])
     s = np.maximum.accumulate(s)  # the car does not drive backwards along its route
     if boundary == "sumo":  # the edges end past the junctions' centres
         s = s - SUMO_JUNCTION_OFFSET_M
@@ -644,7 +645,7 @@ def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle |
         a, b = int(j[k]), int(j[k + 1])  # the fixes strictly inside the edge: a .. b-1
         v = np.r_[vb[k], speed[a:b], vb[k + 1]]
         e = np.r_[eb[k], energy[a:b], eb[k + 1]]
-        kin = kinetic_wh(v[1:], v[:-1], np.diff(e), vehicle)
+        kin = kinetic_wh(v[1:], v[:-1], np.diff(e), vehicle=vehicle)
         top = int(np.argmax(v))
         kin_in, kin_out = float(kin[:top].sum()), float(kin[top:].sum())
         used = float(eb[k + 1] - eb[k])
@@ -655,7 +656,7 @@ def trip_traversals(route, s, t, energy, speed, dist, length, vehicle: Vehicle |
     return rows
 
 
-def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = None, boundary: str = "centre"):
+def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = None, *, boundary: str = "centre"):
     """Match one trip (rows of :func:`read_traces`): its traversals as tuples (each piece's, see
     :meth:`Matcher.match`; ``boundary`` as :func:`trip_traversals`) and the number of fixes placed
     on the network."""
@@ -664,8 +665,8 @@ def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = 
     for first, route, s, dist in matcher.match(fixes.lat.to_numpy(), fixes.lon.to_numpy()):
         n = s.size
         placed += int(np.isfinite(s).sum())
-        rows.extend(trip_traversals(route, s, t[first:first + n], energy[first:first + n], speed[first:first + n],
-                                    dist, matcher.length, vehicle, boundary, matcher.noise))
+        rows.extend(trip_traversals(route, s, t[first:first + n], energy=energy[first:first + n], speed=speed[first:first + n],
+                                    dist=dist, length=matcher.length, vehicle=vehicle, boundary=boundary, gps_noise_m=matcher.noise))
     return rows, placed
 
 
@@ -680,7 +681,7 @@ def _start_worker(net, gps_noise_m: float, vehicle, boundary: str = "centre") ->
 
 
 def _match_in_worker(fixes: pd.DataFrame):
-    return match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"], _WORKER["boundary"])
+    return match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"], boundary=_WORKER["boundary"])
 
 
 def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
@@ -719,7 +720,7 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
 
     def read(p):
         if Path(p).suffix.lower() != ".xml":
-            return read_traces(p, columns, capacity_kwh, report)
+            return read_traces(p, columns, capacity_kwh, report=report)
         if sumo_net is None:
             raise EvrouteError(f"{p}: SUMO's battery output needs the SUMO network it was recorded on (--sumo-net)")
         return read_sumo_battery(p, sumo_net, report)
@@ -805,7 +806,7 @@ def read_drives(path: str | Path, n_edges: int) -> pd.DataFrame:
     return table
 
 
-def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, column: str = "edge_wh"):
+def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, *, column: str = "edge_wh"):
     """The prior mean a fleet's drives give a new vehicle: per edge, the posterior mean of its
     traversals under the independent prior N(E_det, σ₀²) and the traversals' own noise,
     E_det where the fleet never drove.
@@ -844,7 +845,7 @@ def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, column: str =
     return mean, counts.astype(np.int64), noise_var
 
 
-def drives_route(net, spec, table: pd.DataFrame, vehicle: Vehicle | None = None, prior_std: float | None = None,
+def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = None, prior_std: float | None = None,
                  oracle=None) -> dict:
     """The least-energy route of a trip under what drives measured: each edge's posterior mean
     (:func:`fleet_prior_mean`: the physics prior E_det updated by its traversals at a constant
@@ -880,7 +881,7 @@ def drives_route(net, spec, table: pd.DataFrame, vehicle: Vehicle | None = None,
     e = net.edges
     length = e.length_m.to_numpy(np.float64)
     floor, potential = energy_floor_wh(length, e.grade.to_numpy(), vehicle)
-    w, _ = route_weights(mean, "potential", 0.0, floor, potential)
+    w, _ = route_weights(mean, "potential", 0.0, floor=floor, potential=potential)
     oracle = oracle or Oracle.from_network(net)
     p = oracle.shortest_path(w, spec.start, spec.end).edges
     time_s = length / e.speed_mps.to_numpy()

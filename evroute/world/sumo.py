@@ -263,7 +263,7 @@ def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]], vehicle: V
     if "speed" in d:
         same = (d.vehicle == d.vehicle.shift()) & (d.time == d.time.shift() + 1)
         last = np.where(same, d.speed.shift(), d.speed).astype(np.float64)
-        d["kin"] = kinetic_wh(d.speed.to_numpy(np.float64), last, d.electricity.to_numpy(np.float64), vehicle)
+        d["kin"] = kinetic_wh(d.speed.to_numpy(np.float64), last, d.electricity.to_numpy(np.float64), vehicle=vehicle)
         d["v_last"] = last
     else:
         d["speed"], d["kin"], d["v_last"] = np.nan, 0.0, np.nan
@@ -391,7 +391,7 @@ _ATTR = re.compile(r"""\b(id|lat|lon)=(?:'([^']*)'|"([^"]*)")""")
 _ELE_TAG = re.compile(r"""<tag\s+k=['"]ele['"][^>]*/>""")
 
 
-def osm_with_elevations(src: Path, dst: Path, net, dem) -> Path:
+def osm_with_elevations(src: Path, dst: Path, net, *, dem) -> Path:
     """A copy of the OSM file ``src`` whose every node carries an ``ele`` tag: evroute's own node
     elevation where the network kept the node (so SUMO's grades are evroute's), the DEM sampled
     as evroute samples it elsewhere (netconvert of eclipse-sumo 1.28 reads no GeoTIFF). Other
@@ -470,7 +470,7 @@ def _sumo_network(net, network: str | None, osm: str | None, dem: str | None, fo
     ``(sumolib net, chains, share mapped)``."""
     osm_path = _osm_input(net, network, osm, folder)
     if dem is not None:  # SUMO's elevations from the same DEM evroute sampled
-        osm_path = osm_with_elevations(osm_path, folder / "elevated.osm", net, dem)
+        osm_path = osm_with_elevations(osm_path, folder / "elevated.osm", net, dem=dem)
     with stage(f"SUMO network of {net.name}: netconvert"):
         args = [str(sumo_home() / "bin" / "netconvert"), "--osm-files", str(osm_path), "--osm.elevation", "true",
                 "--keep-edges.by-vclass", "passenger", "--remove-edges.isolated", "--geometry.remove",
@@ -681,7 +681,7 @@ def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed
                           "time_s": em.time.to_numpy(np.float64), "lat": np.asarray(lat, dtype=np.float64),
                           "lon": np.asarray(lon, dtype=np.float64), "speed_mps": em.speed.to_numpy(np.float64),
                           "energy_wh": em.groupby("vehicle", sort=False).electricity.cumsum().to_numpy()})
-    traces = degrade(exact, gps_noise_m, sample_hz, seed)
+    traces = degrade(exact, gps_noise_m, sample_hz, seed=seed)
     teleports = re.search(r"Teleports: (\d+)", log)
     summary = {"network": net.name, "vehicle": vehicle.name, "vehicles": int(traces.trip.nunique()),
                "vehicles_asked": int(vehicles), "seed": int(seed), "rate_per_hour": float(rate), "hours": float(hours),
@@ -772,7 +772,7 @@ def kinetic_potential_wh(v_top: np.ndarray, vehicle: Vehicle | None = None) -> n
     return vehicle.eta_minus * 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * np.asarray(v_top, dtype=np.float64) ** 2 / 3600.0
 
 
-def atlas_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, min_traversals: int = 3) -> Turns:
+def atlas_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, min_traversals: int = 3) -> Turns:
     """The junctions' costs of an atlas (:data:`ATLAS_COLUMNS`).
 
     The kinetic potential ψ of an edge is η⁻ ½ (m + m_rot) E[v_top²] over its traversals (its
@@ -823,7 +823,7 @@ def speed_change_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:
     return np.where(dke > 0, dke / vehicle.eta_plus, dke * vehicle.eta_minus)
 
 
-def sumo_truth(setup, rate: float, hours: float, probes: int, atlas_seed: int, hour, min_traversals: int,
+def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int, hour, min_traversals: int,
                demand: str | None = None, turns: bool = True):
     """``--truth sumo[...]``: the atlas of the run's network, vehicle (the truth's) and trip; with
     ``turns`` (default) the truth is edges at a constant kinetic state plus the junctions'
@@ -849,7 +849,7 @@ def sumo_truth(setup, rate: float, hours: float, probes: int, atlas_seed: int, h
         measured = values
         values, junctions, n_cycles, added = conserve_energy(setup.net, values,
                                                              atlas_turns(window, setup.net, setup.vehicle,
-                                                                         min_traversals), covered, setup.vehicle)
+                                                                         min_traversals=min_traversals), covered=covered, vehicle=setup.vehicle)
         shift = values - measured
         conserved = {"truth_cycles_broken": n_cycles, "truth_energy_added_wh": added}
     t = window[covered[window.edge.to_numpy()]].sort_values(["edge", "vehicle", "enter_s"], kind="stable")
@@ -864,7 +864,7 @@ def sumo_truth(setup, rate: float, hours: float, probes: int, atlas_seed: int, h
                       turns=junctions, shift=shift)
 
 
-def drive_predictions(table: pd.DataFrame, edge_mean: np.ndarray, turns: Turns | None, kin_in: np.ndarray | None = None,
+def drive_predictions(table: pd.DataFrame, edge_mean: np.ndarray, turns: Turns | None, *, kin_in: np.ndarray | None = None,
                       kin_out: np.ndarray | None = None, min_edges: int = 3) -> pd.DataFrame:
     """Each drive of an atlas (a car's run of consecutive traversals, at least ``min_edges``
     long) beside what a truth predicts for it: with ``turns``, the edges' means plus the turns'
@@ -901,7 +901,7 @@ def drive_predictions(table: pd.DataFrame, edge_mean: np.ndarray, turns: Turns |
     return out[(out.edges >= min_edges) & np.isfinite(out.predicted_wh)].reset_index(drop=True)
 
 
-def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, e_det: np.ndarray | None = None,
+def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, *, e_det: np.ndarray | None = None,
                        start: int | None = None, end: int | None = None, min_traversals: int = 3,
                        noise_std: float | None = None, time_limit: float = 60.0) -> dict:
     """The two truths an atlas gives, side by side: ``whole`` (each traversal's measured energy
@@ -941,24 +941,24 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, e_det:
     mean_out = np.bincount(t.edge.to_numpy(), weights=t.kin_out_wh.to_numpy(), minlength=n) / np.maximum(counts, 1)
     out = {}
     for booking, column, turns in (("whole", "energy_wh", None),
-                                   ("split", "edge_wh", atlas_turns(t, net, vehicle, min_traversals))):
+                                   ("split", "edge_wh", atlas_turns(t, net, vehicle, min_traversals=min_traversals))):
         mean, _ = atlas.mean_energy(n, min_traversals=min_traversals, column=column)
         values = np.where(covered, mean, e_det)
-        checks = truth_checks(net, values, turns, covered, vehicle)
+        checks = truth_checks(net, values, turns, covered=covered, vehicle=vehicle)
         if turns is not None:  # the truth: its cycles broken
-            values, turns, n_cycles, added = conserve_energy(net, values, turns, covered, vehicle)
+            values, turns, n_cycles, added = conserve_energy(net, values, turns, covered=covered, vehicle=vehicle)
             mean = np.where(covered, values, np.nan)
             checks.update({"cycles_broken": n_cycles, "energy_added_wh": added,
-                           "negative_cycle_after": negative_cycle(n, net.conn_src, net.conn_dst, values,
-                                                                  turns.costs) is not None})
-        drives = drive_predictions(t, np.where(covered, mean, np.nan), turns, np.where(covered, mean_in, np.nan),
-                                   np.where(covered, mean_out, np.nan))
+                           "negative_cycle_after": negative_cycle(n, net.conn_src, net.conn_dst, weights=values,
+                                                                  turn_weights=turns.costs) is not None})
+        drives = drive_predictions(t, np.where(covered, mean, np.nan), turns, kin_in=np.where(covered, mean_in, np.nan),
+                                   kin_out=np.where(covered, mean_out, np.nan))
         err = np.abs(drives.predicted_wh - drives.measured_wh) / np.maximum(np.abs(drives.measured_wh), 1e-9)
         checks.update({"drives": len(drives), "drive_error_median": float(np.median(err)) if len(drives) else None,
                        "drive_bias": float((drives.predicted_wh.sum() - drives.measured_wh.sum())
                                            / max(float(np.abs(drives.measured_wh).sum()), 1e-9)) if len(drives) else None})
         if start is not None and end is not None:
-            checks.update(trip_checks(net, oracle, values, start, end, turns, noise_std, vehicle, time_limit, e_det))
+            checks.update(trip_checks(net, oracle, values, start=start, end=end, turns=turns, noise_std=noise_std, vehicle=vehicle, time_limit=time_limit, prior_mean=e_det))
         out[booking] = checks
     return out
 
@@ -972,7 +972,7 @@ register_truth("sumo", sumo_truth, options=SUMO_TRUTH_OPTIONS, description="per-
 # --------------------------------------------------------------------------------------
 
 
-def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, kernel: str = "combined", kappa: float = 1.0,
+def fit_hyperparameters(atlas: Atlas, net, e_det: np.ndarray, *, kernel: str = "combined", kappa: float = 1.0,
                         nu: float = 2.0, lengthscales=FIT_LENGTHSCALES,
                         column: str = "edge_wh") -> dict:
     """σ₀, ς and the context lengthscale ℓ of the agents' prior GP(E_det, σ₀² k_ℓ) with noise ς,
