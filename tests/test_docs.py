@@ -134,12 +134,17 @@ def test_the_docstring_examples_run(tmp_path, monkeypatch):
 
 
 def test_every_public_function_says_what_it_returns():
-    """The API reference's functions have a numpy Returns section, except those that return
-    nothing (the registrations)."""
+    """The package's names and every function of the API reference (docs/api.md) have a numpy
+    Returns section, except those that return nothing (the registrations)."""
+    import importlib
     import inspect
 
-    for name in sorted(set(evroute.__all__) - {"__version__"}):
-        obj = getattr(evroute, name)
+    listed = re.findall(r"^::: (evroute[\w.]*)$", (ROOT / "docs" / "api.md").read_text(), flags=re.M)
+    objects = {name: getattr(evroute, name) for name in sorted(set(evroute.__all__) - {"__version__"})}
+    for dotted in listed:
+        module, _, attr = dotted.rpartition(".")
+        objects[dotted] = getattr(importlib.import_module(module), attr, None) if module != "evroute" else None
+    for name, obj in objects.items():
         if not inspect.isfunction(obj) or inspect.signature(obj).return_annotation in ("None", None):
             continue
         assert "Returns\n-------" in (inspect.getdoc(obj) or ""), f"{name} does not say what it returns"

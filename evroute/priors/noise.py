@@ -84,7 +84,13 @@ def _features(net) -> np.ndarray:
 
 def edge_noise_std(net, noise) -> np.ndarray | float:
     """The agents' noise sd: ``noise`` itself when it is a number, else the per-edge model's ς_e
-    (an array of length E, Wh) for the spec ``edge[...]``."""
+    for the spec ``edge[...]``.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ς in Wh: the number given, or ς_e per edge (length E, every one above 0).
+    """
     if not isinstance(noise, str):
         return float(noise)
     _, given = parse_spec(noise, "--noise-std")

@@ -621,6 +621,12 @@ def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed
     output of the drives (``battery.xml``, every second, 6 decimals) and the SUMO network
     (``net.net.xml``) are written there too: what a SUMO user would import
     (:func:`evroute.world.drives.read_sumo_battery`).
+
+    Returns
+    -------
+    SumoDrives
+        The traces (one row per fix), the answer key (SUMO's traversals of the same cars) and a
+        summary of what was simulated.
     """
     if vehicles < 1 or not rate > 0 or not hours > 0 or not gps_noise_m >= 0 or not 0 < sample_hz <= 1:
         raise EvrouteError("the drives need vehicles >= 1, rate > 0, hours > 0, gps_noise_m >= 0 and sample_hz "
