@@ -36,13 +36,16 @@ __all__ = ["BUILTIN", "POLICIES", "MODELS", "TRUTHS", "CLOSURES", "REGISTRIES", 
 #: The entry-point group of components from other packages (names ``FAMILY:NAME``).
 ENTRY_POINT_GROUP = "evroute.components"
 
-_POLICIES = ("gp-ucb", "gp-bucb", "gp-ts", "gp-greedy", "bi-ucb", "bi-bucb", "bi-ts", "bi-greedy",
-             "gp-amm", "gp-dmm", "gp-cmm", "gp-ay", "gp-igp", "gp-pe", "gp-mle", "gp-fb", "gp-rb")
+_INDEX_POLICIES = ("gp-ucb", "gp-bucb", "gp-ts", "gp-greedy", "bi-ucb", "bi-bucb", "bi-ts", "bi-greedy")
+_BOUND_POLICIES = ("gp-amm", "gp-dmm", "gp-cmm", "gp-ay", "gp-igp")
+_PE_POLICIES = ("gp-pe", "gp-mle", "gp-fb", "gp-rb")
 _MODELS = ("bi", "bkb", "eigen", "exact", "kalman", "nystrom", "svgp", "window")
 
 #: family → {name: the module whose import registers it}, in the order help texts list them.
 BUILTIN: dict[str, dict[str, str]] = {
-    "policy": dict.fromkeys(_POLICIES, "evroute.bandit.agents"),
+    "policy": {**dict.fromkeys(_INDEX_POLICIES, "evroute.bandit.agents"),
+               **dict.fromkeys(_BOUND_POLICIES, "evroute.bandit.bound_agents"),
+               **dict.fromkeys(_PE_POLICIES, "evroute.bandit.pe_agents")},
     "model": dict.fromkeys(_MODELS, "evroute.models"),
     "truth": {"gp": "evroute.bandit.environments", "rkhs": "evroute.bandit.environments", "sumo": "evroute.world.sumo"},
     "closures": {"alternate": "evroute.bandit.environments", "random": "evroute.bandit.environments"},

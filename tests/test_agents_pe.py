@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evroute.bandit.agents import pe_beta, pe_xi
+from evroute.bandit.pe_agents import pe_beta, pe_xi
 
 
 @pytest.fixture(scope="module")

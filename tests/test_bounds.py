@@ -447,8 +447,9 @@ def test_bound_and_pe_agents_route_with_the_turns_costs(small_net):
     finds independently; without the turns they miss it on some trips."""
     import networkx as nx
 
-    from evroute.bandit.agents import BoundAgent, PEAgent
+    from evroute.bandit.bound_agents import BoundAgent
     from evroute.bandit.environments import Turns
+    from evroute.bandit.pe_agents import PEAgent
     from evroute.bandit.policies import turn_potential
     from evroute.physics.energy import energy_floor_wh
     from evroute.physics.routes import edge_energies

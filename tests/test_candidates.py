@@ -124,7 +124,7 @@ def test_the_path_test_is_the_route_level_bound(small_net):
     """test=path adds β'_t √(1ᵀΣ_S 1) to W (β'_t = √(2 ln(π²t²/(3δ))), Σ the chosen prior's
     posterior before the round): after round 1, Σ is the prior block of the route; it is never
     above the edge test's W for the same round."""
-    from evroute.bandit.agents import pe_path_beta
+    from evroute.bandit.pe_agents import pe_path_beta
     from evroute.runs.config import SimulationConfig
     from evroute.runs.problem import agent_prior, make_agent, prepare_problem
     from evroute.runs.simulation import run_bandit
