@@ -162,19 +162,14 @@ class PriorSpec(_Part):
 
 
 @dataclass(frozen=True)
-class AgentSpec(_Part):
-    """The agent of a run: the policy (with its options), the posterior backend it uses (when its
-    family is ``gp``), the weight rule and its prior kernel (:attr:`prior`)."""
+class AgentSpec(PriorSpec):
+    """The agent of a run: its prior's settings (the fields of :class:`PriorSpec`, read alone
+    as :attr:`prior`), the policy (with its options), the posterior backend it uses (when its
+    family is ``gp``) and the weight rule."""
 
     policy: Component = _setting("policy")
     model: Component = _setting("model")
     weights: str = _setting("weights")
-    kernel: str = _setting("kernel")
-    lengthscale: float = _setting("lengthscale")
-    kappa: float = _setting("kappa")
-    nu: float = _setting("nu")
-    vehicle_scale: float = _setting("vehicle_scale")
-    prior_drives_variance: str = _setting("prior_drives_variance")
 
     def __post_init__(self) -> None:
         self._convert()
