@@ -211,3 +211,33 @@ def test_public_functions_take_at_most_three_arguments_by_position():
                 if len(positional) > 3 and node.args.vararg is None:
                     crowded.append(f"{name}.{node.name} ({len(positional)} positional)")
     assert crowded == []
+
+
+#: A run's configuration, its scenario or its world, as the package's code names it.
+_RUN_NAMES = ("cfg", "config", "base_cfg", "base", "scenario", "world", "sc", "run_cfg")
+
+
+def test_only_the_problem_reads_the_world():
+    """The world's settings (:data:`evroute.runs.config.SCENARIO_SETTINGS`) are read by
+    :mod:`evroute.runs.problem` alone (and defined in :mod:`evroute.runs.config`): elsewhere a run's
+    scenario is handed on whole (to ``prepare_problem``, ``describe_world``, as a cache key), never
+    taken apart, so a new world setting cannot be read in one place and missed in another. Read from
+    the syntax: ``cfg.<world setting>`` or ``….scenario.<anything>`` (checked against the tree
+    before this test: it names the 14 reads of simulation, cli.run, grid, executors, experiment)."""
+    from evroute.runs.config import SCENARIO_SETTINGS
+
+    world = set(SCENARIO_SETTINGS) | {"candidates", "truth_vehicle", "static"}  # and what the scenario derives
+    allowed = {"evroute.runs.problem", "evroute.runs.config"}
+    readers = []
+    for name, path in modules().items():
+        if name in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute):
+                continue
+            value = node.value
+            of_run = isinstance(value, ast.Name) and value.id in _RUN_NAMES and node.attr in world
+            of_scenario = isinstance(value, ast.Attribute) and value.attr == "scenario"
+            if of_run or of_scenario:
+                readers.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    assert readers == [], "the world read outside evroute.runs.problem:\n" + "\n".join(readers)

@@ -201,3 +201,23 @@ def test_the_public_figures_return_fig_and_ax_and_write_nothing(grid_dir, synthe
     np.testing.assert_allclose(lines["BI-TS"], (finals[0] + finals[1]) / 2)
     assert list(tmp_path.iterdir()) == []
     plt.close("all")
+
+
+def test_a_policys_line_follows_its_declared_family_not_its_name():
+    """Dashed for a policy on its own independent model, solid on the GP, as each declared at
+    registration: a BI policy whose name does not start with ``bi-`` is dashed, one named ``bi-…``
+    that uses the GP is solid; a GP policy and its BI twin share a colour."""
+    from evroute.bandit.agents import register_agent, unregister_agent
+
+    register_agent("indep-ucb", lambda setup: None, model="bi")
+    register_agent("bi-like", lambda setup: None, model="gp")
+    try:
+        s = plots._policy_styles(["gp-ucb", "bi-ucb", "gp-ts[joint=true]", "indep-ucb", "bi-like", "gone-policy"])
+    finally:
+        unregister_agent("indep-ucb")
+        unregister_agent("bi-like")
+    dashes = {k: v["linestyle"] for k, v in s.items()}
+    assert dashes == {"gp-ucb": "-", "bi-ucb": "--", "gp-ts[joint=true]": "-", "indep-ucb": "--", "bi-like": "-",
+                      "gone-policy": "-"}
+    assert s["gp-ucb"]["color"] == s["bi-ucb"]["color"]
+    assert len({s[k]["color"] for k in ("gp-ucb", "gp-ts[joint=true]", "indep-ucb", "bi-like", "gone-policy")}) == 5

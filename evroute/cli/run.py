@@ -150,14 +150,14 @@ def simulate_cmd(
     from ..runs.config import SimulationConfig
     from ..runs.directory import read_config
     from ..runs.grid import policy_tag
+    from ..runs.problem import world_tag
     from ..runs.simulation import simulate
 
     cfg = SimulationConfig(**settings) if config is None else read_config(config).replace(**settings)
     check_blas_threads(blas_threads)
     configure_progress(progress)
     if out is None:
-        tag = (cfg.route or "A") if cfg.from_point is None else "custom"
-        name = f"{Path(cfg.network).stem}-{tag.replace(':', '-')}-{cfg.policy.name}{policy_tag(cfg.policy)}-s{cfg.seed}"
+        name = f"{world_tag(cfg)}-{cfg.policy.name}{policy_tag(cfg.policy)}-s{cfg.seed}"
         out = Path("runs") / name
     result = simulate(cfg, out=out, overwrite=overwrite, csv=csv, show_progress=progress, blas_threads=blas_threads)
     s = result.summary

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..bandit.agents import LOWER_CONFIDENCE_BOUND, POLICIES
+from ..bandit.agents import LOWER_CONFIDENCE_BOUND, POLICIES, policy_family
+from ..bandit.policies import MODEL_FAMILIES
 from ..errors import EvrouteError, EvrouteWarning
 from ..io import atomic_write_with, directory_entries, generator
 from ..roads.network import load_network
@@ -159,18 +160,31 @@ def mean_se(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _policy_styles(labels: list[str]) -> dict:
-    """Colour per index rule/variant, solid for GP and dashed for BI (same colour per rule)."""
+    """Colour per index rule/variant, solid for a policy on the GP and dashed for one on its own
+    independent model: the family each policy declared at registration
+    (:func:`evroute.bandit.agents.policy_family`), not its name; a GP policy and its BI twin
+    (``gp-ucb``, ``bi-ucb``) share a colour."""
     plt = _mpl()
     cmap = plt.get_cmap("tab10")
     keys: list[str] = []
     styles = {}
     for label in labels:
-        key = label.split("-", 1)[1] if label.startswith(("gp-", "bi-")) else label
+        family = _family(label)
+        twin = family in MODEL_FAMILIES and label.startswith(family + "-")
+        key = label[len(family) + 1:] if twin else label
         if key not in keys:
             keys.append(key)
-        styles[label] = {"color": cmap(keys.index(key) % 10),
-                         "linestyle": "--" if label.startswith("bi-") else "-"}
+        styles[label] = {"color": cmap(keys.index(key) % 10), "linestyle": "--" if family == "bi" else "-"}
     return styles
+
+
+def _family(label: str) -> str | None:
+    """The model family a run's policy declared; None for a policy not registered here (a
+    plug-in not installed on this machine)."""
+    try:
+        return policy_family(label)
+    except EvrouteError:
+        return None
 
 
 def _pretty(label: str) -> str:

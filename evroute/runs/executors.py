@@ -73,8 +73,7 @@ def cached_problem(cfg: SimulationConfig):
     world, seed = cfg.scenario, cfg.seed
 
     def build():
-        net = cached_network(world.network, world.osm, world.dem)
-        return prepare_problem(world, seed, net=net)
+        return prepare_problem(world, seed, load=cached_network)
 
     return _lru_get(_PROBLEMS, (world, seed), build, _CACHE_SIZES["problems"])
 

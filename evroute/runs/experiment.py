@@ -48,6 +48,7 @@ from .config import SimulationConfig, flat_config_json
 from .directory import is_finished_run, is_run_directory, verify_run
 from .executors import cached_network, check_executor, default_jobs, executor_stream
 from .grid import Cell, Grid, fmt_number, is_osm_file, load_grid
+from .problem import describe_world
 from .summaries import collect_runs, summarize, summarize_energy, write_summaries
 
 #: The most processes of a local pool (``--jobs``); more than the CPUs is allowed, with a warning.
@@ -182,7 +183,7 @@ def _warm_tasks(grid: Grid, cells: list[Cell]) -> list[dict]:
         key = (cfg.scenario, cfg.seed)
         if key not in seen:
             seen.add(key)
-            tl = cfg.truth_lengthscale
+            tl = describe_world(cfg)["truth_lengthscale"]
             what = f" truth ℓ {fmt_number(tl)}" if tl != 1.0 else ""
             tasks.append({"kind": "warm", "name": f"prepare {c.network} seed {c.seed}{what}",
                           "config": cfg.to_json(), "blas_threads": 1})

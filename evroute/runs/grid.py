@@ -21,7 +21,6 @@ from pathlib import Path
 
 from ..bandit.agents import policy_family, resolve_policy
 from ..errors import EvrouteError
-from ..physics.energy import load_vehicle
 from ..physics.routes import route_names
 from ..presets import AXES, DEFAULT_POLICIES, PAPER_ROUTES, PRESETS, SWEEPABLE
 from ..priors.kernels import check_lengthscale
@@ -30,6 +29,7 @@ from ..roads.network import network_spec
 from ..specs import Component, format_value, split_list
 from ..validate import int_in, positive_float
 from .config import RUN_SETTINGS, SimulationConfig, flat_config_json, normalise_config_json
+from .problem import check_world
 
 #: The most seeds of a grid (seeds 0..N-1) and the most runs (cells) a grid may have: a million
 #: runs of the paper's size take days on one machine; more is a typo, refused before any work.
@@ -490,8 +490,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
                 lengthscales=ls, sweeps=parse_sweep(sweep), osm=osm_map, dem=dem_map, truth_lengthscale=truth,
                 preset=preset)
     grid.validate()
-    if base_cfg.vehicle is not None:
-        load_vehicle(base_cfg.vehicle)
+    check_world(base_cfg)
     return grid
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from ..errors import EvrouteError
 from ..io import atomic_write_text
 from ..physics.energy import energy_floor_wh, load_vehicle
 from ..physics.routes import edge_energies, resolve_route
-from ..priors.candidates import candidate_priors
+from ..priors.candidates import candidate_priors, describe_candidates
 from ..priors.noise import edge_noise_std
 from ..priors.prior import (
     NOISE_SCALE,
@@ -48,7 +49,7 @@ from ..world.drives import fleet_prior_mean, read_drives
 from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
-           "weight_inputs", "fleet_ratio"]
+           "weight_inputs", "fleet_ratio", "check_world", "describe_world", "world_tag"]
 
 
 @dataclass
@@ -97,7 +98,8 @@ class Problem:
         return self.noise_std if self.edge_noise_std is None else self.edge_noise_std
 
 
-def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = None, *, net=None) -> Problem:
+def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = None, *, net=None,
+                    load=load_network) -> Problem:
     """Load the network, resolve the route, compute E_det, σ_det and the true f for the seed
     (the truth the scenario names, made by its registered factory).
 
@@ -112,6 +114,9 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
         The seed of the truth; required with a :class:`~evroute.runs.config.Scenario`.
     net : Network, optional
         The scenario's network, already loaded (by default loaded here).
+    load : callable, optional
+        ``load(name, osm=..., dem=...)``: how the scenario's network is loaded when ``net`` is not
+        given (:func:`evroute.roads.network.load_network`; a worker passes its in-process cache).
 
     Returns
     -------
@@ -125,7 +130,7 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
     sc = scenario
     vehicle = load_vehicle(sc.vehicle)
     truth_vehicle = load_vehicle(sc.truth_vehicle()) if sc.truth_prior is not None else vehicle
-    net = net or load_network(sc.network, osm=sc.osm, dem=sc.dem)
+    net = net or load(sc.network, osm=sc.osm, dem=sc.dem)
     route = resolve_route(net, sc.route, sc.from_point, to_point=sc.to_point)
     oracle = Oracle.from_network(net)
     if not oracle.reachable(route.start)[route.end]:
@@ -153,6 +158,41 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
                    counts)
+
+
+def check_world(scenario: Scenario | SimulationConfig) -> None:
+    """Check, before any work, what of the world can be checked without its network: the
+    vehicles (a preset or a JSON file) load. A bad one is a one-line :class:`EvrouteError`."""
+    sc = scenario.scenario if isinstance(scenario, SimulationConfig) else scenario
+    load_vehicle(sc.vehicle)
+    if sc.truth_prior is not None:
+        load_vehicle(sc.truth_vehicle())
+
+
+def world_tag(scenario: Scenario | SimulationConfig) -> str:
+    """A short name of the world's trip for run names: the network's name (a file's stem) and
+    the route (``monaco-A``; ``custom`` for a ``--from``/``--to`` trip)."""
+    sc = scenario.scenario if isinstance(scenario, SimulationConfig) else scenario
+    tag = (sc.route or "A") if sc.from_point is None else "custom"
+    return f"{Path(sc.network).stem}-{tag.replace(':', '-')}"
+
+
+def describe_world(scenario: Scenario | SimulationConfig) -> dict:
+    """What a run's summary records of its world's settings (the rest of the world is recorded
+    from the prepared :class:`Problem`: the network, the trip, σ₀, ς, the truth's own account).
+
+    Returns
+    -------
+    dict
+        ``truth_lengthscale``, ``truth`` (the truth's canonical spec), ``noise_model`` (a per-edge
+        noise model's spec; None for one level), ``truth_prior``, ``static`` (no drift, no
+        closures) and ``candidates`` (the candidate priors as resolved).
+    """
+    sc = scenario.scenario if isinstance(scenario, SimulationConfig) else scenario
+    return {"truth_lengthscale": sc.truth_lengthscale, "truth": sc.truth.label,
+            "noise_model": sc.noise_std if isinstance(sc.noise_std, str) else None,
+            "truth_prior": sc.truth_prior, "static": sc.static,
+            "candidates": describe_candidates(sc.candidates())}
 
 
 def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem):

@@ -43,7 +43,6 @@ import pandas as pd
 from .. import __version__
 from ..bandit.loop import run_loop
 from ..errors import Interrupted
-from ..priors.candidates import describe_candidates
 from ..priors.prior import NOISE_SCALE, PRIOR_SCALE
 from ..validate import nonneg_int
 from .config import SimulationConfig
@@ -51,6 +50,7 @@ from .directory import RunResult, check_out_dir, prepare_out_dir, write_run
 from .problem import (
     Problem,
     agent_prior,
+    describe_world,
     exact_optimum_cached,
     make_agent,
     make_environment,
@@ -67,7 +67,7 @@ def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
                          "vehicle": problem.vehicle.to_dict(), "backend": cfg.backend,
                          "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
                          "network_source": problem.net.meta.get("source"),
-                         "candidates": describe_candidates(cfg.candidates())}}
+                         "candidates": describe_world(cfg)["candidates"]}}
 
 def baseline_routes(problem: Problem) -> dict:
     """The routes a driver takes without learning: the fastest (least length / speed limit) and
@@ -138,7 +138,8 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, *, agent=
     opt = None
     if cfg.exact_optimum:  # computed once per truth (cached), before the rounds: each one's regret against it
         opt = exact_optimum_cached(problem, cfg.exact_optimum_time_limit)
-    static = cfg.scenario.static
+    world = describe_world(cfg)
+    static = world["static"]
     res = run_loop(env, agent, cfg.horizon, seed=cfg.seed, progress=progress, log_dir=log_dir,
                    baselines=baseline_routes(problem),
                    exact_energy=opt["energy"] if opt is not None and opt["energy"] is not None and static else None)
@@ -160,17 +161,17 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, *, agent=
         "median_seconds_per_round": float(np.median(res.seconds)),
         "horizon": cfg.horizon, "policy": cfg.policy.name, "weights": cfg.weights, "model": cfg.backend, "network": problem.net.name,
         "route": problem.route.name, "start_edge": problem.route.start, "end_edge": problem.route.end,
-        "seed": cfg.seed, "lengthscale": cfg.lengthscale, "truth_lengthscale": cfg.truth_lengthscale,
-        "truth": cfg.truth.label, "truth_rkhs_norm": None if math.isnan(problem.truth_rkhs_norm) else problem.truth_rkhs_norm,
+        "seed": cfg.seed, "lengthscale": cfg.lengthscale, "truth_lengthscale": world["truth_lengthscale"],
+        "truth": world["truth"], "truth_rkhs_norm": None if math.isnan(problem.truth_rkhs_norm) else problem.truth_rkhs_norm,
         "kernel": cfg.kernel,
         "noise_std_wh": problem.noise_std, "prior_std_wh": math.sqrt(problem.prior_var),
-        **({} if problem.edge_noise_std is None else {"noise_model": cfg.noise_std}),
+        **({} if problem.edge_noise_std is None else {"noise_model": world["noise_model"]}),
         "sigma_det_wh": problem.sigma_det,
         "optimal_energy_wh": optimal, "optimal_path": [int(x) for x in clairvoyant],
         "exact_optimal_energy_wh": None, "exact_optimum": None, "rectification_gap_wh": None,
         "distinct_edges_observed": int(agent.n_distinct),
         "last_route_regret_wh": res.last_regret,
-        "truth_prior": cfg.truth_prior,
+        "truth_prior": world["truth_prior"],
         **energy_saved(res), **trip_description(problem),
     }
     if problem.ground_truth is not None:  # what the truth says of itself (a simulated truth: its source)
