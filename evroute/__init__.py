@@ -54,7 +54,7 @@ _API = {
     "run_loop": "bandit.loop",
     "SimulationConfig": "runs.config", "Scenario": "runs.config", "AgentSpec": "runs.config", "RunControl": "runs.config",
     "RUN_SETTINGS": "runs.config",
-    "Component": "specs", "Option": "specs",
+    "Component": "specs", "Option": "specs", "declared": "specs",
     "simulate": "runs.simulation",
     "prepare_problem": "runs.problem",
     "make_grid": "runs.grid", "run_grid": "runs.experiment",

@@ -13,8 +13,10 @@ never raw text.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from typing import Any
 from .errors import EvrouteError
 
 __all__ = ["Option", "Component", "Entry", "Registry", "parse_spec", "resolve_options", "split_list",
-           "format_value", "deferred"]
+           "format_value", "deferred", "declared"]
 
 _SPEC = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\[\]]*)\])?\s*")
 
@@ -318,10 +320,18 @@ class Registry:
         entry = self.get(key)
         return f"registered by {getattr(entry.factory, '__module__', None) or 'unknown code'}"
 
-    def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] = (),
+    def register(self, name: str, factory: Callable[..., Any], options: tuple[Option, ...] | None = None,
                  description: str = "", overwrite: bool = False, capabilities: Iterable[str] = (),
                  requires: tuple = (), model: str = "gp", needs: Iterable[str] = ()) -> Entry:
+        """Register ``factory`` under ``name``. Its options are those it declares (:func:`declared`:
+        ``factory.options``); ``options`` is for a factory that declares none of its own (it may
+        not declare others than the factory's)."""
         key, extra = parse_spec(str(name), f"{self.kind} name")
+        own = getattr(factory, "options", None)
+        if options is None:
+            options = own or ()
+        elif own is not None and tuple(options) != tuple(own):
+            raise EvrouteError(f"{self.kind} {key!r}: its factory declares its options; register it without options=")
         if extra or key != str(name).strip().lower():
             raise EvrouteError(f"invalid {self.kind} name {name!r}")
         names = [a for o in options for a in (o.name, *o.aliases)]
@@ -441,3 +451,64 @@ def deferred(target: str, *, value_only: bool = False, bounds: str | None = None
     if bounds is not None:
         convert.bounds = bounds
     return convert
+
+
+def declared(*options: Option):
+    """Declare a component's options on its factory (a function or a class): the factory then
+    carries them (``factory.options``, which its registration reads) and converts every one it
+    receives through its declaration before its body runs, however it is called (by the
+    registry, or directly by library code), so its body only stores.
+
+    Parameters
+    ----------
+    *options : Option
+        The component's options; each must be a parameter of the factory (or of a class's
+        ``__init__``), or be taken by its ``**kwargs``.
+
+    Returns
+    -------
+    callable
+        A decorator returning the factory (a class: the same class, its ``__init__`` wrapped).
+
+    Examples
+    --------
+    >>> from evroute.validate import positive_float
+    >>> @declared(Option("rate", positive_float, 0.5))
+    ... def closures(*, rate=0.5):
+    ...     return rate
+    >>> closures(rate="0.25"), [o.name for o in closures.options]
+    (0.25, ['rate'])
+    """
+    by_name = {o.name: o for o in options}
+    if len(by_name) != len(options):
+        raise EvrouteError("an option is declared twice")
+
+    def wrap(factory):
+        target = factory.__init__ if isinstance(factory, type) else factory
+        sig = inspect.signature(target)
+        var_kw = next((p.name for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+        missing = [n for n in by_name if n not in sig.parameters and var_kw is None]
+        if missing:
+            raise EvrouteError(f"{factory.__qualname__} declares {', '.join(missing)} but does not take it")
+
+        def convert(name, value):
+            return by_name[name](value) if name in by_name else value
+
+        @functools.wraps(target)
+        def checked(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            for name, value in bound.arguments.items():
+                if name == var_kw:
+                    bound.arguments[name] = {k: convert(k, v) for k, v in value.items()}
+                else:
+                    bound.arguments[name] = convert(name, value)
+            return target(*bound.args, **bound.kwargs)
+
+        checked.options = tuple(options)
+        if isinstance(factory, type):
+            factory.__init__ = checked
+            factory.options = tuple(options)
+            return factory
+        return checked
+
+    return wrap

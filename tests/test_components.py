@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from evroute.components import BUILTIN, REGISTRIES
 
 
@@ -98,3 +100,84 @@ def test_every_value_a_declaration_accepts_is_built():
             except EvrouteError as exc:
                 refused.append(f"{spec}: {exc}")
     assert not refused, "declared but refused by the constructor:\n" + "\n".join(refused)
+
+
+#: Values a declaration may refuse: each one it refuses, the component's own factory (called
+#: directly, as library code may) must refuse as well.
+_BAD_PROBES = (-1, -1e-9, 0, 1.5, 1e300, "nonsense", "", float("nan"), float("inf"))
+
+
+def test_every_value_a_declaration_refuses_is_refused_by_the_component_itself():
+    """The reverse of the test above: a component built by library code (its registered factory
+    called directly, past the registry's conversion) refuses every probe value its declaration
+    refuses, so the declaration and the constructor cannot drift apart either way."""
+    import numpy as np
+
+    from evroute.bandit.agents import POLICIES
+    from evroute.bandit.environments import CLOSURES, TRUTHS, TruthSetup
+    from evroute.errors import EvrouteError
+    from evroute.models import MODELS
+    from evroute.testing import small_problem
+
+    p = small_problem()
+    setup = TruthSetup(p.net, p.prior.mean, float(p.prior.prior_var), float(np.sqrt(p.noise_var)), 0)
+    build = [(POLICIES, (), lambda f, o: f(p.setup(), **o)),
+             (MODELS, ("svgp",), lambda f, o: f(p.prior, noise_var=p.noise_var, seed=0, **o)),
+             (TRUTHS, ("sumo",), lambda f, o: f(setup, **o)),
+             (CLOSURES, (), lambda f, o: f(**o))]
+    accepted = []
+    for registry, skip, make in build:
+        for name in registry.names():
+            if name in skip:
+                continue
+            entry = registry.get(name)
+            base = {o.name: (1 if o.required else o.default) for o in entry.options}
+            for o in entry.options:
+                for v in _BAD_PROBES:
+                    try:
+                        o.convert(o.name, v)
+                        continue  # the declaration accepts it: the test above
+                    except EvrouteError:
+                        pass
+                    try:
+                        make(entry.factory, {**base, o.name: v})
+                    except EvrouteError:
+                        continue
+                    except Exception as exc:  # noqa: BLE001 (refused, but not as the declaration does)
+                        accepted.append(f"{name}: {o.name}={v!r} ({type(exc).__name__})")
+                        continue
+                    accepted.append(f"{name}: {o.name}={v!r}")
+    assert not accepted, "refused by the declaration but accepted by the component:\n" + "\n".join(accepted)
+
+
+def test_a_components_options_are_declared_on_it_and_read_from_it():
+    """Every registered component declares its options on its factory or class
+    (:func:`evroute.specs.declared`) and the registry's entry holds exactly those: one table, read
+    by the registry, the flags, the help and the sweeps; a second table at registration is
+    refused."""
+    from evroute.components import REGISTRIES
+    from evroute.errors import EvrouteError
+    from evroute.specs import Option, Registry, declared
+    from evroute.validate import positive_float
+
+    for family, registry in REGISTRIES.items():
+        registry.load_all()
+        for name in registry.names():
+            entry = registry.get(name)
+            assert entry.options == getattr(entry.factory, "options", ()), f"{family} {name}"
+
+    rate = Option("rate", positive_float, 0.5)
+
+    @declared(rate)
+    def factory(*, rate=0.5):
+        return rate
+
+    r = Registry("thing")
+    with pytest.raises(EvrouteError, match="declares its options"):
+        r.register("a", factory, (Option("other", positive_float, 1.0),))
+    assert r.register("b", factory).options == (rate,)
+    assert factory(rate="2") == 2.0
+    with pytest.raises(EvrouteError, match="rate"):
+        factory(rate=-1)
+    with pytest.raises(EvrouteError, match="declares rate but does not take it"):
+        declared(rate)(lambda x: x)

@@ -275,7 +275,8 @@ def test_bad_round_raises():
     with pytest.raises(EvrouteError):
         beta_ucb(1, 0)
     with pytest.raises(EvrouteError, match="joint"):
-        ThompsonPolicy(joint="yes")
+        ThompsonPolicy(joint="maybe")
+    assert ThompsonPolicy(joint="yes").joint is True  # as gp-ts[joint=yes]: the class's declaration converts
 
 
 def _fitted_gp():

@@ -31,12 +31,12 @@ from ..models import (
     resolve_model,
 )
 from ..priors.prior import DiagonalPrior
-from ..specs import Component, Option, parse_spec
-from ..validate import flag, in_range, nonneg_float
+from ..specs import Component, Option, declared, parse_spec
 from .policies import (
-    BETA_RULES,
     MODEL_FAMILIES,
     RULES,
+    RULES_BY_NAME,
+    confidence_delta,
     make_policy,
     model_noise_std,
     route_weights,
@@ -181,9 +181,6 @@ class IndexAgent(Agent):
         return f"IndexAgent({self.policy!r}, {type(self.model).__name__})"
 
 
-#: A confidence δ: in (0, 1), as every agent's bounds need it (declared so, not first refused
-#: when the agent is built); the option converter of every agent's ``delta``.
-confidence_delta = in_range(0, 1, lo_open=True, hi_open=True, why="a confidence delta")
 
 
 # --------------------------------------------------------------------------------------
@@ -272,7 +269,7 @@ ONE_NOISE_LEVEL = "one-noise-level"
 AGENT_NEEDS = (ONE_NOISE_LEVEL,)
 
 
-def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[Option, ...] = (),
+def register_agent(name: str, factory: Callable[..., Agent], *, options: tuple[Option, ...] | None = None,
                    description: str = "", overwrite: bool = False, capabilities: tuple[str, ...] = (),
                    model: str = "gp", needs: tuple[str, ...] = ()) -> None:
     """Register an agent under a policy name (``--policy NAME``).
@@ -333,38 +330,13 @@ def make_agent(name, setup: AgentSetup, **options) -> Agent:
     return _AGENTS.get(comp.name).factory(setup, **comp.options)
 
 
-def _beta_rule(name, value) -> str:
-    v = str(value).strip().lower()
-    if v not in BETA_RULES:
-        raise EvrouteError(f"{name} must be one of {', '.join(BETA_RULES)} (the paper whose width is used), "
-                           f"got {value!r}")
-    return v
-
-
-_BETA_SCALE = Option("beta_scale", nonneg_float, 1.0, "multiplier of β_t", "003 Thm. 3.1 (Fig. 3 also runs 0.5)",
-                     aliases=("bs",), metavar="NUMBER")
-#: The options of each index rule (003 Theorem 3.1: β_t of GP-UCB, η_t(ω, ξ) of GP-BUCB).
-RULE_OPTIONS: dict[str, tuple[Option, ...]] = {
-    "ucb": (_BETA_SCALE,
-            Option("beta", _beta_rule, "003", "whose width: 003 (beta_t of 003 Thm. 3.1), 001 (EK-UCB's fixed radius), "
-                   "002 (BKB's radius as its authors' code computes it); papers' radii converted once, "
-                   "beta = radius^2 / noise variance"),
-            Option("radius", nonneg_float, 0.1, "with beta=001: the radius in the papers' 1/lambda-scaled units "
-                   "(001's experiments and code: 0.1)"),
-            Option("fnorm", nonneg_float, 1.0, "with beta=002: the RKHS-norm bound F (the BKB code's default 1)"),
-            Option("delta", confidence_delta, 0.5, "with beta=002: the confidence delta (the BKB code's default 0.5)")),
-    "bucb": (Option("omega", nonneg_float, 1.0, "GP-BUCB ω of η_t = √(2π)^ω / (2|A|^ω t^ξ)", "003 Thm. 3.1",
-                    aliases=("w",), metavar="NUMBER"),
-             Option("xi", nonneg_float, 1.0, "GP-BUCB ξ of η_t", "003 Thm. 3.1 (Fig. 3 also runs 0.5)", aliases=("x",),
-                    metavar="NUMBER"),
-             _BETA_SCALE),
-    "ts": (Option("joint", flag, False, "one joint posterior draw instead of independent per-edge draws",
-                  "003 Algorithm 2 draws each edge independently", aliases=("joint_samples",), metavar="FLAG"),),
-    "greedy": (),
-}
+#: The options of each index rule, as its policy class declares them (003 Theorem 3.1: β_t of
+#: GP-UCB, η_t(ω, ξ) of GP-BUCB; :mod:`evroute.bandit.policies`).
+RULE_OPTIONS: dict[str, tuple[Option, ...]] = {rule: cls.options for rule, cls in RULES_BY_NAME.items()}
 
 
 def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
+    @declared(*RULE_OPTIONS[rule])
     def factory(setup: AgentSetup, **options) -> Agent:
         policy = make_policy(rule, **options)
         if family == "bi":  # the BI baseline: independent edges with the prior's mean and σ₀²
@@ -383,7 +355,6 @@ def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
 
 for _family in MODEL_FAMILIES:
     for _rule in RULES:
-        register_agent(f"{_family}-{_rule}", _index_agent_factory(_family, _rule), options=RULE_OPTIONS[_rule],
-                       model=_family,
+        register_agent(f"{_family}-{_rule}", _index_agent_factory(_family, _rule), model=_family,
                        description=f"{_rule} index rule on the {'GP' if _family == 'gp' else 'BI'} posterior",
                        capabilities=(LOWER_CONFIDENCE_BOUND,) if _rule in ("ucb", "bucb") else ())

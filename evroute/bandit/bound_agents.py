@@ -14,7 +14,7 @@ from scipy.optimize import minimize_scalar
 from ..errors import EvrouteError
 from ..models import INFORMATION_GAIN, make_model
 from ..priors.prior import ScaledPrior
-from ..specs import Option
+from ..specs import Option, declared
 from ..validate import nonneg_float, positive_float, positive_int
 from .agents import (
     LOWER_CONFIDENCE_BOUND,
@@ -296,7 +296,8 @@ _BOUND_RULES = {"amm": "AMM (paper 000 eq. 14, analytic)", "dmm": "DMM (paper 00
                 "ay": "Abbasi-Yadkori's bound (paper 000's baseline)", "igp": "IGP-UCB's bound (paper 000's baseline)"}
 
 
-def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
+def _bound_agent_factory(rule: str, options: tuple[Option, ...]) -> Callable[..., Agent]:
+    @declared(*options)
     def factory(setup: AgentSetup, b="oracle", delta=0.01, eta=0.002, floor="physical", c=1.0, routes=5) -> Agent:
         setup.one_noise_level(f"gp-{rule}")
         B = b
@@ -307,8 +308,6 @@ def _bound_agent_factory(rule: str) -> Callable[..., Agent]:
             B = float(setup.truth_rkhs_norm) / math.sqrt(float(c))
             if not np.isfinite(B):
                 raise EvrouteError(f"gp-{rule}: the truth's RKHS norm is not known here; pass gp-{rule}[b=...]")
-        if not 0 < float(delta) < 1:
-            raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
         levels = [setup.noise_var * g for g in DMM_GRID] if rule in ("dmm", "cmm") else [setup.noise_var]
         models = {a: make_model(setup.model, prior, noise_var=a, seed=setup.seed)
                   for a in levels}
@@ -331,7 +330,7 @@ _CMM_OPTIONS = BOUND_OPTIONS + (
            "path-level bound"),)
 
 for _rule, _what in _BOUND_RULES.items():
-    register_agent(f"gp-{_rule}", _bound_agent_factory(_rule), options=_CMM_OPTIONS if _rule == "cmm" else BOUND_OPTIONS,
+    register_agent(f"gp-{_rule}", _bound_agent_factory(_rule, _CMM_OPTIONS if _rule == "cmm" else BOUND_OPTIONS),
                    description=f"lower confidence bounds of {_what}, frequentist: they assume ||f - m|| <= B",
                    capabilities=(LOWER_CONFIDENCE_BOUND,), needs=(ONE_NOISE_LEVEL,))
 

@@ -35,7 +35,7 @@ from ..components import CLOSURES, TRUTHS
 from ..errors import EvrouteError
 from ..priors.prior import NetworkPrior
 from ..progress import stage
-from ..specs import Component, Option
+from ..specs import Component, Option, declared
 from ..validate import nonneg_float, positive_float, positive_int, unit_rate
 from .policies import route_weights
 
@@ -181,7 +181,7 @@ def noise_at(noise_std, path) -> float | np.ndarray:
     return noise_std if np.ndim(noise_std) == 0 else noise_std[np.asarray(path, dtype=np.int64)]
 
 
-def register_truth(name: str, factory, *, options: tuple[Option, ...] = (), description: str = "",
+def register_truth(name: str, factory, *, options: tuple[Option, ...] | None = None, description: str = "",
                    overwrite: bool = False, requires: tuple = ()) -> None:
     """Register a ground truth under ``name`` (``--truth NAME[key=value,...]``).
 
@@ -407,6 +407,8 @@ def _gp_truth(setup: TruthSetup) -> Truth:
     return Truth(f, setup.noise_std, norm)
 
 
+@declared(Option("B", positive_float, None, "the RKHS norm of f - m", "000 Sec. 7: 10", required=True, metavar="NUMBER"),
+          Option("anchors", positive_int, RKHS_ANCHORS, "anchor edges of f - m", "000 Sec. 7: 20 points", metavar="INT"))
 def _rkhs(setup: TruthSetup, B: float, anchors: int) -> Truth:  # noqa: N803 (the paper's B)
     """Paper 000 §7's truth: ‖f − m‖ = B exactly (:func:`rkhs_truth`)."""
     f = rkhs_truth(setup.net, setup.mean, setup.prior_var, seed=setup.seed, B=B, anchors=anchors, lengthscale=setup.lengthscale)
@@ -415,10 +417,8 @@ def _rkhs(setup: TruthSetup, B: float, anchors: int) -> Truth:  # noqa: N803 (th
 
 register_truth("gp", _gp_truth, description="a draw of GP(E_det, sigma_0^2 k) per seed, Gaussian noise "
                "(003 Sec. 4.1)")
-register_truth("rkhs", _rkhs, options=(
-    Option("B", positive_float, None, "the RKHS norm of f - m", "000 Sec. 7: 10", required=True, metavar="NUMBER"),
-    Option("anchors", positive_int, RKHS_ANCHORS, "anchor edges of f - m", "000 Sec. 7: 20 points", metavar="INT")),
-    description="an RKHS-bounded truth with ||f - m|| = B exactly (000 Sec. 7), Gaussian noise")
+register_truth("rkhs", _rkhs,
+               description="an RKHS-bounded truth with ||f - m|| = B exactly (000 Sec. 7), Gaussian noise")
 
 
 # --------------------------------------------------------------------------------------
@@ -465,13 +465,21 @@ class AlternateClosures(ClosurePattern):
         return mask
 
 
+def _rate(name, value) -> float:
+    rate = positive_float(name, value)
+    if not rate < 1:
+        raise EvrouteError(f"closures random: {name} must be below 1, got {rate}")
+    return rate
+
+
+@declared(Option("rate", _rate, 0.05, "share of the edges closed each round", metavar="NUMBER"))
 class RandomClosures(ClosurePattern):
     """Each edge other than the trip's ends closed with probability ``rate`` in every round (stream
     ``[seed, 5, t]``); a draw that disconnects the trip is redrawn, up to 20 times, then the
     round is left open."""
 
-    def __init__(self, rate: float):
-        self.rate = float(rate)
+    def __init__(self, rate: float = 0.05):
+        self.rate = rate
 
     def mask(self, t, env):
         rng = np.random.default_rng([env.seed, 5, t])
@@ -483,14 +491,7 @@ class RandomClosures(ClosurePattern):
         return None
 
 
-def _rate(name, value) -> float:
-    rate = positive_float(name, value)
-    if not rate < 1:
-        raise EvrouteError(f"closures random: {name} must be below 1, got {rate}")
-    return rate
-
-
-def register_closures(name: str, factory, *, options: tuple[Option, ...] = (), description: str = "",
+def register_closures(name: str, factory, *, options: tuple[Option, ...] | None = None, description: str = "",
                       overwrite: bool = False) -> None:
     """Register a closure pattern: ``factory(**options) -> ClosurePattern``."""
     CLOSURES.register(name, factory, options, description, overwrite)
@@ -498,9 +499,7 @@ def register_closures(name: str, factory, *, options: tuple[Option, ...] = (), d
 
 register_closures("alternate", AlternateClosures, description="the best corridor closed every other round "
                   "(paper 004's alternating domain)")
-register_closures("random", RandomClosures, options=(
-    Option("rate", _rate, 0.05, "share of the edges closed each round", metavar="NUMBER"),),
-    description="each edge closed at random each round")
+register_closures("random", RandomClosures, description="each edge closed at random each round")
 
 
 def parse_closures(spec) -> Component | None:

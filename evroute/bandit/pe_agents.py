@@ -6,13 +6,14 @@ eliminating implausible priors) and its baselines ``gp-mle``, ``gp-fb`` and ``gp
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from ..errors import EvrouteError
 from ..models import COVARIANCE, EVIDENCE, INFORMATION_GAIN, make_model, require_capability
 from ..priors.prior import ShiftedPrior
-from ..specs import Option
+from ..specs import Option, declared
 from ..validate import choice, nonneg_float, positive_int
 from .agents import ONE_NOISE_LEVEL, Agent, AgentSetup, Decision, confidence_delta, register_agent
 from .bound_agents import bound_route, bound_turn_potential, bound_weights
@@ -269,13 +270,12 @@ _PE_OPTIONS: tuple[Option, ...] = (
 )
 
 
+@declared(*_PE_OPTIONS)
 def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, tv_model="auto", rank=256,
                 test="edge", rule="pe") -> Agent:
     setup.one_noise_level(f"gp-{rule}")
     if not setup.candidates:
         raise EvrouteError("gp-pe needs candidate priors (--priors sumo-ev,compact-ev,...)")
-    if not 0 < float(delta) < 1:
-        raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
     models, means, priors = {}, {}, {}
     for name, cand in setup.candidates.items():
         if isinstance(cand, np.ndarray):  # a mean over the agent's own kernel, static
@@ -308,11 +308,19 @@ def time_varying_backend(tv_model: str, n_edges: int) -> str:
     return tv_model
 
 
-register_agent("gp-pe", _pe_factory, options=_PE_OPTIONS, needs=(ONE_NOISE_LEVEL,),
+def _pe_baseline(rule: str) -> Callable[..., Agent]:
+    @declared(*_PE_OPTIONS)
+    def factory(setup: AgentSetup, **options) -> Agent:
+        return _pe_factory(setup, rule=rule, **options)
+
+    return factory
+
+
+register_agent("gp-pe", _pe_factory, needs=(ONE_NOISE_LEVEL,),
                description="PE-GP-UCB (paper 004): optimistic over (route, prior), eliminates implausible priors")
-register_agent("gp-mle", lambda setup, **o: _pe_factory(setup, rule="mle", **o), options=_PE_OPTIONS, needs=(ONE_NOISE_LEVEL,),
+register_agent("gp-mle", _pe_baseline("mle"), needs=(ONE_NOISE_LEVEL,),
                description="paper 004's baseline: GP-UCB under the type-II maximum-likelihood prior of the round")
-register_agent("gp-fb", lambda setup, **o: _pe_factory(setup, rule="fb", **o), options=_PE_OPTIONS, needs=(ONE_NOISE_LEVEL,),
+register_agent("gp-fb", _pe_baseline("fb"), needs=(ONE_NOISE_LEVEL,),
                description="paper 004's baseline: fully Bayesian, LCBs weighted by P(prior | data)")
-register_agent("gp-rb", lambda setup, **o: _pe_factory(setup, rule="rb", **o), options=_PE_OPTIONS, needs=(ONE_NOISE_LEVEL,),
+register_agent("gp-rb", _pe_baseline("rb"), needs=(ONE_NOISE_LEVEL,),
                description="paper 004's baseline: regret balancing over the priors (its Alg. 2)")

@@ -27,7 +27,8 @@ from scipy.special import erfcx, ndtr, ndtri_exp
 
 from ..errors import EvrouteError, EvrouteWarning
 from ..settings import WEIGHT_RULES
-from ..validate import nonneg_float, positive_float, positive_int
+from ..specs import Option, declared
+from ..validate import flag, in_range, nonneg_float, positive_float, positive_int
 
 __all__ = [
     "model_noise_std",
@@ -50,6 +51,7 @@ __all__ = [
     "ThompsonPolicy",
     "GreedyPolicy",
     "make_policy",
+    "confidence_delta",
     "RULES",
     "RULES_BY_NAME",
     "MODEL_FAMILIES",
@@ -392,6 +394,32 @@ def beta_bkb_code(counts, var, noise_var: float, *, fnorm: float = 1.0, delta: f
     return gp_beta_from_radius(radius, lam)
 
 
+#: A confidence δ: in (0, 1), as every agent's bounds need it (declared so, not first refused
+#: when the agent is built); the option converter of every agent's ``delta``.
+confidence_delta = in_range(0, 1, lo_open=True, hi_open=True, why="a confidence delta")
+
+
+def _beta_rule(name, value) -> str:
+    v = str(value).strip().lower()
+    if v not in BETA_RULES:
+        raise EvrouteError(f"{name} must be one of {', '.join(BETA_RULES)} (the paper whose width is used), "
+                           f"got {value!r}")
+    return v
+
+
+_BETA_SCALE = Option("beta_scale", nonneg_float, 1.0, "multiplier of β_t", "003 Thm. 3.1 (Fig. 3 also runs 0.5)",
+                     aliases=("bs",), metavar="NUMBER")
+
+
+@declared(
+    _BETA_SCALE,
+    Option("beta", _beta_rule, "003", "whose width: 003 (beta_t of 003 Thm. 3.1), 001 (EK-UCB's fixed radius), "
+           "002 (BKB's radius as its authors' code computes it); papers' radii converted once, "
+           "beta = radius^2 / noise variance"),
+    Option("radius", nonneg_float, 0.1, "with beta=001: the radius in the papers' 1/lambda-scaled units "
+           "(001's experiments and code: 0.1)"),
+    Option("fnorm", nonneg_float, 1.0, "with beta=002: the RKHS-norm bound F (the BKB code's default 1)"),
+    Option("delta", confidence_delta, 0.5, "with beta=002: the confidence delta (the BKB code's default 0.5)"))
 class UCBPolicy(Policy):
     """GP-UCB lower confidence bound μ − √β σ. The width β:
 
@@ -401,23 +429,16 @@ class UCBPolicy(Policy):
     - ``beta="002"``: BKB's data-driven radius as the authors' code computes it
       (:func:`beta_bkb_code`, with ``fnorm`` F and ``delta`` δ).
 
-    ``beta_scale`` multiplies every rule's β. Returns the β actually used, max(β, 0).
+    ``beta_scale`` multiplies every rule's β. Returns the β actually used, max(β, 0). Its options
+    are declared on the class (:func:`evroute.specs.declared`: checked before ``__init__`` stores
+    them).
     """
 
     name = "ucb"
 
     def __init__(self, beta_scale: float = 1.0, beta: str = "003", radius: float = 0.1, fnorm: float = 1.0,
                  delta: float = 0.5):
-        self.beta_scale = nonneg_float("beta_scale", beta_scale)
-        self.beta = str(beta).strip().lower()
-        if self.beta not in BETA_RULES:
-            raise EvrouteError(f"beta must be one of {', '.join(BETA_RULES)} (the paper whose width is used), "
-                               f"got {beta!r}")
-        self.radius = nonneg_float("radius", radius)
-        self.fnorm = nonneg_float("fnorm", fnorm)
-        self.delta = positive_float("delta", delta)
-        if not self.delta < 1:
-            raise EvrouteError(f"delta must be in (0, 1), got {delta!r}")
+        self.beta_scale, self.beta, self.radius, self.fnorm, self.delta = beta_scale, beta, radius, fnorm, delta
 
     @property
     def params(self) -> dict[str, Any]:
@@ -444,6 +465,11 @@ class UCBPolicy(Policy):
         return mu - math.sqrt(beta) * sd, beta
 
 
+@declared(Option("omega", nonneg_float, 1.0, "GP-BUCB ω of η_t = √(2π)^ω / (2|A|^ω t^ξ)", "003 Thm. 3.1",
+                 aliases=("w",), metavar="NUMBER"),
+          Option("xi", nonneg_float, 1.0, "GP-BUCB ξ of η_t", "003 Thm. 3.1 (Fig. 3 also runs 0.5)", aliases=("x",),
+                 metavar="NUMBER"),
+          _BETA_SCALE)
 class BayesUCBPolicy(Policy):
     """GP-BUCB: the η_t-quantile μ + σ Φ⁻¹(η_t) (with ``beta_scale`` ≠ 1: μ − √β_t σ).
 
@@ -453,9 +479,7 @@ class BayesUCBPolicy(Policy):
     name = "bucb"
 
     def __init__(self, omega: float = 1.0, xi: float = 1.0, beta_scale: float = 1.0):
-        self.omega = nonneg_float("omega", omega)
-        self.xi = nonneg_float("xi", xi)
-        self.beta_scale = nonneg_float("beta_scale", beta_scale)
+        self.omega, self.xi, self.beta_scale = omega, xi, beta_scale
 
     @property
     def params(self) -> dict[str, Any]:
@@ -468,15 +492,15 @@ class BayesUCBPolicy(Policy):
         return mu + (math.sqrt(self.beta_scale) * z) * sd, beta
 
 
+@declared(Option("joint", flag, False, "one joint posterior draw instead of independent per-edge draws",
+                 "003 Algorithm 2 draws each edge independently", aliases=("joint_samples",), metavar="FLAG"))
 class ThompsonPolicy(Policy):
     """GP-TS: a posterior draw (independent per edge as the paper, or joint)."""
 
     name = "ts"
 
     def __init__(self, joint: bool = False):
-        if not isinstance(joint, bool | np.bool_):  # (a spec's text is converted by the agent's option)
-            raise EvrouteError(f"joint must be true or false, got {joint!r}")
-        self.joint = bool(joint)
+        self.joint = joint
 
     @property
     def params(self) -> dict[str, Any]:
@@ -487,6 +511,7 @@ class ThompsonPolicy(Policy):
         return np.asarray(model.sample(rng, joint=self.joint), dtype=np.float64), math.nan
 
 
+@declared()
 class GreedyPolicy(Policy):
     """The posterior mean (no exploration; a reference)."""
 

@@ -80,25 +80,25 @@ __all__ = [
     "SPARSE_PRECISION",
 ]
 
-register_model("bi", bi.make_bi, options=bi.OPTIONS, capabilities=BIModel.capabilities,
+register_model("bi", bi.make_bi, capabilities=BIModel.capabilities,
                description="independent conjugate Gaussian per edge (the BI baseline)")
-register_model("exact", exact.make_exact, options=exact.OPTIONS,
+register_model("exact", exact.make_exact,
                capabilities=ExactGPModel.capabilities | GMRFPosterior.capabilities,
                description="exact GP posterior, incremental (003 Eq. 2-3); conditions the GMRF on a sparse-precision "
                            "prior (covariance blocks and the information gain on dense priors only)")
-register_model("nystrom", nystrom.make_nystrom, options=nystrom.NYSTROM_OPTIONS,
+register_model("nystrom", nystrom.make_nystrom,
                capabilities=nystrom.NystromPosterior.capabilities,
                description="Nystrom dictionary grown by KORS, DTC posterior (EK-UCB, paper 001)")
-register_model("bkb", nystrom.make_bkb, options=nystrom.BKB_OPTIONS, capabilities=nystrom.NystromPosterior.capabilities,
+register_model("bkb", nystrom.make_bkb, capabilities=nystrom.NystromPosterior.capabilities,
                description="Nystrom dictionary resampled by posterior variance, DTC posterior (BKB, paper 002)")
-register_model("kalman", kalman.make_kalman, options=kalman.OPTIONS, capabilities=kalman.KalmanPosterior.capabilities,
+register_model("kalman", kalman.make_kalman, capabilities=kalman.KalmanPosterior.capabilities,
                description="time-varying energies: Kalman filter for the (1-eps)^(|t-t'|/2) kernel (paper 004), dense")
-register_model("eigen", eigen.make_eigen, options=eigen.OPTIONS, capabilities=eigen.EigenKalmanPosterior.capabilities,
+register_model("eigen", eigen.make_eigen, capabilities=eigen.EigenKalmanPosterior.capabilities,
                description="time-varying energies: Kalman filter on a truncated eigenbasis (paper 004's kernel; "
                            "rank = E is exact; keeps little variance of the paper's kernels at low rank)")
-register_model("window", window.make_window, options=window.OPTIONS,
+register_model("window", window.make_window,
                capabilities={COVARIANCE, JOINT_SAMPLES, EVIDENCE, TIME_VARYING},
                description="time-varying energies on any network: two staggered restarted static posteriors "
                            "(a sliding window, R-GP-UCB; covariance blocks where its base gives them)")
-register_model("svgp", svgp.make_svgp, options=svgp.OPTIONS, requires=svgp.REQUIRES,
+register_model("svgp", svgp.make_svgp, requires=svgp.REQUIRES,
                description="sparse variational GP in GPyTorch (003 Algorithm 3; pip install \"evroute[svgp]\")")

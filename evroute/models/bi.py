@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EvrouteError
+from ..specs import declared
 from ..validate import positive_float
 from .base import JOINT_SAMPLES, PosteriorModel, readonly
 
@@ -75,6 +76,7 @@ class BIModel(PosteriorModel):
         return mu + sd * rng.standard_normal(self.n_arms)
 
 
+@declared(*OPTIONS)
 def make_bi(prior, *, noise_var, seed=0) -> BIModel:
     """Factory of the ``bi`` backend (see :class:`BIModel`); ``seed`` is unused."""
     return BIModel(prior, noise_var)

@@ -40,7 +40,7 @@ import scipy.linalg as sla
 from ..errors import EvrouteError
 from ..priors.linalg import SparseSolver
 from ..priors.prior import DENSE_MAX_EDGES
-from ..specs import Option
+from ..specs import Option, declared
 from ..validate import positive_int, unit_rate
 from .base import (
     COVARIANCE,
@@ -195,6 +195,7 @@ OPTIONS = (
 )
 
 
+@declared(*OPTIONS)
 def make_eigen(prior, *, noise_var, seed=0, eps=0.01, rank=256) -> EigenKalmanPosterior:
     """Factory of the ``eigen`` backend."""
     return EigenKalmanPosterior(prior, noise_var, eps=eps, rank=rank, seed=seed)

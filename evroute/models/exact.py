@@ -10,7 +10,7 @@ from scipy.linalg.blas import dgemm
 
 from ..errors import EvrouteError
 from ..priors.linalg import jittered_cholesky
-from ..specs import Option
+from ..specs import Option, declared
 from ..validate import choice, in_range, int_range, nonneg_int, positive_float, positive_int
 from .base import COVARIANCE, INFORMATION_GAIN, JOINT_SAMPLES, PosteriorModel, readonly
 from .gmrf import MERGE_RULES, GMRFPosterior
@@ -596,6 +596,7 @@ OPTIONS = (
 )
 
 
+@declared(*OPTIONS)
 def make_exact(prior, *, noise_var, seed=0, merge="auto", max_active=2048, refactor_every=0,
                check_tol=1e-8, update="local", **local) -> PosteriorModel:
     """Factory of the ``exact`` backend; ``seed`` is unused; ``local`` holds the options of the

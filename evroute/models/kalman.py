@@ -26,7 +26,7 @@ import scipy.linalg as sla
 
 from ..errors import EvrouteError
 from ..priors.linalg import jittered_cholesky
-from ..specs import Option
+from ..specs import Option, declared
 from ..validate import unit_rate
 from .base import (
     COVARIANCE,
@@ -108,6 +108,7 @@ OPTIONS = (Option("eps", unit_rate, 0.01, "forgetting rate of the (1 - eps)^(|t 
                   "0: static energies)"),)
 
 
+@declared(*OPTIONS)
 def make_kalman(prior, *, noise_var, seed=0, eps=0.01) -> KalmanPosterior:
     """Factory of the ``kalman`` backend."""
     return KalmanPosterior(prior, noise_var, eps=eps, seed=seed)

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..errors import EvrouteError
-from ..specs import Option
+from ..specs import Option, declared
 from ..validate import flag, nonneg_float, positive_float, positive_int
 from .base import JOINT_SAMPLES, PosteriorModel, aggregate_observations, readonly
 
@@ -596,6 +596,7 @@ BKB_OPTIONS = (
 ) + _COMMON
 
 
+@declared(*NYSTROM_OPTIONS)
 def make_nystrom(prior, *, noise_var, seed=0, mu=None, eps=0.5, gamma=1.0, m_max=2000, jitter=1e-8,
                  dup_tol=1e-6, scoring="downdate", refresh=20) -> KORSPosterior:
     """Factory of the ``nystrom`` backend (:class:`KORSPosterior`)."""
@@ -603,6 +604,7 @@ def make_nystrom(prior, *, noise_var, seed=0, mu=None, eps=0.5, gamma=1.0, m_max
                          dup_tol=dup_tol, scoring=scoring, refresh=refresh)
 
 
+@declared(*BKB_OPTIONS)
 def make_bkb(prior, *, noise_var, seed=0, qbar=3.0, lazy=False, ratio=2.0, m_max=2000, jitter=1e-8,
              dup_tol=1e-6, scoring="downdate", refresh=20) -> BKBPosterior:
     """Factory of the ``bkb`` backend (:class:`BKBPosterior`)."""

@@ -1,9 +1,12 @@
 """The registry of posterior backends: explicit registration, declared options, specs.
 
-A backend is registered once, under a name, with a factory and the options it accepts::
+A backend is registered once, under a name, with a factory that declares the options it
+accepts (:func:`evroute.specs.declared`)::
 
-    register_model("exact", make_exact, options=(Option("merge", ..., "auto", "..."), ...),
-                   description="exact GP posterior (003 Eq. 2-3)")
+    @declared(Option("merge", ..., "auto", "..."), ...)
+    def make_exact(prior, *, noise_var, seed=0, merge="auto", ...): ...
+
+    register_model("exact", make_exact, description="exact GP posterior (003 Eq. 2-3)")
 
 The factory is called as ``factory(prior, noise_var=..., seed=..., **options)`` with every
 declared option present (the user's value converted by the option's ``convert``, else its
@@ -35,7 +38,7 @@ Backend = Entry
 _BACKENDS = MODELS
 
 
-def register_model(name: str, factory: Callable[..., PosteriorModel], *, options: tuple[Option, ...] = (),
+def register_model(name: str, factory: Callable[..., PosteriorModel], *, options: tuple[Option, ...] | None = None,
                    description: str = "", overwrite: bool = False, capabilities=(), requires: tuple = ()) -> Backend:
     """Register a posterior backend under ``name``.
 
@@ -45,8 +48,9 @@ def register_model(name: str, factory: Callable[..., PosteriorModel], *, options
         Backend name as used by ``--model`` (letters, digits, ``-``, ``_``, ``.``; stored lower case).
     factory : callable
         ``factory(prior, *, noise_var, seed, **options)`` returning a :class:`PosteriorModel`.
-    options : tuple of Option
-        The options it accepts (every other option is an error).
+    options : tuple of Option, optional
+        The options it accepts (every other option is an error); by default those the factory
+        declares (:func:`evroute.specs.declared`), the way to declare them.
     description : str
         One line for help texts.
     overwrite : bool

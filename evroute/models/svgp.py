@@ -79,7 +79,7 @@ import numpy as np
 from ..errors import EvrouteError
 from ..priors.kernels import KERNEL_KINDS
 from ..priors.prior import NetworkPrior
-from ..specs import Option
+from ..specs import Option, declared
 from ..validate import choice, flag, nonneg_int, optional_flag, positive_float, positive_int, text
 from .base import aggregate_observations, readonly
 from .hetero import WhitenedPrior
@@ -739,6 +739,7 @@ OPTIONS = (
 )
 
 
+@declared(*OPTIONS)
 def make_svgp(prior, *, noise_var, seed=0, inducing=1000, batch_size=2500, steps=1, learn_hyperparameters=True,
               learn_inducing=None, learn_noise=False, device="cpu", jitter=1e-6):
     """Factory of the ``svgp`` backend (registered in :mod:`evroute.models`).

@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ..errors import EvrouteError
-from ..specs import Option
+from ..specs import Option, declared
 from ..validate import nonneg_int, unit_rate
 from .base import (
     COVARIANCE,
@@ -135,6 +135,7 @@ OPTIONS = (
 )
 
 
+@declared(*OPTIONS)
 def make_window(prior, *, noise_var, seed=0, eps=0.01, every=0, base="exact") -> WindowPosterior:
     """Factory of the ``window`` backend."""
     return WindowPosterior(prior, noise_var, eps=eps, every=every, base=base, seed=seed)

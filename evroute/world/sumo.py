@@ -63,6 +63,7 @@ from ..roads.oracle import Oracle
 from ..roads.osm import node_elevations, write_osm_xml
 from ..roads.synthetic import synthetic_graph
 from ..settings import SUMO_TRUTH_OPTIONS
+from ..specs import declared
 from .drives import degrade
 
 __all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "AtlasTruth", "sumo_truth", "build_atlas", "atlas_turns",
@@ -829,6 +830,7 @@ def speed_change_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:
     return np.where(dke > 0, dke / vehicle.eta_plus, dke * vehicle.eta_minus)
 
 
+@declared(*SUMO_TRUTH_OPTIONS)
 def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int, hour, min_traversals: int,
                demand: str | None = None, turns: bool = True):
     """``--truth sumo[...]``: the atlas of the run's network, vehicle (the truth's) and trip; with
@@ -969,7 +971,7 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, *, e_d
     return out
 
 
-register_truth("sumo", sumo_truth, options=SUMO_TRUTH_OPTIONS, description="per-edge energies from SUMO's EV model in simulated traffic (an atlas; needs "
+register_truth("sumo", sumo_truth, description="per-edge energies from SUMO's EV model in simulated traffic (an atlas; needs "
                f"{SUMO_INSTALL}); an observation is one recorded traversal", requires=(("sumo", "sumolib"), SUMO_INSTALL))
 
 

@@ -4,11 +4,12 @@ and an agent, one module, one registration each."""
 
 import numpy as np
 
-from evroute import Agent, Decision, Option, Truth, register_agent, register_truth
+from evroute import Agent, Decision, Option, Truth, declared, register_agent, register_truth
 from evroute.validate import nonneg_float
 
 
-def _flat(setup, shift):
+@declared(Option("shift", nonneg_float, 0.0, "added to every edge", metavar="WH"))
+def _flat(setup, shift=0.0):
     """E_det plus a constant on every edge, Gaussian noise."""
     return Truth(setup.mean + shift, setup.noise_std, description={"flat_shift": shift})
 
@@ -40,7 +41,6 @@ class PriorRoute(Agent):
         return int(self.seen.sum())
 
 
-register_truth("flat", _flat, options=(Option("shift", nonneg_float, 0.0, "added to every edge", metavar="WH"),),
-               description="E_det plus a constant (a plug-in)")
+register_truth("flat", _flat, description="E_det plus a constant (a plug-in)")
 register_agent("prior-route", lambda setup: PriorRoute(setup), description="the prior mean's route (a plug-in)",
                model="none")
