@@ -215,6 +215,13 @@ def test_drives_import_command(synthetic, tmp_path):
     assert report["trips_kept"] == 1 and report["traversals"] == len(route) - 2
     p = subprocess.run(cmd[:5] + [str(tmp_path / "nope.csv")] + cmd[6:], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip() == f"error: no such trace file: {tmp_path / 'nope.csv'}"
+    # leuvenmapmatching's matcher finds the same traversals; a matcher that does not exist is one line
+    p = subprocess.run(cmd + ["--matcher", "leuven", "--overwrite", "--json"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["matcher"] == "leuven"
+    pd.testing.assert_series_equal(pd.read_parquet(tmp_path / "out" / "traversals.parquet").edge, table.edge)
+    p = subprocess.run(cmd + ["--matcher", "fmm", "--overwrite"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr == "error: unknown --matcher 'fmm'; choose one of: hmm, leuven\n"
 
 
 def test_the_guide_page_runs(tmp_path, monkeypatch, capsys):

@@ -49,6 +49,9 @@ def drives_import_cmd(
                                           "accounting: each reporting step whole on the edge where it ends, edges "
                                           "ending 6 m past the junction), to compare with SUMO's per-edge "
                                           "energies.")] = "centre",
+    matcher: Annotated[str, typer.Option("--matcher", help="The map matcher: hmm (evroute's own hidden Markov "
+                                         "matcher, vectorised: the default) or leuven (leuvenmapmatching's, about a "
+                                         "hundred times slower).")] = "hmm",
     jobs: Annotated[int, typer.Option("--jobs", help="Processes matching trips side by side; 0: one per usable "
                                       "CPU; 0 to 256 (the table is the same for any number).")] = 0,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
@@ -64,7 +67,7 @@ def drives_import_cmd(
     from ..roads.network import load_network
     from ..runs.directory import check_output_file
     from ..validate import choice
-    from ..world.drives import BOUNDARIES, import_traces, parse_columns
+    from ..world.drives import BOUNDARIES, MATCHERS, import_traces, parse_columns
 
     if capacity_kwh is not None and not 0 < capacity_kwh <= 1e4:
         raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
@@ -73,6 +76,7 @@ def drives_import_cmd(
     if not 0 <= jobs <= 256:
         raise EvrouteError(f"--jobs must be 0 to 256, got {jobs}")
     boundary = choice("--boundary", boundary, BOUNDARIES)
+    matcher = choice("--matcher", matcher, tuple(MATCHERS))
     names = parse_columns(columns)
     for f in files:
         if not f.is_file():
@@ -85,8 +89,9 @@ def drives_import_cmd(
     with counter("matching trips") as tick:
         table, report = import_traces(files, net, columns=names, capacity_kwh=capacity_kwh, gps_noise_m=gps_noise,
                                       vehicle=veh, progress=tick, jobs=jobs or usable_cpus(), sumo_net=sumo_net,
-                                      boundary=boundary)
+                                      boundary=boundary, matcher=matcher)
     summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
+               "matcher": matcher,
                "files": [str(f) for f in files], **report.to_dict()}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_parquet(out / "traversals.parquet", table)

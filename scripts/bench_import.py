@@ -1,0 +1,100 @@
+"""Throughput of ``evroute drives import`` on a fleet (issue "Drives in": an hour of a
+1,000-vehicle fleet at 1 Hz, 3.6 M fixes, in at most 2 minutes on 2 cores and 4 GB).
+
+SUMO's drives on a network (``--vehicles`` of them, seed 0), copied ``--copies`` times with
+independent GPS noise (each copy its own trips, named apart) into one CSV; then the import,
+timed as a user runs it (``evroute drives import FLEET.csv --network NET --gps-noise M --jobs
+J``), with the peak memory of the command and its workers together (sampled) and of its largest
+process. Prints one Markdown row: network, fixes, matcher, jobs, seconds, fixes a second, a
+second per process, memory together, the largest process's:
+
+    python scripts/bench_import.py monaco --vehicles 30 --copies 250 --noise 10 --jobs 2 --matcher hmm
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from evroute.physics.energy import load_vehicle
+from evroute.roads.network import load_network
+from evroute.world.drives import degrade
+from evroute.world.sumo import sumo_drives
+
+
+def fleet_csv(network: str, vehicles: int, copies: int, noise: float, path: Path) -> int:
+    net = load_network(network)
+    d = sumo_drives(net, network, load_vehicle(None), vehicles=vehicles, seed=0)
+    parts = []
+    for c in range(copies):
+        t = degrade(d.traces, noise, 1.0, seed=c)
+        parts.append(t.assign(trip=t.trip.astype(str) + f"-{c}", vehicle=t.vehicle.astype(str) + f"-{c}"))
+    fleet = pd.concat(parts, ignore_index=True)
+    part = path.with_name(path.name + ".part")  # then renamed: a half-written file is never reused
+    fleet.to_csv(part, index=False)
+    part.replace(path)
+    return len(fleet)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("network")
+    ap.add_argument("--vehicles", type=int, default=30)
+    ap.add_argument("--copies", type=int, default=250)
+    ap.add_argument("--noise", type=float, default=10.0)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--matcher", default="hmm")
+    ap.add_argument("--keep", help="folder for the fleet's CSV (kept; reused when there)")
+    args = ap.parse_args()
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="evroute-fleet-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    csv = folder / f"fleet-{args.network}-{args.vehicles}x{args.copies}-{args.noise:g}m.csv"
+    if not csv.exists():
+        t0 = time.perf_counter()
+        n = fleet_csv(args.network, args.vehicles, args.copies, args.noise, csv)
+        print(f"# wrote {csv} ({n:,} fixes, {csv.stat().st_size / 1e6:,.0f} MB) in {time.perf_counter() - t0:.0f} s")
+    n = sum(1 for _ in open(csv, encoding="utf-8")) - 1
+    out = folder / f"import-{args.matcher}-j{args.jobs}"
+    cmd = [sys.executable, "-m", "evroute", "drives", "import", str(csv), "--network", args.network,
+           "--gps-noise", f"{args.noise:g}", "--jobs", str(args.jobs), "--matcher", args.matcher, "--out", str(out),
+           "--overwrite", "--json", "--no-progress"]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    total = 0.0
+    while proc.poll() is None:  # the command and its workers together, sampled
+        total = max(total, tree_rss_mb(proc.pid))
+        time.sleep(0.2)
+    wall = time.perf_counter() - t0
+    _, err = proc.communicate()
+    if proc.returncode:
+        sys.exit(err[-2000:])
+    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"| {args.network} | {n:,} | {args.matcher} | {args.jobs} | {wall:.1f} s | {n / wall:,.0f} | "
+          f"{n / wall / args.jobs:,.0f} | {total:,.0f} MB | {largest:,.0f} MB |")
+
+
+def tree_rss_mb(pid: int) -> float:
+    """The resident memory of a process and its descendants (MB), from ``ps``."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,rss="], capture_output=True, text=True).stdout
+    rows = [tuple(int(x) for x in line.split()) for line in out.splitlines() if line.strip()]
+    tree, grew = {pid}, True
+    while grew:
+        grew = False
+        for p, pp, _ in rows:
+            if pp in tree and p not in tree:
+                tree.add(p)
+                grew = True
+    return sum(r for p, _, r in rows if p in tree) / 1024
+
+
+if __name__ == "__main__":
+    main()

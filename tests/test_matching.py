@@ -1,0 +1,182 @@
+"""evroute's own map matcher (evroute.world.matching): Viterbi's path against every path of a
+small lattice scored independently (networkx's distances), routes and positions against drives
+whose route is known, pieces where the car leaves the network, and the leuvenmapmatching
+matcher beside it."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+
+from evroute.errors import EvrouteError
+from evroute.world import matching
+from evroute.world.drives import Matcher
+from evroute.world.matching import HMMMatcher
+
+from .test_drives import SPEED, _drive, _route
+
+
+def _noisy(fixes, sd, seed=0):
+    rng = np.random.default_rng(seed)
+    out = fixes.copy()
+    out["lat"] += rng.normal(0, sd / 111_195, len(out))
+    out["lon"] += rng.normal(0, sd / 111_195 / np.cos(np.radians(out.lat.mean())), len(out))
+    return out
+
+
+def _true_positions(net, route, fixes):
+    """Each fix's distance along ``route`` from its start (the drive is at SPEED from t0)."""
+    return (fixes.time_s.to_numpy() - fixes.time_s.iat[0] + (np.ceil(100.0) - 100.0)) * SPEED
+
+
+def _edge_at(route, bounds, s):
+    k = np.searchsorted(bounds, s, side="right") - 1
+    return np.asarray(route)[k.clip(0, len(route) - 1)]
+
+
+def test_a_clean_drive_gives_its_route_and_its_positions(synthetic):
+    route = _route(synthetic)
+    fixes = _drive(synthetic, route, np.full(len(route), 10.0))
+    m = HMMMatcher(synthetic, 5.0)
+    pieces = m.match(fixes.lat, fixes.lon, t=fixes.time_s, speed=fixes.speed_mps)
+    assert len(pieces) == 1
+    first, got, s, dist = pieces[0]
+    assert first == 0 and s.size == len(fixes)
+    length = synthetic.edges.length_m.to_numpy()
+    # the fixes lie on the route's straight lines: the matched route is the driven one (a fix on a
+    # junction may be placed at the end of an edge before the first or at the start of one after
+    # the last)
+    inner = got[next(i for i, e in enumerate(got) if e == route[1]) - 1:]
+    assert inner[:len(route)] == route
+    offset = sum(length[got[:got.index(route[0])]])
+    np.testing.assert_allclose(s - offset, _true_positions(synthetic, route, fixes), atol=1e-6)
+    assert dist.max() < 1e-6
+
+
+def _reference_scorer(net, noise):
+    """The model written out again: a fix's emission and a step's cost, the steps' route
+    distances from networkx's shortest paths between the junctions."""
+    e = net.edges
+    length = e.length_m.to_numpy()
+    g = nx.DiGraph()
+    for i in range(len(e)):
+        a, b = e.u.iat[i], e.v.iat[i]
+        if a != b and (not g.has_edge(a, b) or g[a][b]["weight"] > length[i]):
+            g.add_edge(a, b, weight=length[i])
+    dist_nodes = dict(nx.all_pairs_dijkstra_path_length(g, weight="weight"))
+    beta = matching.BETA_PER_NOISE * noise
+
+    def score(edges, along, dist, ref):
+        total = -0.5 * float(np.sum((np.asarray(dist) / noise) ** 2))
+        for k in range(len(edges) - 1):
+            a, b = edges[k], edges[k + 1]
+            d = dist_nodes.get(e.v.iat[a], {}).get(e.u.iat[b], np.inf)
+            cost = abs(length[a] - along[k] + d + along[k + 1] - ref[k])
+            if a == b:
+                cost = min(cost, abs(along[k + 1] - along[k] - ref[k]))
+            total -= cost / beta
+        return total
+
+    return score
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_viterbis_path_is_the_best_of_every_path_scored_independently(synthetic, seed):
+    """Six noisy fixes (20 m), three candidates each: every one of the candidate sequences
+    scored with the model written out again; the matcher's sequence (read back from its
+    positions and distances) scores the best."""
+    route = _route(synthetic, hops=4 + seed)
+    fixes = _noisy(_drive(synthetic, route, np.full(len(route), 10.0), rate_hz=0.5), 20.0, seed=seed).iloc[:6]
+    noise = 12.0
+    m = HMMMatcher(synthetic, noise, candidates=3)
+    north, east = m.project(fixes.lat.to_numpy(), fixes.lon.to_numpy())
+    fix, edge, along, dist = m.candidates(north, east)
+    t, v = fixes.time_s.to_numpy(), fixes.speed_mps.to_numpy()
+    ref = np.diff(t) * 0.5 * (v[1:] + v[:-1])
+    score = _reference_scorer(synthetic, noise)
+    per_fix = [np.flatnonzero(fix == k) for k in range(len(fixes))]
+    scores = {seq: score(edge[list(seq)], along[list(seq)], dist[list(seq)], ref) for seq in itertools.product(*per_fix)}
+    best = max(scores.values())
+    pieces = m.match(fixes.lat, fixes.lon, t=t, speed=v)
+    assert len(pieces) == 1 and pieces[0][2].size == len(fixes)
+    # the matcher's candidate of each fix: the one at its distance whose road, where it lies in
+    # the matched route, puts the fix at its position
+    _, got, s, d = pieces[0]
+    bounds = np.r_[0.0, np.cumsum(synthetic.edges.length_m.to_numpy()[got])]
+    chosen = []
+    for k in range(len(fixes)):
+        fits = [c for c in per_fix[k] if abs(dist[c] - d[k]) < 1e-9 and
+                any(abs(bounds[j] + along[c] - s[k]) < 1e-6 for j, x in enumerate(got) if x == edge[c])]
+        assert len(fits) >= 1
+        chosen.append(fits[0])
+    assert scores[tuple(chosen)] == pytest.approx(best, abs=1e-9)
+
+
+def _drive_along(net, route, rate_hz):
+    """Fixes of a car on ``route``'s shapes (each edge's geometry, by its length) at SPEED, every
+    ``1 / rate_hz`` s, and each fix's true position along the route."""
+    length = net.edges.length_m.to_numpy()
+    lat, lon, along = [], [], []
+    begins = 0.0
+    for k, edge in enumerate(route):
+        g = np.asarray(net.geometry[edge], dtype=np.float64)
+        step = np.hypot(np.diff(g[:, 1]) * 111_195, np.diff(g[:, 0]) * 111_195 * np.cos(np.radians(g[:, 1].mean())))
+        at = np.r_[0.0, np.cumsum(step)] * (length[edge] / step.sum())
+        lat.append(g[:, 1][int(k > 0):])
+        lon.append(g[:, 0][int(k > 0):])
+        along.append((begins + at)[int(k > 0):])
+        begins += length[edge]
+    lat, lon, along = np.concatenate(lat), np.concatenate(lon), np.concatenate(along)
+    s = np.arange(0.0, begins, SPEED / rate_hz)
+    fixes = pd.DataFrame({"time_s": 100.0 + s / SPEED, "lat": np.interp(s, along, lat), "lon": np.interp(s, along, lon),
+                          "speed_mps": SPEED})
+    return fixes, s
+
+
+def test_noisy_drives_match_at_least_as_much_as_leuvenmapmatching(synthetic):
+    """10 m of noise at 1 Hz and 0.2 Hz on four routes: the share of the fixes placed on the edge
+    the car was on, evroute's matcher against leuvenmapmatching's."""
+    length = synthetic.edges.length_m.to_numpy()
+    ours, theirs = [], []
+    for seed, hops in enumerate((8, 10, 12, 14)):
+        route = _route(synthetic, hops=hops)
+        truth_bounds = np.r_[0.0, np.cumsum(length[route])]
+        for rate in (1.0, 0.2):
+            clean, true_s = _drive_along(synthetic, route, rate)
+            fixes = _noisy(clean, 10.0, seed=seed)
+            true_edge = _edge_at(route, truth_bounds, true_s)
+            k = np.searchsorted(truth_bounds, true_s, "right")
+            judged = np.minimum(true_s - truth_bounds[k - 1], truth_bounds[k.clip(0, len(route))] - true_s) > 15.0
+            for matcher, out in ((HMMMatcher(synthetic, 10.0), ours), (Matcher(synthetic, 10.0), theirs)):
+                right = np.zeros(len(fixes), dtype=bool)
+                for first, got, s, _ in matcher.match(fixes.lat.to_numpy(), fixes.lon.to_numpy(),
+                                                      t=fixes.time_s.to_numpy(), speed=fixes.speed_mps.to_numpy()):
+                    ok = np.isfinite(s)
+                    bounds = np.r_[0.0, np.cumsum(length[got])]
+                    idx = np.arange(first, first + s.size)[ok]
+                    right[idx] = _edge_at(got, bounds, s[ok]) == true_edge[idx]
+                out.append(right[judged].mean())
+    assert np.mean(ours) >= 0.95
+    assert np.mean(ours) >= np.mean(theirs) - 0.01
+
+
+def test_a_car_off_the_network_ends_a_piece(synthetic):
+    route = _route(synthetic, hops=14)
+    fixes = _drive(synthetic, route, np.full(len(route), 10.0))
+    gap = slice(len(fixes) // 2 - 2, len(fixes) // 2 + 2)
+    fixes.loc[fixes.index[gap], "lat"] += 0.05  # 5 km north: no road within reach
+    pieces = HMMMatcher(synthetic, 5.0).match(fixes.lat, fixes.lon, t=fixes.time_s, speed=fixes.speed_mps)
+    assert [p[0] for p in pieces] == [0, gap.stop]
+    assert pieces[0][2].size == gap.start
+    assert pieces[1][2].size == len(fixes) - gap.stop
+    for _, got, _, _ in pieces:
+        assert set(got[1:-1]) <= set(route)
+
+
+def test_bad_noise_is_one_line(synthetic):
+    with pytest.raises(EvrouteError, match="GPS noise"):
+        HMMMatcher(synthetic, 0.0)
