@@ -26,7 +26,6 @@ dropped and why.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,7 @@ from ..physics.routes import edge_energies
 from ..priors.prior import PRIOR_SCALE
 from ..roads.oracle import Oracle
 from ..validate import choice
-from .matching import HMMMatcher
+from .matching import HMMMatcher, local_metres
 
 __all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_traversals", "odometry_positions",
            "import_traces", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
@@ -463,12 +462,9 @@ class Matcher:
                 at += float(step[k] * scale)
 
     def project(self, lat, lon):
-        """Local (north, east) metres of positions in degrees (equirectangular about the network's
-        centre: under 0.1 % off over a city)."""
-        lat, lon = np.asarray(lat, dtype=np.float64), np.asarray(lon, dtype=np.float64)
-        north = np.radians(lat - self.lat0) * EARTH_RADIUS_M
-        east = np.radians(lon - self.lon0) * EARTH_RADIUS_M * math.cos(math.radians(self.lat0))
-        return north, east
+        """Local (north, east) metres of positions in degrees (:func:`evroute.world.matching.local_metres`
+        about the network's centre)."""
+        return local_metres(lat, lon, lat0=self.lat0, lon0=self.lon0)
 
     def match(self, lat, lon, *, t=None, speed=None) -> list[tuple]:
         """Match one trip's fixes, in pieces: where no road is within reach of a fix (the car left

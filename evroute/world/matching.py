@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import EvrouteError
 from ..geo import EARTH_RADIUS_M
 
-__all__ = ["HMMMatcher", "BETA_PER_NOISE", "CANDIDATES", "WINDOW"]
+__all__ = ["HMMMatcher", "local_metres", "BETA_PER_NOISE", "CANDIDATES", "WINDOW", "REACH_BETAS"]
 
 #: β, the scale of a step's cost |d_route − d_ref| / β, per metre of the GPS noise σ: two
 #: projections each off by σ make d_route about σ√2 off. Chosen on SUMO's Monaco drives (30
@@ -44,6 +44,21 @@ WINDOW = 64
 #: How far a step's route may exceed the distance driven (beyond 6σ), in β: a route longer costs
 #: more than this many units of log-likelihood and is not searched.
 REACH_BETAS = 20.0
+
+
+def local_metres(lat, lon, *, lat0: float, lon0: float):
+    """Local (north, east) metres of positions in degrees, equirectangular about (lat0, lon0):
+    under 0.1 % off over a city.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        North and east (m).
+    """
+    lat, lon = np.asarray(lat, dtype=np.float64), np.asarray(lon, dtype=np.float64)
+    north = np.radians(lat - lat0) * EARTH_RADIUS_M
+    east = np.radians(lon - lon0) * EARTH_RADIUS_M * math.cos(math.radians(lat0))
+    return north, east
 
 
 @dataclass
@@ -151,12 +166,9 @@ class HMMMatcher:
         self.graph_edge = sp.csr_matrix((best + 1, (self.u[best], self.v[best])), shape=(n_nodes, n_nodes))
 
     def project(self, lat, lon):
-        """Local (north, east) metres of positions in degrees (equirectangular about the network's
-        centre, as :meth:`evroute.world.drives.Matcher.project`)."""
-        lat, lon = np.asarray(lat, dtype=np.float64), np.asarray(lon, dtype=np.float64)
-        north = np.radians(lat - self.lat0) * EARTH_RADIUS_M
-        east = np.radians(lon - self.lon0) * EARTH_RADIUS_M * math.cos(math.radians(self.lat0))
-        return north, east
+        """Local (north, east) metres of positions in degrees (:func:`local_metres` about the
+        network's centre)."""
+        return local_metres(lat, lon, lat0=self.lat0, lon0=self.lon0)
 
     # ----------------------------------------------------------------------------------
     # candidates
