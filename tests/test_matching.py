@@ -177,6 +177,25 @@ def test_a_car_off_the_network_ends_a_piece(synthetic):
         assert set(got[1:-1]) <= set(route)
 
 
+def test_a_car_waiting_far_from_any_junction(synthetic):
+    """A car standing still in the middle of the longest road, farther from its junctions than a
+    window's search reaches: matched to that road, no error (found on Luxembourg's fleet, where
+    such a window's junctions were none)."""
+    length = synthetic.edges.length_m.to_numpy()
+    edge = int(np.argmax(length))
+    g = np.asarray(synthetic.geometry[edge], dtype=np.float64)
+    m = HMMMatcher(synthetic, 1.0)
+    north, east = m.project(g[:, 1], g[:, 0])
+    step = np.hypot(np.diff(north), np.diff(east))
+    k = int(np.argmax(step))  # the middle of its longest segment
+    lat, lon = (g[k, 1] + g[k + 1, 1]) / 2, (g[k, 0] + g[k + 1, 0]) / 2
+    n = matching.WINDOW + 10
+    pieces = m.match(np.full(n, lat), np.full(n, lon), t=np.arange(n, dtype=float), speed=np.zeros(n))
+    assert len(pieces) == 1 and pieces[0][2].size == n
+    assert set(pieces[0][1]) <= {edge, *np.flatnonzero((synthetic.edges.u.to_numpy() == synthetic.edges.v.iat[edge]) &
+                                                       (synthetic.edges.v.to_numpy() == synthetic.edges.u.iat[edge]))}
+
+
 def test_bad_noise_is_one_line(synthetic):
     with pytest.raises(EvrouteError, match="GPS noise"):
         HMMMatcher(synthetic, 0.0)

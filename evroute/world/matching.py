@@ -269,7 +269,7 @@ class HMMMatcher:
             dmat, pred = dijkstra(sub, indices=sources, limit=reach, return_predecessors=True)
         else:
             dmat, pred = np.full((0, local.size), np.inf), np.full((0, local.size), -9999, dtype=np.int32)
-        row = np.full(local.size, -1, dtype=np.int64)
+        row = np.full(local.size + 1, -1, dtype=np.int64)  # the last: -1 for a junction not in the window
         row[sources] = np.arange(sources.size)
         lattice.windows.append((dmat, pred, row, local, index[self.v[edge[cands]]], index[self.u[edge[cands]]], int(start[w0])))
         # every transition of the window at once: candidate i of fix k to candidate j of fix k+1
@@ -281,7 +281,7 @@ class HMMMatcher:
         j = start[steps + 1][k] + r % nj[k]
         a, b = edge[i], edge[j]
         va, ub = index[self.v[a]], index[self.u[b]]
-        src = row[va.clip(0)]
+        src = row[va]
         ok = (va >= 0) & (src >= 0) & (ub >= 0)
         via = np.full(total, np.inf)
         via[ok] = dmat[src[ok], ub[ok]]
