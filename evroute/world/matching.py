@@ -136,24 +136,22 @@ class HMMMatcher:
 
         self.node_tree = cKDTree(np.c_[self.node_north, self.node_east])
         self._index = np.full(n_nodes, -1, dtype=np.int64)  # a window's junctions' rows (reset after each)
-        # every edge's segments, in local metres, with where each begins along the edge
-        x0, y0, x1, y1, edge, at, seg = [], [], [], [], [], [], []
-        for i in range(len(e)):
-            if self.u[i] == self.v[i]:
-                continue  # a loop: never a step between two junctions
-            g = np.asarray(net.geometry[i], dtype=np.float64)
-            gy, gx = self.project(g[:, 1], g[:, 0])
-            step = np.hypot(np.diff(gy), np.diff(gx))
-            scale = self.length[i] / step.sum() if step.sum() > 0 else 0.0
-            x0.append(gx[:-1])
-            y0.append(gy[:-1])
-            x1.append(gx[1:])
-            y1.append(gy[1:])
-            edge.append(np.full(step.size, i, dtype=np.int64))
-            at.append(np.r_[0.0, np.cumsum(step)[:-1]] * scale)
-            seg.append(step * scale)
-        self.x0, self.y0, self.x1, self.y1, self.seg_edge, self.seg_at, self.seg_len = (
-            np.concatenate(a) for a in (x0, y0, x1, y1, edge, at, seg))
+        # every edge's segments, in local metres, with where each begins along the edge (all
+        # edges' shapes at once: one array of their points, a segment between two of one edge)
+        counts = np.fromiter((len(g) for g in net.geometry), dtype=np.int64, count=len(e))
+        pts = np.concatenate([np.asarray(g, dtype=np.float64).reshape(-1, 2) for g in net.geometry])
+        gy, gx = self.project(pts[:, 1], pts[:, 0])
+        owner = np.repeat(np.arange(len(e)), counts)
+        seg = np.flatnonzero((owner[:-1] == owner[1:]) & (self.u[owner[:-1]] != self.v[owner[:-1]]))  # no loops
+        edge = owner[seg]
+        step = np.hypot(gy[seg + 1] - gy[seg], gx[seg + 1] - gx[seg])
+        drawn = np.bincount(edge, weights=step, minlength=len(e))
+        scale = np.divide(self.length, drawn, out=np.zeros(len(e)), where=drawn > 0)[edge]
+        before = np.cumsum(step) - step  # the drawn length before each segment, over all edges
+        first = np.r_[True, edge[1:] != edge[:-1]]
+        at = before - np.maximum.accumulate(np.where(first, before, 0.0))  # from its edge's start
+        self.x0, self.y0, self.x1, self.y1 = gx[seg], gy[seg], gx[seg + 1], gy[seg + 1]
+        self.seg_edge, self.seg_at, self.seg_len = edge, at * scale, step * scale
         self.tree = shapely.STRtree(shapely.linestrings(
             np.stack([np.c_[self.x0, self.y0], np.c_[self.x1, self.y1]], axis=1)))
         # the junctions' graph: between two junctions the shortest edge (then the lowest id)
