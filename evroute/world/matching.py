@@ -260,30 +260,32 @@ class HMMMatcher:
         sub = self.graph[local][:, local]
         index = self._index
         index[local] = np.arange(local.size)
-        cands = np.arange(start[w0], start[w1 + 1])
-        sources = np.unique(index[self.v[edge[cands]]])
-        sources = sources[sources >= 0]
-        if sources.size:
-            dmat, pred = dijkstra(sub, indices=sources, limit=reach, return_predecessors=True)
-        else:
-            dmat, pred = np.full((0, local.size), np.inf), np.full((0, local.size), -9999, dtype=np.int32)
-        row = np.full(local.size + 1, -1, dtype=np.int64)  # the last: -1 for a junction not in the window
-        row[sources] = np.arange(sources.size)
-        lattice.windows.append((dmat, pred, row, local, index[self.v[edge[cands]]], index[self.u[edge[cands]]], int(start[w0])))
-        # every transition of the window at once: candidate i of fix k to candidate j of fix k+1
-        total = int(pairs.sum())
-        offset = np.r_[0, np.cumsum(pairs)]
-        k = np.repeat(np.arange(steps.size), pairs)
-        r = np.arange(total) - offset[k]
-        i = start[steps][k] + r // nj[k]
-        j = start[steps + 1][k] + r % nj[k]
-        a, b = edge[i], edge[j]
-        va, ub = index[self.v[a]], index[self.u[b]]
-        src = row[va]
-        ok = (va >= 0) & (src >= 0) & (ub >= 0)
-        via = np.full(total, np.inf)
-        via[ok] = dmat[src[ok], ub[ok]]
-        index[local] = -1
+        try:  # (the junctions' rows are reset whatever happens: the next window starts clean)
+            cands = np.arange(start[w0], start[w1 + 1])
+            sources = np.unique(index[self.v[edge[cands]]])
+            sources = sources[sources >= 0]
+            if sources.size:
+                dmat, pred = dijkstra(sub, indices=sources, limit=reach, return_predecessors=True)
+            else:
+                dmat, pred = np.full((0, local.size), np.inf), np.full((0, local.size), -9999, dtype=np.int32)
+            row = np.full(local.size + 1, -1, dtype=np.int64)  # the last: -1 for a junction not in the window
+            row[sources] = np.arange(sources.size)
+            lattice.windows.append((dmat, pred, row, local, index[self.v[edge[cands]]], index[self.u[edge[cands]]], int(start[w0])))
+            # every transition of the window at once: candidate i of fix k to candidate j of fix k+1
+            total = int(pairs.sum())
+            offset = np.r_[0, np.cumsum(pairs)]
+            k = np.repeat(np.arange(steps.size), pairs)
+            r = np.arange(total) - offset[k]
+            i = start[steps][k] + r // nj[k]
+            j = start[steps + 1][k] + r % nj[k]
+            a, b = edge[i], edge[j]
+            va, ub = index[self.v[a]], index[self.u[b]]
+            src = row[va]
+            ok = (va >= 0) & (src >= 0) & (ub >= 0)
+            via = np.full(total, np.inf)
+            via[ok] = dmat[src[ok], ub[ok]]
+        finally:
+            index[local] = -1
         cost = np.abs((self.length[a] - along[i]) + via + along[j] - ref[steps][k])  # over the junctions
         ds = along[j] - along[i]
         stay = a == b  # on along the road (its projections step back as much as the noise says)
