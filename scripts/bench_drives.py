@@ -21,8 +21,7 @@ import pandas as pd
 
 from evroute.physics.energy import load_vehicle
 from evroute.roads.network import load_network
-from evroute.world.drives import Matcher, degrade, match_trip
-from evroute.world.matching import HMMMatcher
+from evroute.world.drives import MATCHERS, degrade, make_matcher, match_trip
 from evroute.world.sumo import sumo_drives
 
 
@@ -69,8 +68,8 @@ def main() -> None:
     ap.add_argument("--boundary", default="centre", choices=("centre", "sumo"),
                     help="where the import draws a traversal's ends: at the junction's centre (the default), or "
                          "as SUMO's answer key does (steps booked whole, edges ending past the junction)")
-    ap.add_argument("--matcher", default="leuven", choices=("leuven", "hmm"),
-                    help="leuvenmapmatching's (the default) or evroute's own hidden Markov matcher")
+    ap.add_argument("--matcher", default="hmm", choices=tuple(MATCHERS),
+                    help="evroute's own hidden Markov matcher (hmm, the import's default) or leuvenmapmatching's")
     args = ap.parse_args()
     net = load_network(args.network, dem=args.dem)
     veh = load_vehicle(None)
@@ -85,7 +84,7 @@ def main() -> None:
     for rate in [float(x) for x in args.rates.split(",")]:
         for noise in [float(x) for x in args.noise.split(",")]:
             traces = degrade(d.traces, noise, rate, seed=args.seed)
-            matcher = (Matcher if args.matcher == "leuven" else HMMMatcher)(net, max(noise, 5.0))
+            matcher = make_matcher(args.matcher, net, max(noise, 5.0))
             t0 = time.perf_counter()
             rows = []
             for name, g in traces.groupby("trip", sort=True):

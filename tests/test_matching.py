@@ -28,9 +28,9 @@ def _noisy(fixes, sd, seed=0):
     return out
 
 
-def _true_positions(net, route, fixes):
-    """Each fix's distance along ``route`` from its start (the drive is at SPEED from t0)."""
-    return (fixes.time_s.to_numpy() - fixes.time_s.iat[0] + (np.ceil(100.0) - 100.0)) * SPEED
+def _true_positions(fixes):
+    """Each fix's distance along the route from its start (:func:`_drive`: at SPEED from the first fix)."""
+    return (fixes.time_s.to_numpy() - fixes.time_s.iat[0]) * SPEED
 
 
 def _edge_at(route, bounds, s):
@@ -53,7 +53,7 @@ def test_a_clean_drive_gives_its_route_and_its_positions(synthetic):
     inner = got[next(i for i, e in enumerate(got) if e == route[1]) - 1:]
     assert inner[:len(route)] == route
     offset = sum(length[got[:got.index(route[0])]])
-    np.testing.assert_allclose(s - offset, _true_positions(synthetic, route, fixes), atol=1e-6)
+    np.testing.assert_allclose(s - offset, _true_positions(fixes), atol=1e-6)
     assert dist.max() < 1e-6
 
 

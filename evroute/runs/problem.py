@@ -49,7 +49,7 @@ from ..world.drives import fleet_prior_mean, read_drives
 from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
-           "weight_inputs", "fleet_ratio", "check_world", "describe_world", "world_tag"]
+           "weight_inputs", "fleet_ratio", "check_world", "describe_world", "world_candidates", "world_tag"]
 
 
 @dataclass
@@ -160,19 +160,21 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
                    counts)
 
 
+def _world(scenario: Scenario | SimulationConfig) -> Scenario:
+    return scenario.scenario if isinstance(scenario, SimulationConfig) else scenario
+
+
 def check_world(scenario: Scenario | SimulationConfig) -> None:
-    """Check, before any work, what of the world can be checked without its network: the
-    vehicles (a preset or a JSON file) load. A bad one is a one-line :class:`EvrouteError`."""
-    sc = scenario.scenario if isinstance(scenario, SimulationConfig) else scenario
-    load_vehicle(sc.vehicle)
-    if sc.truth_prior is not None:
-        load_vehicle(sc.truth_vehicle())
+    """Check, before any work, what of the world can be checked without its network and the
+    scenario has not checked when made: the run's vehicle (a preset or a JSON file) loads. A bad
+    one is a one-line :class:`EvrouteError`."""
+    load_vehicle(_world(scenario).vehicle)
 
 
 def world_tag(scenario: Scenario | SimulationConfig) -> str:
     """A short name of the world's trip for run names: the network's name (a file's stem) and
     the route (``monaco-A``; ``custom`` for a ``--from``/``--to`` trip)."""
-    sc = scenario.scenario if isinstance(scenario, SimulationConfig) else scenario
+    sc = _world(scenario)
     tag = (sc.route or "A") if sc.from_point is None else "custom"
     return f"{Path(sc.network).stem}-{tag.replace(':', '-')}"
 
@@ -185,14 +187,24 @@ def describe_world(scenario: Scenario | SimulationConfig) -> dict:
     -------
     dict
         ``truth_lengthscale``, ``truth`` (the truth's canonical spec), ``noise_model`` (a per-edge
-        noise model's spec; None for one level), ``truth_prior``, ``static`` (no drift, no
-        closures) and ``candidates`` (the candidate priors as resolved).
+        noise model's spec; None for one level), ``truth_prior`` and ``static`` (no drift, no
+        closures).
     """
-    sc = scenario.scenario if isinstance(scenario, SimulationConfig) else scenario
+    sc = _world(scenario)
     return {"truth_lengthscale": sc.truth_lengthscale, "truth": sc.truth.label,
             "noise_model": sc.noise_std if isinstance(sc.noise_std, str) else None,
-            "truth_prior": sc.truth_prior, "static": sc.static,
-            "candidates": describe_candidates(sc.candidates())}
+            "truth_prior": sc.truth_prior, "static": sc.static}
+
+
+def world_candidates(scenario: Scenario | SimulationConfig) -> list[dict]:
+    """The world's candidate priors as resolved (``config.json``'s record; paper 004).
+
+    Returns
+    -------
+    list of dict
+        One per candidate (:func:`evroute.priors.candidates.describe_candidates`).
+    """
+    return describe_candidates(_world(scenario).candidates())
 
 
 def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem):

@@ -55,6 +55,7 @@ from .problem import (
     make_agent,
     make_environment,
     prepare_problem,
+    world_candidates,
 )
 
 __all__ = ["simulate", "run_bandit", "run_config", "limit_blas", "baseline_routes", "energy_saved"]
@@ -67,7 +68,7 @@ def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
                          "vehicle": problem.vehicle.to_dict(), "backend": cfg.backend,
                          "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
                          "network_source": problem.net.meta.get("source"),
-                         "candidates": describe_world(cfg)["candidates"]}}
+                         "candidates": world_candidates(cfg)}}
 
 def baseline_routes(problem: Problem) -> dict:
     """The routes a driver takes without learning: the fastest (least length / speed limit) and
