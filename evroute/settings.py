@@ -171,6 +171,12 @@ SCALE_SETTINGS = (
            "(traversals.parquet of evroute drives import): each edge the fleet drove starts at the posterior mean "
            "of its traversals at a constant kinetic state, the others at E_det; default E_det everywhere",
            metavar="FILE"),
+    Option("fleet_vehicle", deferred("evroute.physics.energy:check_vehicle"), None, "the vehicle that drove "
+           "--prior-drives (a preset or JSON file): the agents' prior mean is then their own E_det plus what the "
+           "fleet measured beyond its physics (its per-edge posterior minus the fleet vehicle's E_det) times the "
+           "ratio of the two vehicles' E_det, so a vehicle unlike the fleet's keeps its own physics; default the "
+           "fleet's energies themselves (a fleet of this vehicle)", "issue 41: the fleet's residuals transferred",
+           metavar="NAME|FILE"),
     Option("prior_drives_variance", lambda name, v: choice(name, v, ("prior", "fleet")), "prior",
            "the agents' prior variance with --prior-drives: prior (sigma_0^2 on every edge) or fleet (the fleet's "
            "posterior variance per edge, sigma_0^2 s^2 / (n sigma_0^2 + s^2) after n traversals of noise s^2, the "

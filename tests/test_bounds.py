@@ -456,7 +456,7 @@ def test_bound_and_pe_agents_route_with_the_turns_costs(small_net):
     from evroute.priors.prior import NetworkPrior
     from evroute.roads.oracle import Oracle
     from evroute.testing import MockModel
-    from evroute.world.sumo import kinetic_potential_wh, speed_change_wh
+    from evroute.world.junctions import kinetic_potential_wh, speed_change_wh
 
     net, oracle = small_net, Oracle.from_network(small_net)
     f = edge_energies(net)

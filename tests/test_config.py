@@ -306,7 +306,7 @@ def test_the_problem_reads_the_world_and_the_prior_its_spec(synthetic, extra):
     derived = {"truth_vehicle"}  # a method of the scenario reading vehicle and truth_prior
     unread = set(fields_of(Scenario)) - (rec.read - derived)
     assert unread <= {"osm", "dem", "from_point", "to_point", "drift", "closures", "priors", "vehicle",
-                      "truth_prior"}, unread
+                      "truth_prior", "fleet_vehicle"}, unread  # (the fleet's vehicle: read with its drives)
     rec = _Recorder(cfg.agent.prior)
     prior = agent_prior(rec, problem)
     assert rec.read >= {"kernel", "lengthscale", "vehicle_scale"}

@@ -1,6 +1,6 @@
 """Energy conserved: the checks of a truth (evroute.world.conservation), the weight rule that keeps
 regeneration (evroute.bandit.policies.route_weights, turn_potential) against the exact optimum, and
-the kinetic bookkeeping of a truth of edges plus turns (evroute.world.sumo.atlas_turns,
+the kinetic bookkeeping of a truth of edges plus turns (evroute.world.junctions.measured_turns,
 drive_predictions) on hand-built traversals."""
 
 from __future__ import annotations
@@ -17,13 +17,8 @@ from evroute.roads.network import load_network
 from evroute.roads.optimum import exact_optimum, is_vertex_simple
 from evroute.roads.oracle import Oracle
 from evroute.world.conservation import route_energy, trip_checks, truth_checks
-from evroute.world.sumo import (
-    ATLAS_COLUMNS,
-    atlas_turns,
-    drive_predictions,
-    kinetic_potential_wh,
-    speed_change_wh,
-)
+from evroute.world.junctions import kinetic_potential_wh, measured_turns, speed_change_wh
+from evroute.world.sumo import ATLAS_COLUMNS, drive_predictions
 
 
 @pytest.fixture(scope="module")
@@ -159,14 +154,14 @@ def _row(vehicle, edge, nxt, kin_in, kin_out, edge_wh=10.0, v_top=10.0, enter=0.
 
 
 def _line():
-    """Edges a=0 → b=1 → c=2 and a side road 3 into b: what atlas_turns reads of a network."""
+    """Edges a=0 → b=1 → c=2 and a side road 3 into b: what measured_turns reads of a network."""
     from types import SimpleNamespace
 
     return SimpleNamespace(n_edges=4, conn_src=np.array([0, 1, 3]), conn_dst=np.array([1, 2, 1]),
                            edges=pd.DataFrame({"speed_mps": np.full(4, 13.89)}))
 
 
-def test_atlas_turns_average_the_cars_that_turned_and_fall_back_on_a_speed_change():
+def test_measured_turns_average_the_cars_that_turned_and_fall_back_on_a_speed_change():
     net = _line()
     a, b, c, side = 0, 1, 2, 3
     rows = []
@@ -175,7 +170,7 @@ def test_atlas_turns_average_the_cars_that_turned_and_fall_back_on_a_speed_chang
                  _row(f"car{k}", c, -1, 0.0, 0.0, v_top=8.0)]
     rows += [_row(f"side{k}", side, -1, 0.0, 0.0, v_top=4.0) for k in range(3)]
     table = pd.DataFrame(rows)[list(ATLAS_COLUMNS)]
-    turns = atlas_turns(table, net, Vehicle(), min_traversals=3)
+    turns = measured_turns(table, net, Vehicle(), min_traversals=3)
     arc = {(int(s), int(d)): i for i, (s, d) in enumerate(zip(turns.conn_src, turns.conn_dst, strict=True))}
     assert turns.costs[arc[(a, b)]] == pytest.approx(np.mean([-3 + 5, -1 + 7, -2 + 6]))
     assert turns.costs[arc[(b, c)]] == pytest.approx(-0.5)

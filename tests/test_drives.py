@@ -413,30 +413,57 @@ def test_sumo_drives_command_writes_csv_gpx_and_the_answer_key(tmp_path):
     assert p.returncode == 2 and "traces.gpx exists and was not written by evroute" in p.stderr
 
 
+def _traversals(edges, edge_wh, *, trip="t", kin_in=0.0, kin_out=0.0, chained=False) -> pd.DataFrame:
+    """Rows of :data:`evroute.world.drives.TRAVERSAL_COLUMNS` for traversals of ``edges``; with
+    ``chained`` one car drove them in that order (each row's next edge the following row's)."""
+    edges = np.asarray(edges, dtype=np.int64)
+    nxt = np.r_[edges[1:], -1] if chained else np.full(edges.size, -1)
+    return pd.DataFrame({"trip": trip, "vehicle": trip, "edge": edges, "next_edge": nxt, "enter_s": 0.0,
+                         "seconds": 1.0, "energy_wh": np.asarray(edge_wh) + kin_in + kin_out, "edge_wh": edge_wh,
+                         "kin_in_wh": kin_in, "kin_out_wh": kin_out, "v_in": 10.0, "v_top": 10.0, "v_out": 10.0,
+                         "match_dist_m": 1.0})
+
+
+def _least_energy_walk(net, weights, turn_costs, start, end):
+    """The least Σ weights + Σ turn costs walk by networkx's Bellman–Ford on the line graph."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for i, (a, b) in enumerate(zip(net.conn_src, net.conn_dst, strict=True)):
+        g.add_edge(int(a), int(b), w=float(turn_costs[i] + weights[b]))
+    path = nx.bellman_ford_path(g, start, end, weight="w")
+    return path, float(weights[start]) + nx.path_weight(g, path, "w")
+
+
 def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     """Drives that found the E_det-optimal route's edges 300 Wh dearer: the route under the drives
-    avoids them, and it is the least Σ max(posterior mean, floor) route (Bellman–Ford on those
-    energies, a different algorithm, agrees); the GeoJSON carries each edge's posterior."""
+    avoids them, and it is the least Σ max(posterior mean, floor) + Σ turn costs route (networkx's
+    Bellman–Ford on those energies agrees); the GeoJSON carries each edge's posterior."""
     from evroute.physics.energy import energy_floor_wh
     from evroute.physics.routes import edge_energies, reference_routes, resolve_route
     from evroute.reports.report import routes_geojson
     from evroute.world.drives import drives_route, fleet_prior_mean
+    from evroute.world.junctions import measured_turns
 
     spec = resolve_route(synthetic, "A", None, to_point=None)
     energy = reference_routes(synthetic, spec)[0]["edges"]
     e_det = edge_energies(synthetic, Vehicle())
     inner = energy[1:-1]
-    table = pd.DataFrame({"trip": "t", "edge": np.repeat(inner, 10),
-                          "edge_wh": np.repeat(e_det[inner] + 300.0, 10) + np.tile(np.linspace(-1, 1, 10), len(inner)),
-                          "energy_wh": 0.0})
+    table = _traversals(np.repeat(inner, 10), np.repeat(e_det[inner] + 300.0, 10)
+                        + np.tile(np.linspace(-1, 1, 10), len(inner)))
     r = drives_route(synthetic, spec, table)
     assert r["edges"] != energy and r["edges_driven_share"] < 1.0
     s0 = 0.25 * float(np.std(e_det))
     mean, _, _ = fleet_prior_mean(e_det, table, s0 * s0)
     floor, _ = energy_floor_wh(synthetic.edges.length_m.to_numpy(), synthetic.edges.grade.to_numpy())
-    ref = Oracle.from_network(synthetic).bellman_ford_path(np.maximum(mean, floor), spec.start, spec.end)
-    assert float(np.maximum(mean, floor)[r["edges"]].sum()) == pytest.approx(ref.cost, rel=1e-9)
-    assert r["energy_wh"] == pytest.approx(float(mean[r["edges"]].sum()))
+    turns = measured_turns(table, synthetic, Vehicle(), min_traversals=10)
+    ref, cost = _least_energy_walk(synthetic, np.maximum(mean, floor), turns.costs, spec.start, spec.end)
+    oracle = Oracle.from_network(synthetic)
+    got = float(np.maximum(mean, floor)[r["edges"]].sum() + turns.costs[oracle.turn_index(r["edges"])].sum())
+    assert got == pytest.approx(cost, rel=1e-9)
+    assert r["edges_wh"] == pytest.approx(float(mean[r["edges"]].sum()))
+    assert r["junctions_wh"] == pytest.approx(float(sum(r["turn_wh"])))
+    assert r["energy_wh"] == pytest.approx(r["edges_wh"] + r["junctions_wh"]) and len(r["turn_wh"]) == r["n_edges"] - 1
     props = [f["properties"] for f in routes_geojson(synthetic, [r], "A")["features"]]
     assert len(props[0]["edge_mean_wh"]) == r["n_edges"] == len(props[0]["edge_sd_wh"])
 
@@ -446,6 +473,33 @@ def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     p = subprocess.run([sys.executable, "-m", "evroute", "route", "synthetic", "--drives", "/nonexistent.parquet"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip() == "error: no such drives table: /nonexistent.parquet"
+
+
+def test_a_junction_that_ten_cars_paid_for_is_avoided_and_one_of_nine_is_not(synthetic):
+    """A turn of the route under the drives where each car paid 400 Wh (braking in, accelerating
+    out): with ten cars it is trusted and the route turns elsewhere, its junctions costing what the
+    cars measured; with nine (or ten where eleven are asked for) the turn keeps its speed-change
+    estimate and the route is unchanged."""
+    from evroute.physics.routes import edge_energies, resolve_route
+    from evroute.world.drives import drives_route
+
+    spec = resolve_route(synthetic, "A", None, to_point=None)
+    e_det = edge_energies(synthetic, Vehicle())
+    base = drives_route(synthetic, spec, _traversals([], []))["edges"]
+    k = len(base) // 2
+    a, b = base[k], base[k + 1]
+
+    def cars(n):
+        return pd.concat([_traversals([a, b], e_det[[a, b]], trip=f"c{i}", kin_in=np.array([0.0, 200.0]),
+                                      kin_out=np.array([200.0, 0.0]), chained=True) for i in range(n)],
+                         ignore_index=True)
+
+    nine, ten = drives_route(synthetic, spec, cars(9)), drives_route(synthetic, spec, cars(10))
+    assert nine["edges"] == base
+    path = ten["edges"]
+    assert not any(x == a and y == b for x, y in zip(path[:-1], path[1:], strict=True))
+    assert ten["junctions_wh"] < 400.0
+    assert drives_route(synthetic, spec, cars(10), min_traversals=11)["edges"] == base
 
 
 def test_the_import_is_the_same_whatever_the_hash_seed(synthetic, tmp_path):
@@ -655,3 +709,46 @@ def test_the_vehicle_scale_on_a_fleet_prior_puts_the_whole_mean_in_the_fleets_un
     np.testing.assert_array_equal(agent_prior(cfg, problem).mean[~driven], e_det[~driven])
     tight = agent_prior(cfg.replace(prior_drives_variance="fleet"), problem).diag()  # no spread: tight, not 0
     assert np.all(tight[driven] > 0) and np.all(tight[driven] < 1e-4 * tight[~driven].min())
+
+
+def test_a_fleet_of_another_vehicle_lends_its_residuals_not_its_energies(synthetic, tmp_path):
+    """--fleet-vehicle: the prior mean is the run's E_det plus the fleet's posterior less the fleet
+    vehicle's E_det, times the physics' ratio of the two (least squares through the origin over
+    the driven edges, against numpy's lstsq); E_det exactly where the fleet never drove; a fleet
+    named as the run's own vehicle gives the plain fleet prior; with --vehicle-scale the scale
+    moves the residuals only; without --prior-drives it is refused."""
+    from evroute.io import atomic_write_parquet
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import agent_prior, prepare_problem
+    from evroute.world.drives import fleet_prior_mean
+
+    route = _route(synthetic)
+    e_car = edge_energies(synthetic, load_vehicle("compact-ev"))
+    rng = np.random.default_rng(2)
+    y = np.repeat(e_car[route[:5]] + rng.normal(0.0, 20.0, 5), 4) + np.tile([-1.0, 1.0, 0.5, -0.5], 5)
+    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:5], 4), "next_edge": -1,
+                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
+    atomic_write_parquet(tmp_path / "fleet.parquet", table)
+    cfg = SimulationConfig(network="synthetic", horizon=2, vehicle="delivery-van",
+                           prior_drives=str(tmp_path / "fleet.parquet"))
+    plain = prepare_problem(cfg)
+    problem = prepare_problem(cfg.replace(fleet_vehicle="compact-ev"))
+    e_van = edge_energies(synthetic, load_vehicle("delivery-van"))
+    driven = np.zeros(synthetic.n_edges, bool)
+    driven[route[:5]] = True
+    fleet, _, _ = fleet_prior_mean(e_car, table, plain.prior_var)
+    rho = np.linalg.lstsq(e_car[driven, None], e_van[driven], rcond=None)[0][0]
+    np.testing.assert_allclose(problem.prior_mean, e_van + rho * (fleet - e_car), rtol=1e-12, atol=1e-9)
+    np.testing.assert_array_equal(problem.prior_mean[~driven], e_van[~driven])
+    np.testing.assert_allclose(problem.fleet_residual, problem.prior_mean - e_van, atol=1e-9)
+    assert np.abs(problem.prior_mean - plain.prior_mean)[driven].mean() > 10.0  # not the fleet's energies
+    same = prepare_problem(cfg.replace(fleet_vehicle="delivery-van"))
+    np.testing.assert_allclose(same.prior_mean, plain.prior_mean, rtol=1e-12)
+    scaled = agent_prior(cfg.replace(fleet_vehicle="compact-ev", vehicle_scale=0.5), problem)
+    np.testing.assert_array_equal(scaled.mean, problem.prior_mean)
+    base = agent_prior(cfg.replace(fleet_vehicle="compact-ev"), problem)
+    np.testing.assert_allclose(scaled.diag() - base.diag(), 0.25 * problem.fleet_residual ** 2, rtol=1e-9, atol=1e-9)
+    with pytest.raises(EvrouteError, match="--prior-drives"):
+        SimulationConfig(network="synthetic", fleet_vehicle="compact-ev")

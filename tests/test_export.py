@@ -170,7 +170,7 @@ def turned_truth():
     """A plug-in truth of edges plus turns: E_det on the edges, and each turn the energy one car
     pays changing speed between the two roads' limits (a cost speeding up, energy back braking)."""
     from evroute.bandit.environments import TRUTHS, Turns, register_truth
-    from evroute.world.sumo import kinetic_potential_wh, speed_change_wh
+    from evroute.world.junctions import kinetic_potential_wh, speed_change_wh
 
     def factory(setup):
         net = setup.net

@@ -375,6 +375,46 @@ def test_the_vehicle_scale_is_a_rank_one_term_and_is_learnt_as_a_regression():
     assert bi.mean_std()[0][never] == m[never]
 
 
+def test_the_vehicle_scale_along_a_direction_is_a_rank_one_term_and_learnt_from_the_joint_gaussian():
+    """f = m + (a − 1) d + g: K + s² d dᵀ in every view, draws move along d, and a's posterior
+    is the conditional of the joint Gaussian of (a, the observed edges' means) written densely."""
+    from evroute.priors.prior import DensePrior, VehicleScalePrior
+
+    rng = np.random.default_rng(3)
+    E = 30
+    m = rng.uniform(20.0, 200.0, E)
+    d = np.where(rng.random(E) < 0.5, rng.normal(0.0, 30.0, E), 0.0)  # a fleet's residuals: some edges
+    A = rng.standard_normal((E, E))
+    K = A @ A.T / E * 4.0
+    base, s = DensePrior(m, K), 0.4
+    p = VehicleScalePrior(base, s, d)
+    dense = K + s * s * np.outer(d, d)
+    np.testing.assert_allclose(p.dense(), dense, rtol=1e-13)
+    np.testing.assert_allclose(p.rows([2, 9]), dense[[2, 9]], rtol=1e-13)
+    np.testing.assert_allclose(p.diag(), np.diag(dense), rtol=1e-13)
+    assert p.mean is base.mean
+    g = base.sample(np.random.default_rng(5))
+    z = np.random.default_rng(5)
+    z.standard_normal(E)  # (the base's draw first, then a's)
+    assert np.allclose(p.sample(np.random.default_rng(5)), g + s * z.standard_normal() * d)
+
+    seen = np.array([0, 3, 4, 8, 15])
+    counts = np.zeros(E)
+    counts[seen] = [1, 2, 3, 1, 4]
+    ybar = m[seen] + 1.3 * d[seen] + rng.normal(0.0, 2.0, seen.size)
+    sums = np.zeros(E)
+    sums[seen] = ybar * counts[seen]
+    nv = 9.0
+    C = dense[np.ix_(seen, seen)] + np.diag(nv / counts[seen])  # Cov(ȳ_O)
+    c = s * s * d[seen]  # Cov(a, ȳ_O)
+    ref_mean = 1.0 + c @ np.linalg.solve(C, ybar - m[seen])
+    ref_sd = np.sqrt(s * s - c @ np.linalg.solve(C, c))
+    got_mean, got_sd = p.scale_posterior(counts, sums, nv)
+    assert got_mean == pytest.approx(ref_mean, rel=1e-10) and got_sd == pytest.approx(ref_sd, rel=1e-8)
+    with pytest.raises(EvrouteError, match="direction"):
+        VehicleScalePrior(base, s, d[:-1])
+
+
 def test_the_vehicle_scale_in_a_run(tmp_path, capsys):
     """A run whose truth is the paper's EV's while the agents take a van's E_det learns the
     ratio of the two (E_det(EV) / E_det(van), least squares over the edges); a sparse prior and

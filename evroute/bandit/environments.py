@@ -121,7 +121,7 @@ class Turns:
 
     def violations(self, tol: float = 1e-9) -> tuple[int, float]:
         """The turns whose reduced cost is below −``tol``, and the sum of those (Wh, ≤ 0): means
-        over different cars going below what any one car can (:func:`evroute.world.sumo.atlas_turns`)."""
+        over different cars going below what any one car can (:func:`evroute.world.junctions.measured_turns`)."""
         r = self.costs - (self.potential[self.conn_dst] - self.potential[self.conn_src])
         bad = r < -tol
         return int(bad.sum()), float(r[bad].sum())

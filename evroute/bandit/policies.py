@@ -331,7 +331,7 @@ def turn_potential(floor, turns, lift_to=None) -> TurnPotential:
     turns' costs.
 
     It exists unless the floors and the turns' costs make a cycle of negative energy (means over
-    different cars can: :func:`evroute.world.sumo.atlas_turns`). Then those cycles are broken for the
+    different cars can: :func:`evroute.world.junctions.measured_turns`). Then those cycles are broken for the
     weights only (:func:`evroute.roads.walks.break_negative_cycles`): the floors of the cycle's edges
     are lifted toward ``lift_to`` first (the agents' prior mean: where the truth lies above it
     the weights stay exact), then the turns below their kinetic bound are raised, with a warning;

@@ -39,7 +39,8 @@ def route_cmd(
         "--geojson", help="Write the routes as GeoJSON to this file (- for standard output).")] = None,
     drives: Annotated[Path | None, typer.Option(
         "--drives", help="Also the least-energy route under what these drives measured (traversals.parquet of "
-        "evroute drives import): each edge's posterior mean and sd, E_det where nobody drove.")] = None,
+        "evroute drives import): each edge's posterior mean and sd, E_det where nobody drove, and each "
+        "junction's cost where three cars or more turned there.")] = None,
     overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
@@ -82,8 +83,9 @@ def route_cmd(
         print(f"{r['kind']:<10}{r['energy_wh']:>12.1f}{r['length_m']:>12.0f}{r['time_s']:>10.0f}{r['n_edges']:>8}")
     if drives is not None:
         d = routes[-1]
-        print(f"drives: {d['energy_wh']:.1f} ± {d['energy_sd_wh']:.1f} Wh under the drives' posterior (energy and "
-              f"the other routes: E_det); the fleet drove {100 * d['edges_driven_share']:.0f} % of its length")
+        print(f"drives: {d['energy_wh']:.1f} ± {d['energy_sd_wh']:.1f} Wh under the drives' posterior, "
+              f"{d['edges_wh']:.1f} on the edges and {d['junctions_wh']:.1f} at the junctions (the other routes: "
+              f"E_det, no junctions); the fleet drove {100 * d['edges_driven_share']:.0f} % of its length")
     if geojson is not None:
         print(f"wrote {geojson}")
 

@@ -483,14 +483,25 @@ class EdgeScaledPrior(Prior):
 
 
 class VehicleScalePrior(Prior):
-    """A prior whose vehicle is not known exactly: f = a · m + g with g from the base prior
-    (mean 0 about m) and a scale a ~ N(1, s²) shared by every edge, marginalised: mean m,
-    covariance K + s² m mᵀ (a rank-one term). A car unlike the one the prior mean describes (a van
-    on a fleet of cars' means) learns a from any edge it drives, and every edge moves with it
-    (issue "Drives in": this car = a × the fleet). Served on priors held densely or by rows; a
-    sparse-precision prior is refused (its precision would no longer be sparse)."""
+    """A prior whose vehicle is not known exactly: f = m + (a − 1) d + g with g from the base
+    prior (mean 0 about m) and a scale a ~ N(1, s²) shared by every edge, marginalised: mean m,
+    covariance K + s² d dᵀ (a rank-one term). With d = m (the default), f = a · m + g: a car unlike
+    the one the prior mean describes (a van on a fleet of cars' means) learns a from any edge it
+    drives, and every edge moves with it (issue "Drives in": this car = a × the fleet). With d the
+    part of m a fleet measured beyond this vehicle's physics (``--fleet-vehicle``), a scales that
+    part only. Served on priors held densely or by rows; a sparse-precision prior is refused (its
+    precision would no longer be sparse).
 
-    def __init__(self, base: Prior, scale_sd: float):
+    Parameters
+    ----------
+    base : Prior
+    scale_sd : float
+        s.
+    direction : array (E,), optional
+        d (Wh); default the base's mean.
+    """
+
+    def __init__(self, base: Prior, scale_sd: float, direction=None):
         if base.representation != "dense":
             raise EvrouteError("--vehicle-scale is served on priors held densely or by rows (networks below "
                                f"{GMRF_FROM_EDGES:,} edges); this prior is a sparse precision")
@@ -498,37 +509,40 @@ class VehicleScalePrior(Prior):
         self.scale_sd = positive_float("vehicle scale sd", scale_sd)
         self.mean = base.mean
         self._m = np.asarray(base.mean, dtype=np.float64)
+        self._d = self._m if direction is None else np.asarray(direction, dtype=np.float64)
+        if self._d.shape != self._m.shape:
+            raise EvrouteError(f"the vehicle scale's direction has {self._d.size} values for {self._m.size} edges")
         self._dense = None
 
     def diag(self) -> np.ndarray:
-        return _readonly(np.asarray(self._base.diag(), dtype=np.float64) + self.scale_sd ** 2 * self._m ** 2)
+        return _readonly(np.asarray(self._base.diag(), dtype=np.float64) + self.scale_sd ** 2 * self._d ** 2)
 
     def rows(self, idx) -> np.ndarray:
         idx = _as_index(idx, self.n_edges)
-        return np.asarray(self._base.rows(idx), dtype=np.float64) + self.scale_sd ** 2 * np.outer(self._m[idx], self._m)
+        return np.asarray(self._base.rows(idx), dtype=np.float64) + self.scale_sd ** 2 * np.outer(self._d[idx], self._d)
 
     def dense(self) -> np.ndarray:
         if self._dense is None:
             self._check_dense()
             self._dense = _readonly(np.asarray(self._base.dense(), dtype=np.float64)
-                                    + self.scale_sd ** 2 * np.outer(self._m, self._m))
+                                    + self.scale_sd ** 2 * np.outer(self._d, self._d))
         return self._dense
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         g = np.asarray(self._base.sample(rng), dtype=np.float64)  # (the base's draw first, then a's)
-        return g + self.scale_sd * rng.standard_normal() * self._m
+        return g + self.scale_sd * rng.standard_normal() * self._d
 
     def independent_variance(self):
-        return np.asarray(self._base.independent_variance(), dtype=np.float64) + self.scale_sd ** 2 * self._m ** 2
+        return np.asarray(self._base.independent_variance(), dtype=np.float64) + self.scale_sd ** 2 * self._d ** 2
 
     def diag_error_bound(self) -> float:
         return self._base.diag_error_bound()
 
     def scale_posterior(self, counts, sums, noise_var: float) -> tuple[float, float]:
         """The posterior mean and sd of a given per-edge observation counts and sums (noise
-        ``noise_var`` per observation: one ς², or ς_e² per edge): Cov(a, f) = s² m, so with O the observed edges and
-        A = K′_OO + diag(ς²/n_O), E[a | y] = 1 + s² m_Oᵀ A⁻¹ (ȳ_O − m_O) and
-        Var[a | y] = s² − s⁴ m_Oᵀ A⁻¹ m_O (one |O|×|O| Cholesky)."""
+        ``noise_var`` per observation: one ς², or ς_e² per edge): Cov(a, f) = s² d, so with O the observed edges and
+        A = K′_OO + diag(ς²/n_O), E[a | y] = 1 + s² d_Oᵀ A⁻¹ (ȳ_O − m_O) and
+        Var[a | y] = s² − s⁴ d_Oᵀ A⁻¹ d_O (one |O|×|O| Cholesky)."""
         counts = np.asarray(counts, dtype=np.float64)
         seen = np.flatnonzero(counts)
         s2 = self.scale_sd ** 2
@@ -537,9 +551,9 @@ class VehicleScalePrior(Prior):
         nv = np.asarray(noise_var, dtype=np.float64)
         A = np.array(self.block(seen)) + np.diag((nv if nv.ndim == 0 else nv[seen]) / counts[seen])
         L = jittered_cholesky(A, what="the observed edges' covariance")
-        m = self._m[seen]
-        u = sla.cho_solve((L, True), np.column_stack([np.asarray(sums, dtype=np.float64)[seen] / counts[seen] - m, m]))
-        return float(1.0 + s2 * m @ u[:, 0]), float(np.sqrt(max(s2 - s2 * s2 * m @ u[:, 1], 0.0)))
+        m, d = self._m[seen], self._d[seen]
+        u = sla.cho_solve((L, True), np.column_stack([np.asarray(sums, dtype=np.float64)[seen] / counts[seen] - m, d]))
+        return float(1.0 + s2 * d @ u[:, 0]), float(np.sqrt(max(s2 - s2 * s2 * d @ u[:, 1], 0.0)))
 
 
 class DensePrior(Prior):

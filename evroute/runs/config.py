@@ -112,6 +112,7 @@ class Scenario(_Part):
     #: a number of Wh, or a per-edge model's spec ``edge[a=…,b_per_km=…,tls=…]`` (:mod:`evroute.priors.noise`)
     noise_std: float | str | None = _setting("noise_std")
     prior_drives: str | None = _setting("prior_drives")
+    fleet_vehicle: str | None = _setting("fleet_vehicle")
 
     def __post_init__(self) -> None:
         self._convert()
@@ -119,6 +120,8 @@ class Scenario(_Part):
             raise EvrouteError("give both --from and --to (or a --route)")
         if self.from_point is not None and self.route is not None:
             raise EvrouteError("give either --route or --from/--to, not both")
+        if self.fleet_vehicle is not None and self.prior_drives is None:
+            raise EvrouteError("--fleet-vehicle names the vehicle of a fleet's drives: give them with --prior-drives")
         TRUTHS.get(self.truth.name).check_installed()  # an extra not installed: one line now
         if self.truth_prior is not None:
             load_vehicle(self.truth_vehicle())

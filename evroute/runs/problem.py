@@ -85,6 +85,9 @@ class Problem:
     fleet_scale: np.ndarray | None = None
     #: the fleet's traversals per edge (``--prior-drives``); None without drives
     fleet_counts: np.ndarray | None = None
+    #: what the fleet measured beyond its own vehicle's physics, in this vehicle's units
+    #: (``--fleet-vehicle``: ``prior_mean`` − E_det); None: ``prior_mean`` is the fleet's energies
+    fleet_residual: np.ndarray | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -150,14 +153,22 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
                                             math.sqrt(noise_var) if edge_sd is None else edge_sd, seed,
                                             sc.truth_lengthscale, truth_vehicle, route, sc.network, sc.osm,
                                             sc.dem))
-    prior_mean, fleet_scale, counts = e_det, None, None
+    prior_mean, fleet_scale, counts, residual = e_det, None, None, None
     if sc.prior_drives is not None:  # the fleet's drives: its per-edge posterior (the conjugate update)
-        prior_mean, counts, fleet_var = fleet_prior_mean(e_det, read_drives(sc.prior_drives, net.n_edges), prior_var)
+        table = read_drives(sc.prior_drives, net.n_edges)
+        if sc.fleet_vehicle is None:  # a fleet of this vehicle: its energies
+            prior_mean, counts, fleet_var = fleet_prior_mean(e_det, table, prior_var)
+        else:  # another vehicle's: what it measured beyond its physics, scaled by the physics' ratio
+            e_fleet = edge_energies(net, load_vehicle(sc.fleet_vehicle))
+            fleet_mean, counts, fleet_var = fleet_prior_mean(e_fleet, table, prior_var)
+            driven = counts > 0
+            residual = fleet_ratio(e_fleet[driven], e_det[driven]) * (fleet_mean - e_fleet)
+            prior_mean = e_det + residual
         fleet_var = max(fleet_var, 1e-6 * prior_var)  # (traversals that never differ: not certainty)
         fleet_scale = np.sqrt(fleet_var / (counts * prior_var + fleet_var))
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
-                   counts)
+                   counts, residual)
 
 
 def _world(scenario: Scenario | SimulationConfig) -> Scenario:
@@ -210,7 +221,8 @@ def world_candidates(scenario: Scenario | SimulationConfig) -> list[dict]:
 def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem):
     """The agent's prior: E_det and σ₀² of the problem, the kernel ``spec`` names (built lazily);
     with ``--prior-drives`` and ``--vehicle-scale`` the mean in the fleet's units everywhere
-    (:func:`fleet_ratio` × E_det where the fleet never drove); with ``--prior-drives-variance
+    (:func:`fleet_ratio` × E_det where the fleet never drove), or with ``--fleet-vehicle`` as it is,
+    the scale moving only the fleet's residuals (:attr:`Problem.fleet_residual`); with ``--prior-drives-variance
     fleet`` each edge's variance the fleet's posterior one
     (:class:`evroute.priors.prior.EdgeScaledPrior`); with ``--vehicle-scale`` the vehicle's unknown scale on
     top (:class:`evroute.priors.prior.VehicleScalePrior`).
@@ -228,8 +240,10 @@ def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem
         spec = spec.agent
     if isinstance(spec, AgentSpec):
         spec = spec.prior
-    mean = problem.prior_mean
-    if spec.vehicle_scale > 0 and problem.fleet_counts is not None:
+    mean, direction = problem.prior_mean, None
+    if spec.vehicle_scale > 0 and problem.fleet_residual is not None:
+        direction = problem.fleet_residual  # this vehicle's physics its own, the fleet's residuals scaled
+    elif spec.vehicle_scale > 0 and problem.fleet_counts is not None:
         # "this vehicle = a × the fleet" needs the whole mean in the fleet's units: where the fleet
         # never drove, E_det times the fleet's ratio to it (least squares over the edges it drove)
         driven = problem.fleet_counts > 0
@@ -242,7 +256,7 @@ def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem
             raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: "
                                "give them with --prior-drives")
         prior = EdgeScaledPrior(prior, 1.0 / problem.fleet_scale, mean)  # variance σ₀² × fleet_scale²
-    return VehicleScalePrior(prior, spec.vehicle_scale) if spec.vehicle_scale > 0 else prior
+    return VehicleScalePrior(prior, spec.vehicle_scale, direction) if spec.vehicle_scale > 0 else prior
 
 
 def fleet_ratio(e_det, fleet_mean) -> float:

@@ -65,7 +65,7 @@ def conserve_energy(net, values, turns: Turns, *, covered=None, vehicle: Vehicle
 
     Measured means can make a cycle of negative energy although no single car could drive one:
     a turn's mean over the few cars that took it beside the typical speeds of the roads it joins
-    (:func:`evroute.world.sumo.atlas_turns`), an edge's mean below its physical floor. Each such cycle
+    (:func:`evroute.world.junctions.measured_turns`), an edge's mean below its physical floor. Each such cycle
     is broken by :func:`evroute.roads.walks.break_negative_cycles`, which raises first the turns on
     it that lie below their kinetic bound (ψ_next − ψ_prev) and the measured edges below their
     floor (:func:`evroute.physics.energy.energy_floor_wh`), in proportion to how far below they are.

@@ -65,9 +65,10 @@ from ..roads.synthetic import synthetic_graph
 from ..settings import SUMO_TRUTH_OPTIONS
 from ..specs import declared
 from .drives import degrade
+from .junctions import measured_turns
 
-__all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "AtlasTruth", "sumo_truth", "build_atlas", "atlas_turns",
-           "kinetic_wh", "kinetic_potential_wh", "speed_change_wh", "atlas_conservation", "drive_predictions",
+__all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "AtlasTruth", "sumo_truth", "build_atlas",
+           "kinetic_wh", "atlas_conservation", "drive_predictions",
            "ROTATING_MASS_KG", "edet_agreement", "fit_hyperparameters", "osm_with_elevations", "sumo_home", "vtype_xml",
            "map_edges", "traversals", "ATLAS_COLUMNS", "SumoDrives", "sumo_drives",
            "TRACE_COLUMNS"]
@@ -770,66 +771,6 @@ class AtlasTruth(Truth):
         return np.where(n > 0, drawn + self._shift[path], expected[path] + noise_at(self.noise_std, path) * noise)
 
 
-def kinetic_potential_wh(v_top: np.ndarray, vehicle: Vehicle | None = None) -> np.ndarray:
-    """η⁻ ½ (m + m_rot) v² per edge (Wh) at its typical top speed v: the energy a car recovers
-    braking from it to a stop, at best. Between two edges' potentials a junction's cost telescopes: braking
-    from v₁ to v_j recovers at most η⁻ of the drop, accelerating to v₂ costs at least the rise, so
-    cost(1 → 2) ≥ ψ₂ − ψ₁ wherever 1/η⁺ ≥ η⁻."""
-    vehicle = vehicle or Vehicle()
-    return vehicle.eta_minus * 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * np.asarray(v_top, dtype=np.float64) ** 2 / 3600.0
-
-
-def atlas_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, min_traversals: int = 3) -> Turns:
-    """The junctions' costs of an atlas (:data:`ATLAS_COLUMNS`).
-
-    The kinetic potential ψ of an edge is η⁻ ½ (m + m_rot) E[v_top²] over its traversals (its
-    speed limit's where it has fewer than ``min_traversals``): :func:`kinetic_potential_wh`. A
-    legal turn e → e′ costs the mean over the cars that took it of ``kin_out`` on e plus
-    ``kin_in`` on e′ (braking into the junction, accelerating out of it); with fewer than
-    ``min_traversals`` such cars, a car that goes from e's typical speed to e′'s without stopping
-    (:func:`speed_change_wh` of the two edges' root mean square top speeds): the cost of a turn
-    depends on the speed it is entered with, which the edges' marginal means of ``kin_in`` (cars
-    from other edges) do not know (they made cycles of turns that create energy).
-
-    Measured costs are kept as measured: a mean over some cars may fall below ψ(e′) − ψ(e), over
-    which no single car can go (it cannot recover more than η⁻ of its kinetic energy, nor pay
-    less than its rise), because the cars that take a turn are not those that set the edges'
-    ψ; :meth:`Turns.violations` counts them (raising them to the bound made the truth
-    predict SUMO's drives worse: median error 9.1 % → 11.3 %, bias +2.7 % → +8.5 %, on the
-    synthetic city's test atlas), and :func:`evroute.world.conservation.truth_checks` checks that
-    no cycle of edges and turns creates energy all the same.
-    """
-    vehicle = vehicle or Vehicle()
-    n = net.n_edges
-    src, dst = np.asarray(net.conn_src, np.int64), np.asarray(net.conn_dst, np.int64)
-    arc_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src.tolist(), dst.tolist(), strict=True))}
-    t = table.reset_index(drop=True)
-    e, nxt, car = t.edge.to_numpy(), t.next_edge.to_numpy(), t.vehicle.to_numpy()
-    k = np.flatnonzero(nxt[:-1] >= 0) if len(t) > 1 else np.zeros(0, np.int64)
-    k = k[(nxt[k] == e[k + 1]) & (car[k] == car[k + 1])]  # rows are per car, in time order
-    arcs = np.array([arc_of.get((int(a), int(b)), -1) for a, b in zip(e[k], e[k + 1], strict=True)], dtype=np.int64)
-    cost = (t.kin_out_wh.to_numpy()[k] + t.kin_in_wh.to_numpy()[k + 1])[arcs >= 0]
-    arcs = arcs[arcs >= 0]
-    n_arc = np.bincount(arcs, minlength=src.size)
-    mean_arc = np.bincount(arcs, weights=cost, minlength=src.size) / np.maximum(n_arc, 1)
-    counts = np.bincount(e, minlength=n)
-    v2 = np.bincount(e, weights=t.v_top.to_numpy() ** 2, minlength=n) / np.maximum(counts, 1)
-    v_rms = np.sqrt(np.where(counts >= min_traversals, v2, net.edges.speed_mps.to_numpy() ** 2))
-    psi = kinetic_potential_wh(v_rms, vehicle)
-    costs = np.where(n_arc >= min_traversals, mean_arc, speed_change_wh(v_rms[src], v_rms[dst], vehicle))
-    return Turns(costs, psi, src, dst)
-
-
-def speed_change_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:
-    """The battery's energy for a car to change speed from ``v_from`` to ``v_to`` (m/s) without
-    stopping: ½ (m + m_rot)(v_to² − v_from²) over η⁺ when it speeds up, times η⁻ when it brakes
-    (Wh)."""
-    vehicle = vehicle or Vehicle()
-    dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (np.asarray(v_to, np.float64) ** 2
-                                                         - np.asarray(v_from, np.float64) ** 2) / 3600.0
-    return np.where(dke > 0, dke / vehicle.eta_plus, dke * vehicle.eta_minus)
-
-
 @declared(*SUMO_TRUTH_OPTIONS)
 def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int, hour, min_traversals: int,
                demand: str | None = None, turns: bool = True):
@@ -856,7 +797,7 @@ def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int
 
         measured = values
         values, junctions, n_cycles, added = conserve_energy(setup.net, values,
-                                                             atlas_turns(window, setup.net, setup.vehicle,
+                                                             measured_turns(window, setup.net, setup.vehicle,
                                                                          min_traversals=min_traversals), covered=covered, vehicle=setup.vehicle)
         shift = values - measured
         conserved = {"truth_cycles_broken": n_cycles, "truth_energy_added_wh": added}
@@ -949,7 +890,7 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, *, e_d
     mean_out = np.bincount(t.edge.to_numpy(), weights=t.kin_out_wh.to_numpy(), minlength=n) / np.maximum(counts, 1)
     out = {}
     for booking, column, turns in (("whole", "energy_wh", None),
-                                   ("split", "edge_wh", atlas_turns(t, net, vehicle, min_traversals=min_traversals))):
+                                   ("split", "edge_wh", measured_turns(t, net, vehicle, min_traversals=min_traversals))):
         mean, _ = atlas.mean_energy(n, min_traversals=min_traversals, column=column)
         values = np.where(covered, mean, e_det)
         checks = truth_checks(net, values, turns, covered=covered, vehicle=vehicle)
