@@ -93,10 +93,12 @@ def test_noisy_sparse_fixes_still_find_the_route(synthetic, tmp_path):
 
 
 def test_a_stop_at_a_junction_is_split_into_the_edges_kinetic_parts():
-    """A car braking to a stop at the end of one edge and starting on the next: the braking's
-    recovered ½ m v² η⁻ is that edge's kin_out, the start's ½ m v² / η⁺ the next one's kin_in
-    (the textbook kinetic energy with SUMO's rotating mass), and edge_wh is left at the constant
-    speed's energy."""
+    """A car braking to a stop at the end of one edge and starting on the next, its steps' energy
+    by SUMO's rule (the powers summed, through η⁺ or η⁻ by the total's sign): the start's
+    ½ m v² / η⁺ is the next edge's kin_in (the textbook kinetic energy with SUMO's rotating mass),
+    the braking's recovered ½ m v² η⁻ less what the braking second's running cost r saves by being
+    paid from the kinetic energy, r (1 − η⁺η⁻), that edge's kin_out, and edge_wh is left at the
+    constant speed's energy exactly."""
     veh = Vehicle()
     ke = 0.5 * (veh.mass_kg + ROTATING_MASS_KG) * SPEED ** 2 / 3600.0
     length = np.array([100.0, 100.0, 100.0, 100.0])
@@ -108,13 +110,15 @@ def test_a_stop_at_a_junction_is_split_into_the_edges_kinetic_parts():
     energy = base * s / 100.0
     # stop at s = 200 m (the end of edge 1) at t = 20: speed 0 there, braking from t = 19
     speed[20] = 0.0
-    energy[20:] -= ke * veh.eta_minus
+    r = base * SPEED / 100.0  # a second's running cost at the constant speed (Wh, drawn)
+    energy[20:] += veh.eta_minus * (r * veh.eta_plus - ke) - r  # the braking second recuperates as a whole
     energy[21:] += ke / veh.eta_plus
     rows = trip_traversals(route, s, t, energy=energy, speed=speed, dist=np.zeros(t.size), length=length, vehicle=veh)
     by_edge = {r[0]: r for r in rows}
     assert sorted(by_edge) == [1, 2]
     edge1, edge2 = by_edge[1], by_edge[2]
-    assert edge1[6] == pytest.approx(0.0, abs=1e-9) and edge1[7] == pytest.approx(-ke * veh.eta_minus, rel=1e-9)
+    kin_out = -ke * veh.eta_minus - r * (1.0 - veh.eta_plus * veh.eta_minus)
+    assert edge1[6] == pytest.approx(0.0, abs=1e-9) and edge1[7] == pytest.approx(kin_out, rel=1e-9)
     assert edge2[6] == pytest.approx(ke / veh.eta_plus, rel=1e-9) and edge2[7] == pytest.approx(0.0, abs=1e-9)
     for r in (edge1, edge2):
         assert r[4] == pytest.approx(r[5] + r[6] + r[7], abs=1e-9)  # energy = edge + kin_in + kin_out

@@ -77,7 +77,10 @@ def test_the_kinetic_split_of_a_car_stopping_at_a_light_then_leaving():
     its end, waits, and accelerates on edge b back to 10 m/s. Each step's electricity is SUMO's
     rule (the powers summed, through η⁺ when drawn and η⁻ when recuperated); by hand: a's kinetic
     part is all braking (after its top speed, the first second), b's all accelerating (up to its
-    top), the edges keep the rest, and the junction a → b carries the loss of stopping there."""
+    top), the edges keep what each step would have used at a constant speed (its other powers
+    through their own sign's efficiency: a braking step still pays its drag and climb at 1/η⁺,
+    although the step as a whole recuperates), and the junction a → b carries the loss of stopping
+    there."""
     v = Vehicle()
     m = v.mass_kg + 40.0  # SUMO's rotating mass
     trace = [("x_0", 10.0, 2.0), ("a_0", 10.0, 1.5), ("a_0", 10.0, 1.5), ("a_0", 6.0, 1.0), ("a_0", 2.0, 0.5),
@@ -87,9 +90,10 @@ def test_the_kinetic_split_of_a_car_stopping_at_a_light_then_leaving():
     for t, (lane, speed, other_wh) in enumerate(trace):
         dke = 0.5 * m * (speed**2 - last**2) / 3600.0
         eff = 1 / v.eta_plus if other_wh + dke > 0 else v.eta_minus
+        steady = other_wh / v.eta_plus if other_wh > 0 else other_wh * v.eta_minus
         rows.append(("c", t, lane, (other_wh + dke) * eff, speed))
-        kin.append(dke * eff if t else 0.0)  # (the first row has no previous second: no kinetic part)
-        other.append(other_wh * eff)
+        kin.append((other_wh + dke) * eff - steady if t else 0.0)  # (the first row: no previous second)
+        other.append(steady)
         last = speed
     em = pd.DataFrame(rows, columns=["vehicle", "time", "lane", "electricity", "speed"])
     a, b = traversals(em, {1: ["a"], 2: ["b"]}, v).to_dict("records")
@@ -101,9 +105,36 @@ def test_the_kinetic_split_of_a_car_stopping_at_a_light_then_leaving():
     for r in (a, b):
         assert r["energy_wh"] == pytest.approx(r["edge_wh"] + r["kin_in_wh"] + r["kin_out_wh"], abs=1e-12)
     assert (a["v_in"], a["v_top"], a["v_out"], b["v_in"], b["v_top"], b["v_out"]) == (10, 10, 0, 0, 10, 10)
-    # the junction: braking 10 → 0 recovers η⁻ of ½ m v², accelerating 0 → 10 costs it over η⁺
+    # the junction: braking 10 → 0 recovers η⁻ of ½ m v², accelerating 0 → 10 costs it over η⁺;
+    # the braking steps' other powers (1.6 Wh) are paid from the kinetic energy, not the battery,
+    # which saves them the round trip (1/η⁺ − η⁻ of them)
     half_mv2 = 0.5 * m * 100.0 / 3600.0
-    assert a["kin_out_wh"] + b["kin_in_wh"] == pytest.approx(half_mv2 * (1 / v.eta_plus - v.eta_minus), rel=0.05)
+    assert a["kin_out_wh"] + b["kin_in_wh"] == pytest.approx((half_mv2 - 1.6) * (1 / v.eta_plus - v.eta_minus),
+                                                             rel=1e-9)
+
+
+def test_a_steps_constant_speed_part_goes_through_its_own_efficiency():
+    """Steps of every sign pair (accelerating downhill while drawing power, braking on a climb
+    while recuperating, and the two agreeing): SUMO's electricity (η⁺ or η⁻ by the total's sign)
+    less the kinetic part is the step's other powers through their own sign's efficiency, so no
+    edge's constant-speed part goes below what a steady car pays; η⁻ = 0 keeps the old rule."""
+    rng = np.random.default_rng(4)
+    v = Vehicle()
+    m = v.mass_kg + 40.0
+    other = rng.normal(0.0, 3.0, 400)
+    speed0 = rng.uniform(0.0, 15.0, 400)
+    speed1 = np.clip(speed0 + rng.normal(0.0, 2.0, 400), 0.0, None)
+    dke = 0.5 * m * (speed1**2 - speed0**2) / 3600.0
+    total = other + dke
+    electricity = np.where(total > 0, total / v.eta_plus, total * v.eta_minus)
+    steady = np.where(other > 0, other / v.eta_plus, other * v.eta_minus)
+    assert np.any((other < 0) & (total > 0)) and np.any((other > 0) & (total < 0))
+    np.testing.assert_allclose(electricity - kinetic_wh(speed1, speed0, electricity, vehicle=v), steady,
+                               rtol=1e-10, atol=1e-12)
+    none = Vehicle(eta_minus=0.0)
+    e0 = np.where(total > 0, total / none.eta_plus, 0.0)
+    k0 = kinetic_wh(speed1, speed0, e0, vehicle=none)
+    assert np.all(np.isfinite(k0)) and np.all(k0[e0 <= 0] == 0.0)
 
 
 def test_vtype_carries_the_vehicle_of_eq_8():

@@ -178,9 +178,15 @@ def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None
     SUMO's energy model (Kurczveil et al. 2014; ``HelpersEnergy``) sums a step's powers (the
     potential, the kinetic ½ (m + m_rot)(v² − v_prev²)/Δt, drag, rolling) and divides the total by
     η⁺ when it is drawn from the battery, multiplies it by η⁻ when it is recuperated; the sign of
-    the step's electricity says which. The kinetic term through that efficiency is what this
-    returns: a step's electricity minus it is the energy the step would have used at a constant
-    speed (:func:`evroute.world.sumo.traversals`, :func:`evroute.world.drives.trip_traversals`).
+    the step's electricity says which. The step at a constant speed is the total less the kinetic
+    term, through *its own* sign's efficiency: a car braking on a climb recuperates as a whole but
+    would have drawn its climb at 1/η⁺, one accelerating downhill draws power but would have
+    recovered its descent at η⁻ (through the total's efficiency both went below what any steady
+    car pays, the physical floor). What this returns is the rest, the step's electricity less its
+    constant-speed energy (:func:`evroute.world.sumo.traversals`,
+    :func:`evroute.world.drives.trip_traversals`); where the signs agree it is the kinetic term
+    through that efficiency. With η⁻ = 0 a recuperating step says nothing of its powers: its
+    kinetic part is then 0.
 
     Parameters
     ----------
@@ -198,8 +204,18 @@ def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None
     """
     vehicle = vehicle or Vehicle()
     v, v0 = np.asarray(speed, dtype=np.float64), np.asarray(last_speed, dtype=np.float64)
+    e = np.asarray(electricity, dtype=np.float64)
     dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (v * v - v0 * v0) / 3600.0
-    return dke * np.where(np.asarray(electricity) > 0, 1.0 / vehicle.eta_plus, vehicle.eta_minus)
+    eta_p, eta_m = vehicle.eta_plus, vehicle.eta_minus
+    # the step's power sum before the efficiency (drawn: e η⁺; recuperated: e / η⁻), less the
+    # kinetic term, is the step at a constant speed, which goes through its own sign's efficiency
+    # (a car that brakes on a climb still pays for the climb; one that accelerates downhill
+    # recovers no more than a steady one would)
+    known = (e > 0) | (eta_m > 0)
+    wheel = np.where(e > 0, e * eta_p, e / (eta_m if eta_m > 0 else 1.0))
+    rest = wheel - dke
+    steady = np.where(rest > 0, rest / eta_p, rest * eta_m)
+    return np.where(known, e - steady, dke * np.where(e > 0, 1.0 / eta_p, eta_m))
 
 
 def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np.ndarray, np.ndarray]:

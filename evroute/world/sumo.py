@@ -87,7 +87,9 @@ ATLAS_COLUMNS = ("edge", "vehicle", "enter_s", "seconds", "energy_wh", "edge_wh"
 # 6: speeds recorded, kinetic energy split out of the edges (the rotating mass pinned in the vType)
 # 7: the vType's energy parameters also as params, where SUMO 1.28 reads them (a vehicle other than
 #    the paper's was simulated with SUMO's defaults for some of them)
-ATLAS_VERSION = 7
+# 8: a step's constant-speed part through its own sign's efficiency (a car braking on a climb, or
+#    accelerating downhill, no longer puts its edge below the physical floor)
+ATLAS_VERSION = 8
 
 
 def sumo_home() -> Path:
