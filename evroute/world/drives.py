@@ -877,9 +877,10 @@ def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = No
     varies a lot from car to car (an sd of about 21 Wh among the cars of a Monaco fleet that took
     the same turn, against a mean of 2 Wh), so a turn few cars took is not trusted: on SUMO's truth
     of Monaco and Luxembourg (a fleet of 150 cars of another seed), trusting turns of 3 cars made
-    the route 18.5 % dearer than the exact optimum on monaco:B where the edges alone gave 11.7 %;
-    of 10 cars, 10.2 % on monaco:A (edges alone 12.8 %) and the edges' route on the other three
-    to within 0.8 % (docs/reproductions/sumo.md, "The route under a fleet's drives").
+    the route 18.4 % dearer than the exact optimum on monaco:B where the edges alone gave 11.6 %;
+    of 10 cars, 10.0 % on monaco:A (edges alone 12.7 %) and within 0.9 % of the edges' route on
+    the other three (docs/guide/drives.md, "A route from your drives";
+    scripts/route_under_drives.py).
 
     The route minimises Σ max(μ_e, floor_e) over its edges plus its turns' costs, regeneration kept
     (the potential weight rule with turns, :func:`evroute.bandit.policies.route_weights`; Dijkstra on
