@@ -40,7 +40,7 @@ def route_cmd(
     drives: Annotated[Path | None, typer.Option(
         "--drives", help="Also the least-energy route under what these drives measured (traversals.parquet of "
         "evroute drives import): each edge's posterior mean and sd, E_det where nobody drove, and each "
-        "junction's cost where three cars or more turned there.")] = None,
+        "junction's cost where ten cars or more turned there.")] = None,
     overwrite: OverwriteFileOpt = False,
     as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:

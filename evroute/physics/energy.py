@@ -211,11 +211,10 @@ def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None
     # kinetic term, is the step at a constant speed, which goes through its own sign's efficiency
     # (a car that brakes on a climb still pays for the climb; one that accelerates downhill
     # recovers no more than a steady one would)
-    known = (e > 0) | (eta_m > 0)
     wheel = np.where(e > 0, e * eta_p, e / (eta_m if eta_m > 0 else 1.0))
     rest = wheel - dke
     steady = np.where(rest > 0, rest / eta_p, rest * eta_m)
-    return np.where(known, e - steady, dke * np.where(e > 0, 1.0 / eta_p, eta_m))
+    return np.where((e > 0) | (eta_m > 0), e - steady, 0.0)  # (η⁻ = 0 and nothing recuperated: no split)
 
 
 def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np.ndarray, np.ndarray]:
