@@ -152,6 +152,10 @@ KERNEL_SETTINGS = (
 )
 
 
+#: Where the agents' junction costs come from (``prior_turns``).
+PRIOR_TURNS = ("truth", "drives", "speed-change")
+
+
 def check_std_wh(name, value):
     """A standard deviation in Wh, or ``None`` (also ``none``, ``paper``: the paper's fraction of σ_det)."""
     return None if value in (None, "none", "paper") else in_range(0, 1e6, lo_open=True, why="Wh")(name, value)
@@ -182,6 +186,13 @@ SCALE_SETTINGS = (
            "posterior variance per edge, sigma_0^2 s^2 / (n sigma_0^2 + s^2) after n traversals of noise s^2, the "
            "kernel's correlations kept; sigma_0^2 where it never drove)", "issue 41: the fleet's per-edge posterior",
            metavar="prior|fleet"),
+    Option("prior_turns", lambda name, v: choice(name, v, PRIOR_TURNS), "truth",
+           "the junctions' costs the agents route with, under a truth of edges plus turns (--truth sumo): truth "
+           "(the truth's own, known to the agents), drives (what the cars of --prior-drives paid where at least "
+           "ten of them took a turn, the speed change between the two roads' typical speeds elsewhere; another "
+           "vehicle's, --fleet-vehicle, lends its residuals) or speed-change (that speed change everywhere, at the "
+           "speed limits); the regret is always measured on the truth's", "issue 41: the fleet's per-turn costs",
+           metavar="truth|drives|speed-change"),
     Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
            "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "
            "fleet's: --prior-drives) plus the kernel's deviation, a ~ N(1, SD^2) learnt online with the edges; "

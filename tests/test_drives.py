@@ -716,17 +716,18 @@ def test_the_vehicle_scale_on_a_fleet_prior_puts_the_whole_mean_in_the_fleets_un
 
 
 def test_a_fleet_of_another_vehicle_lends_its_residuals_not_its_energies(synthetic, tmp_path):
-    """--fleet-vehicle: the prior mean is the run's E_det plus the fleet's posterior less the fleet
-    vehicle's E_det, times the physics' ratio of the two (least squares through the origin over
-    the driven edges, against numpy's lstsq); E_det exactly where the fleet never drove; a fleet
-    named as the run's own vehicle gives the plain fleet prior; with --vehicle-scale the scale
-    moves the residuals only; without --prior-drives it is refused."""
+    """--fleet-vehicle: each traversal moves into the run's units, E_det + ρ (y − the fleet
+    vehicle's E_det), ρ the physics' ratio of the two (least squares through the origin over the
+    driven edges, against numpy's lstsq), and the conjugate update weighs their spread ρ² ς²
+    against σ₀² (written out here: the gain n σ₀² / (n σ₀² + ρ² ς²), the variance σ₀² ρ² ς² /
+    (n σ₀² + ρ² ς²)); E_det exactly where the fleet never drove; a fleet named as the run's own
+    vehicle gives the plain fleet prior; with --vehicle-scale the scale moves the residuals only;
+    without --prior-drives it is refused."""
     from evroute.io import atomic_write_parquet
     from evroute.physics.energy import load_vehicle
     from evroute.physics.routes import edge_energies
     from evroute.runs.config import SimulationConfig
     from evroute.runs.problem import agent_prior, prepare_problem
-    from evroute.world.drives import fleet_prior_mean
 
     route = _route(synthetic)
     e_car = edge_energies(synthetic, load_vehicle("compact-ev"))
@@ -742,9 +743,18 @@ def test_a_fleet_of_another_vehicle_lends_its_residuals_not_its_energies(synthet
     e_van = edge_energies(synthetic, load_vehicle("delivery-van"))
     driven = np.zeros(synthetic.n_edges, bool)
     driven[route[:5]] = True
-    fleet, _, _ = fleet_prior_mean(e_car, table, plain.prior_var)
     rho = np.linalg.lstsq(e_car[driven, None], e_van[driven], rcond=None)[0][0]
-    np.testing.assert_allclose(problem.prior_mean, e_van + rho * (fleet - e_car), rtol=1e-12, atol=1e-9)
+    n = np.bincount(table.edge, minlength=synthetic.n_edges)
+    ybar = np.bincount(table.edge, weights=table.edge_wh, minlength=synthetic.n_edges) / np.maximum(n, 1)
+    s2 = float(((table.edge_wh - ybar[table.edge]) ** 2).sum() / (len(table) - driven.sum()))  # within edges
+    s0 = plain.prior_var
+    gain = n * s0 / (n * s0 + rho ** 2 * s2)
+    np.testing.assert_allclose(problem.prior_mean, e_van + gain * rho * (ybar - e_car), rtol=1e-12, atol=1e-9)
+    assert np.all(gain[driven] < n[driven] * s0 / (n[driven] * s0 + s2))  # weighed in the van's units
+    fleet_var = agent_prior(cfg.replace(fleet_vehicle="compact-ev", prior_drives_variance="fleet"), problem).diag()
+    dense = agent_prior(cfg.replace(fleet_vehicle="compact-ev"), problem).diag()
+    np.testing.assert_allclose(fleet_var[driven], dense[driven] * rho ** 2 * s2 / (n[driven] * s0 + rho ** 2 * s2),
+                               rtol=1e-9)
     np.testing.assert_array_equal(problem.prior_mean[~driven], e_van[~driven])
     np.testing.assert_allclose(problem.fleet_residual, problem.prior_mean - e_van, atol=1e-9)
     assert np.abs(problem.prior_mean - plain.prior_mean)[driven].mean() > 10.0  # not the fleet's energies
@@ -756,3 +766,118 @@ def test_a_fleet_of_another_vehicle_lends_its_residuals_not_its_energies(synthet
     np.testing.assert_allclose(scaled.diag() - base.diag(), 0.25 * problem.fleet_residual ** 2, rtol=1e-9, atol=1e-9)
     with pytest.raises(EvrouteError, match="--prior-drives"):
         SimulationConfig(network="synthetic", fleet_vehicle="compact-ev")
+
+
+def test_turns_of_another_vehicle_lend_their_residuals_and_unmeasured_turns_are_a_speed_change():
+    """measured_turns with ``measured_by``: a turn enough cars of another vehicle took costs this
+    vehicle's speed change plus ρ (their mean − their speed change), ρ the least-squares ratio of
+    the two speed changes over the measured turns (against numpy's lstsq); a turn too few took is
+    this vehicle's speed change; the same vehicle gives the plain means; and speed_change_turns is
+    measured_turns of no drives at all (the speed limits)."""
+    from types import SimpleNamespace
+
+    from evroute.physics.energy import load_vehicle
+    from evroute.world.junctions import measured_turns, speed_change_turns, speed_change_wh
+
+    net = SimpleNamespace(n_edges=4, conn_src=np.array([0, 1, 3, 1]), conn_dst=np.array([1, 2, 1, 3]),
+                          edges=pd.DataFrame({"speed_mps": np.array([13.0, 9.0, 16.0, 7.0])}))
+    car, van = load_vehicle("compact-ev"), load_vehicle("delivery-van")
+    rows = []
+    for k in range(12):  # 12 cars 0 → 1 → 2 (turns (0, 1) and (1, 2)), 4 cars 3 → 1 → 3
+        for e, nxt, kin_in, kin_out in ((0, 1, 2.0, -3.0 - 0.1 * k), (1, 2, 6.0 + 0.2 * k, -1.0), (2, -1, 0.5, 0.0)):
+            rows.append({"vehicle": f"c{k}", "edge": e, "next_edge": nxt, "kin_in_wh": kin_in, "kin_out_wh": kin_out,
+                         "v_top": 10.0 + e})
+    for k in range(4):
+        for e, nxt in ((3, 1), (1, 3), (3, -1)):
+            rows.append({"vehicle": f"s{k}", "edge": e, "next_edge": nxt, "kin_in_wh": 1.0, "kin_out_wh": -1.0,
+                         "v_top": 10.0 + e})
+    table = pd.DataFrame(rows)
+    plain = measured_turns(table, net, car, min_traversals=10)
+    mine = measured_turns(table, net, van, min_traversals=10, measured_by=car)
+    v = np.sqrt(np.bincount(table.edge, weights=table.v_top ** 2, minlength=4) / np.bincount(table.edge, minlength=4))
+    v = np.where(np.bincount(table.edge, minlength=4) >= 10, v, net.edges.speed_mps.to_numpy())
+    src, dst = net.conn_src, net.conn_dst
+    s_van, s_car = speed_change_wh(v[src], v[dst], van), speed_change_wh(v[src], v[dst], car)
+    measured = np.array([True, True, False, False])
+    rho = np.linalg.lstsq(s_car[measured, None], s_van[measured], rcond=None)[0][0]
+    np.testing.assert_allclose(mine.costs[measured], s_van[measured] + rho * (plain.costs[measured] - s_car[measured]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(mine.costs[~measured], s_van[~measured], rtol=1e-12)
+    assert plain.costs[0] == pytest.approx(np.mean([-3.0 - 0.1 * k + 6.0 + 0.2 * k for k in range(12)]))
+    np.testing.assert_array_equal(measured_turns(table, net, van, min_traversals=10, measured_by=van).costs,
+                                  measured_turns(table, net, van, min_traversals=10).costs)
+    empty = table.iloc[:0].astype({"edge": np.int64, "next_edge": np.int64})
+    none = speed_change_turns(net, van)
+    limits = net.edges.speed_mps.to_numpy()
+    np.testing.assert_allclose(none.costs, speed_change_wh(limits[src], limits[dst], van), rtol=1e-12)
+    np.testing.assert_allclose(none.costs, measured_turns(empty, net, van).costs, rtol=1e-12)
+    np.testing.assert_allclose(none.potential, measured_turns(empty, net, van).potential, rtol=1e-12)
+
+
+#: the extra cost (Wh) the "penalised" test truth puts on one turn: (from edge, to edge, Wh)
+_PENALTY: dict = {}
+
+
+@pytest.fixture
+def penalised_truth():
+    """A plug-in truth of edges plus turns: E_det on the edges, the speed change at the speed limits
+    at every junction, and _PENALTY's extra cost on one turn."""
+    from evroute.bandit.environments import TRUTHS, Truth, Turns, register_truth
+    from evroute.world.junctions import speed_change_turns
+
+    def factory(setup):
+        base = speed_change_turns(setup.net)
+        costs = base.costs.copy()
+        if _PENALTY:
+            a, b, wh = _PENALTY["turn"]
+            costs[(base.conn_src == a) & (base.conn_dst == b)] += wh
+        return Truth(setup.mean.copy(), setup.noise_std, description={},
+                     turns=Turns(costs, base.potential, base.conn_src, base.conn_dst))
+
+    register_truth("penalised", factory, description="E_det plus speed changes, one turn dearer")
+    yield
+    TRUTHS.unregister("penalised")
+    _PENALTY.clear()
+
+
+def test_prior_turns_choose_the_junction_costs_the_agents_route_with(penalised_truth, synthetic, tmp_path):
+    """--prior-turns: the agents route with the truth's turns (truth), the speed change at the speed
+    limits (speed-change) or the fleet's measured turns (drives: ten cars or more, else the speed
+    change); the clairvoyant route and the regret keep the truth's. A turn the truth makes 500 Wh
+    dearer is avoided from round 1 by agents handed the truth's turns, driven by those who are
+    not; asked for without drives, or of a truth without turns, it is refused."""
+    from evroute.io import atomic_write_parquet
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import prepare_problem, weight_inputs
+    from evroute.runs.simulation import simulate
+    from evroute.world.junctions import measured_turns, speed_change_turns
+
+    cfg = SimulationConfig(network="synthetic", truth="penalised", policy="gp-ucb", weights="potential", horizon=1)
+    blind = cfg.replace(prior_turns="speed-change")
+    path = [int(e) for e in simulate(blind, net=synthetic).rounds.path.iloc[0]]
+    _PENALTY["turn"] = (path[1], path[2], 500.0)
+    problem = prepare_problem(blind, net=synthetic)
+    np.testing.assert_array_equal(problem.agent_turns.costs, speed_change_turns(synthetic, problem.vehicle).costs)
+    assert weight_inputs("potential", problem)["turns"] is problem.agent_turns
+    assert weight_inputs("potential", problem, turns_of="truth")["turns"] is problem.ground_truth.turns
+    assert problem.ground_truth.turns.costs.sum() == pytest.approx(problem.agent_turns.costs.sum() + 500.0)
+    still = [int(e) for e in simulate(blind, net=synthetic).rounds.path.iloc[0]]
+    told = [int(e) for e in simulate(cfg, net=synthetic).rounds.path.iloc[0]]
+    assert still == path  # the agents do not know the dearer turn
+    assert (path[1], path[2]) not in set(zip(told[:-1], told[1:], strict=False))  # handed the truth's: avoided
+    # the fleet's turns: ten cars took the turn at 3 Wh, the rest is the speed change
+    rows = [{"trip": f"t{k}", "vehicle": f"v{k}", "edge": e, "next_edge": n, "enter_s": 10.0 * i, "seconds": 5.0,
+             "energy_wh": 20.0, "edge_wh": 20.0 - 1.0 - 2.0 * (i == 1), "kin_in_wh": 1.0 + 2.0 * (i == 1),
+             "kin_out_wh": 0.0, "v_in": 5.0, "v_top": 10.0, "v_out": 5.0}
+            for k in range(10) for i, (e, n) in enumerate(((path[1], path[2]), (path[2], -1)))]
+    table = pd.DataFrame(rows)
+    atomic_write_parquet(tmp_path / "fleet.parquet", table)
+    fleet = cfg.replace(prior_turns="drives", prior_drives=str(tmp_path / "fleet.parquet"))
+    mine = prepare_problem(fleet, net=synthetic).agent_turns
+    arc = np.flatnonzero((mine.conn_src == path[1]) & (mine.conn_dst == path[2]))
+    assert mine.costs[arc] == pytest.approx(3.0)
+    np.testing.assert_array_equal(mine.costs, measured_turns(table, synthetic, problem.vehicle, min_traversals=10).costs)
+    with pytest.raises(EvrouteError, match="--prior-drives"):
+        SimulationConfig(network="synthetic", prior_turns="drives")
+    with pytest.raises(EvrouteError, match="edges plus turns"):
+        prepare_problem(SimulationConfig(network="synthetic", prior_turns="speed-change"), net=synthetic)

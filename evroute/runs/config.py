@@ -113,6 +113,7 @@ class Scenario(_Part):
     noise_std: float | str | None = _setting("noise_std")
     prior_drives: str | None = _setting("prior_drives")
     fleet_vehicle: str | None = _setting("fleet_vehicle")
+    prior_turns: str = _setting("prior_turns")
 
     def __post_init__(self) -> None:
         self._convert()
@@ -122,6 +123,9 @@ class Scenario(_Part):
             raise EvrouteError("give either --route or --from/--to, not both")
         if self.fleet_vehicle is not None and self.prior_drives is None:
             raise EvrouteError("--fleet-vehicle names the vehicle of a fleet's drives: give them with --prior-drives")
+        if self.prior_turns == "drives" and self.prior_drives is None:
+            raise EvrouteError("--prior-turns drives takes the junctions' costs from a fleet's drives: give them with "
+                               "--prior-drives")
         TRUTHS.get(self.truth.name).check_installed()  # an extra not installed: one line now
         if self.truth_prior is not None:
             load_vehicle(self.truth_vehicle())

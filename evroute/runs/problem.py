@@ -23,6 +23,7 @@ from ..bandit.environments import (
     StaticEnvironment,
     Truth,
     TruthSetup,
+    Turns,
     make_truth,
     truth_kernel,
 )
@@ -46,10 +47,11 @@ from ..roads.network import load_network
 from ..roads.optimum import exact_optimum
 from ..roads.oracle import Oracle
 from ..world.drives import fleet_prior_mean, read_drives
+from ..world.junctions import MIN_TURN_CARS, measured_turns, speed_change_turns
 from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
-           "weight_inputs", "fleet_ratio", "check_world", "describe_world", "world_candidates", "world_tag"]
+           "weight_inputs", "fleet_ratio", "transfer_traversals", "check_world", "describe_world", "world_candidates", "world_tag"]
 
 
 @dataclass
@@ -88,6 +90,9 @@ class Problem:
     #: what the fleet measured beyond its own vehicle's physics, in this vehicle's units
     #: (``--fleet-vehicle``: ``prior_mean`` − E_det); None: ``prior_mean`` is the fleet's energies
     fleet_residual: np.ndarray | None = None
+    #: the junctions' costs the agents route with (``--prior-turns``: the truth's, a fleet's or the
+    #: speed change); None without turns
+    agent_turns: Turns | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -158,17 +163,26 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
         table = read_drives(sc.prior_drives, net.n_edges)
         if sc.fleet_vehicle is None:  # a fleet of this vehicle: its energies
             prior_mean, counts, fleet_var = fleet_prior_mean(e_det, table, prior_var)
-        else:  # another vehicle's: what it measured beyond its physics, scaled by the physics' ratio
+        else:  # another vehicle's: what it measured beyond its physics, in this vehicle's units
             e_fleet = edge_energies(net, load_vehicle(sc.fleet_vehicle))
-            fleet_mean, counts, fleet_var = fleet_prior_mean(e_fleet, table, prior_var)
-            driven = counts > 0
-            residual = fleet_ratio(e_fleet[driven], e_det[driven]) * (fleet_mean - e_fleet)
-            prior_mean = e_det + residual
+            driven = np.bincount(table.edge.to_numpy(np.int64), minlength=net.n_edges) > 0
+            prior_mean, counts, fleet_var = fleet_prior_mean(
+                e_det, transfer_traversals(table, e_fleet, e_det, rho=fleet_ratio(e_fleet[driven], e_det[driven])),
+                prior_var)
+            residual = prior_mean - e_det
         fleet_var = max(fleet_var, 1e-6 * prior_var)  # (traversals that never differ: not certainty)
         fleet_scale = np.sqrt(fleet_var / (counts * prior_var + fleet_var))
+    agent_turns = truth.turns
+    if sc.prior_turns != "truth":  # the agents' own junction costs: the fleet's, or a speed change
+        if truth.turns is None:
+            raise EvrouteError(f"--prior-turns {sc.prior_turns} gives the agents junction costs, which only a truth of "
+                               "edges plus turns has (--truth sumo)")
+        agent_turns = speed_change_turns(net, vehicle) if sc.prior_turns == "speed-change" else \
+            measured_turns(table, net, vehicle, min_traversals=MIN_TURN_CARS,
+                           measured_by=None if sc.fleet_vehicle is None else load_vehicle(sc.fleet_vehicle))
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
-                   counts, residual)
+                   counts, residual, agent_turns)
 
 
 def _world(scenario: Scenario | SimulationConfig) -> Scenario:
@@ -259,6 +273,16 @@ def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem
     return VehicleScalePrior(prior, spec.vehicle_scale, direction) if spec.vehicle_scale > 0 else prior
 
 
+def transfer_traversals(table, e_fleet, e_det, *, rho: float):
+    """Another vehicle's traversals in this vehicle's units: each ``edge_wh`` becomes E_det plus ρ
+    times what it measured beyond its own vehicle's E_det, E_det + ρ (y − E_fleet), so that the
+    conjugate update (:func:`evroute.world.drives.fleet_prior_mean`) weighs their spread, ρ² ς²,
+    against this vehicle's σ₀²."""
+    edge = table.edge.to_numpy(np.int64)
+    moved = e_det[edge] + rho * (table.edge_wh.to_numpy(np.float64) - e_fleet[edge])
+    return table.assign(edge_wh=moved)
+
+
 def fleet_ratio(e_det, fleet_mean) -> float:
     """The fleet's energies over E_det, one factor: least squares through the origin over the edges
     the fleet drove, Σ E_det·m / Σ E_det² (1 where that is undefined)."""
@@ -267,15 +291,17 @@ def fleet_ratio(e_det, fleet_mean) -> float:
     return float(e_det @ fleet_mean) / denom if denom > 0 else 1.0
 
 
-def weight_inputs(weights: str, problem: Problem) -> dict:
+def weight_inputs(weights: str, problem: Problem, *, turns_of: str = "agents") -> dict:
     """What the run's weight rule needs (:func:`evroute.bandit.policies.route_weights`): the edges'
-    floor and potential, the truth's turns (None without) and, for the potential rule with
-    turns, their potential (:func:`evroute.bandit.policies.turn_potential`)."""
-    key = ("weights", weights)
+    floor and potential, the junctions' costs (None without turns: the agents' own,
+    ``--prior-turns``, or with ``turns_of="truth"`` the truth's, for the clairvoyant route) and, for
+    the potential rule with turns, their potential (:func:`evroute.bandit.policies.turn_potential`)."""
+    key = ("weights", weights, turns_of)
     if key not in problem.derived:
         e = problem.net.edges
         floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
-        turns = problem.ground_truth.turns if problem.ground_truth is not None else None
+        truth_turns = problem.ground_truth.turns if problem.ground_truth is not None else None
+        turns = truth_turns if turns_of == "truth" or problem.agent_turns is None else problem.agent_turns
         h = turn_potential(floor, turns, lift_to=problem.prior_mean) \
             if turns is not None and weights == "potential" else None
         problem.derived[key] = {"floor": floor, "potential": potential, "turns": turns, "turn_potential": h}
@@ -293,7 +319,7 @@ def make_environment(cfg: SimulationConfig, problem: Problem):
     StaticEnvironment or RoadEnvironment
     """
     truth = problem.ground_truth if problem.ground_truth is not None else problem.truth
-    w = weight_inputs(cfg.weights, problem)
+    w = weight_inputs(cfg.weights, problem, turns_of="truth")
 
     def weigh(f):  # the agents' weight rule, for the clairvoyant route
         return route_weights(f, cfg.weights, problem.observation_noise, **w)

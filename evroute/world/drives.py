@@ -43,7 +43,7 @@ from ..physics.routes import edge_energies
 from ..priors.prior import PRIOR_SCALE
 from ..roads.oracle import Oracle
 from ..validate import choice
-from .junctions import measured_turns
+from .junctions import MIN_TURN_CARS, measured_turns
 from .matching import HMMMatcher, local_metres
 
 __all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_traversals", "odometry_positions",
@@ -859,13 +859,14 @@ def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, *, column: st
     dof = counts.sum() - np.count_nonzero(counts)
     resid = y - means[edges]
     noise_var = float(resid @ resid / dof) if dof > 0 else float(prior_var)
-    gain = counts * prior_var / (counts * prior_var + noise_var)
+    denom = counts * prior_var + noise_var  # (0 only where nobody drove and the traversals never differ)
+    gain = np.divide(counts * prior_var, denom, out=np.zeros_like(denom), where=denom > 0)
     mean = np.where(counts > 0, e_det + gain * (means - e_det), e_det)
     return mean, counts.astype(np.int64), noise_var
 
 
 def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = None, prior_std: float | None = None,
-                 oracle=None, min_traversals: int = 10) -> dict:
+                 oracle=None, min_traversals: int = MIN_TURN_CARS) -> dict:
     """The least-energy route of a trip under what drives measured, its edges and its junctions.
 
     An edge weighs its posterior mean at a constant kinetic state (:func:`fleet_prior_mean`: the

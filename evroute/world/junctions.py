@@ -16,7 +16,12 @@ import pandas as pd
 from ..bandit.environments import Turns
 from ..physics.energy import ROTATING_MASS_KG, Vehicle
 
-__all__ = ["kinetic_potential_wh", "speed_change_wh", "measured_turns"]
+__all__ = ["kinetic_potential_wh", "speed_change_wh", "measured_turns", "speed_change_turns", "MIN_TURN_CARS"]
+
+#: The cars a turn of a fleet's drives needs before its measured cost is trusted over the speed
+#: change (a turn's cost varies by about 21 Wh from car to car on Monaco; see
+#: :func:`evroute.world.drives.drives_route`).
+MIN_TURN_CARS = 10
 
 
 def kinetic_potential_wh(v_top: np.ndarray, vehicle: Vehicle | None = None) -> np.ndarray:
@@ -28,7 +33,8 @@ def kinetic_potential_wh(v_top: np.ndarray, vehicle: Vehicle | None = None) -> n
     return vehicle.eta_minus * 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * np.asarray(v_top, dtype=np.float64) ** 2 / 3600.0
 
 
-def measured_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, min_traversals: int = 3) -> Turns:
+def measured_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, min_traversals: int = 3,
+                   measured_by: Vehicle | None = None) -> Turns:
     """The junctions' costs measured by traversals: an atlas's (:data:`evroute.world.sumo.ATLAS_COLUMNS`) or a
     fleet's drives (:data:`evroute.world.drives.TRAVERSAL_COLUMNS`), each car's rows in time order.
 
@@ -49,6 +55,12 @@ def measured_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, 
     synthetic city's test atlas), and :func:`evroute.world.conservation.truth_checks` checks that
     no cycle of edges and turns creates energy all the same.
 
+    Traversals of another vehicle (``measured_by``, e.g. a fleet of cars for a van) lend what they
+    measured beyond their own physics, as the edges' residuals do (``--fleet-vehicle``): a turn
+    costs this vehicle's speed change S plus ρ (mean − S′), S′ the measuring vehicle's speed change
+    at the same speeds and ρ the least-squares ratio of S to S′ over the measured turns (the two
+    vehicles' kinetic masses and efficiencies).
+
     Parameters
     ----------
     table : pandas.DataFrame
@@ -59,6 +71,8 @@ def measured_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, 
         For the kinetic potential and the speed changes (default the paper's EV).
     min_traversals : int
         The cars a turn needs for its measured mean (and an edge for its measured top speed).
+    measured_by : Vehicle, optional
+        The vehicle that drove ``table`` where it is not ``vehicle`` (default: ``vehicle``).
 
     Returns
     -------
@@ -82,7 +96,15 @@ def measured_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, 
     v2 = np.bincount(e, weights=t.v_top.to_numpy() ** 2, minlength=n) / np.maximum(counts, 1)
     v_rms = np.sqrt(np.where(counts >= min_traversals, v2, net.edges.speed_mps.to_numpy() ** 2))
     psi = kinetic_potential_wh(v_rms, vehicle)
-    costs = np.where(n_arc >= min_traversals, mean_arc, speed_change_wh(v_rms[src], v_rms[dst], vehicle))
+    model = speed_change_wh(v_rms[src], v_rms[dst], vehicle)
+    measured = n_arc >= min_traversals
+    if measured_by is not None and measured_by != vehicle:  # another vehicle's: its residuals, scaled
+        theirs = speed_change_wh(v_rms[src], v_rms[dst], measured_by)[measured]
+        denom = float(theirs @ theirs)
+        rho = float(theirs @ model[measured]) / denom if denom > 0 else 1.0
+        mean_arc = mean_arc.copy()
+        mean_arc[measured] = model[measured] + rho * (mean_arc[measured] - theirs)
+    costs = np.where(measured, mean_arc, model)
     return Turns(costs, psi, src, dst)
 
 
@@ -94,3 +116,12 @@ def speed_change_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:
     dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (np.asarray(v_to, np.float64) ** 2
                                                          - np.asarray(v_from, np.float64) ** 2) / 3600.0
     return np.where(dke > 0, dke / vehicle.eta_plus, dke * vehicle.eta_minus)
+
+
+def speed_change_turns(net, vehicle: Vehicle | None = None) -> Turns:
+    """The junctions' costs without drives: each legal turn the speed change between its two roads'
+    speed limits (:func:`speed_change_wh`), the edges' kinetic potential at them; what
+    :func:`measured_turns` gives where no car drove."""
+    src, dst = np.asarray(net.conn_src, np.int64), np.asarray(net.conn_dst, np.int64)
+    v = net.edges.speed_mps.to_numpy(np.float64)
+    return Turns(speed_change_wh(v[src], v[dst], vehicle), kinetic_potential_wh(v, vehicle), src, dst)
