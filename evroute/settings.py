@@ -193,6 +193,11 @@ SCALE_SETTINGS = (
            "vehicle's, --fleet-vehicle, lends its residuals) or speed-change (that speed change everywhere, at the "
            "speed limits); the regret is always measured on the truth's", "issue 41: the fleet's per-turn costs",
            metavar="truth|drives|speed-change"),
+    Option("learn_turns", flag, False, "learn the junctions online as well as the edges, under a truth of edges plus "
+           "turns: each turn's cost a posterior of its own, starting from --prior-turns (variance one car's spread "
+           "within turns, over the cars a fleet's mean is of), observed where the agent turns; the index agents "
+           "(gp-ucb, bi-ts, ...) take the same rule's index of each turn", "issue 41: the per-turn posterior",
+           metavar="FLAG"),
     Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
            "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "
            "fleet's: --prior-drives) plus the kernel's deviation, a ~ N(1, SD^2) learnt online with the edges; "

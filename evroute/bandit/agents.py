@@ -40,7 +40,9 @@ from .policies import (
     make_policy,
     model_noise_std,
     route_weights,
+    turn_potential,
 )
+from .turns import TurnBelief, learned_turns
 
 __all__ = ["Decision", "Agent", "IndexAgent", "AgentSetup", "register_agent", "unregister_agent", "agent_names",
            "make_agent", "agent_options", "policy_family", "resolve_policy", "POLICIES", "LOWER_CONFIDENCE_BOUND",
@@ -134,11 +136,17 @@ class IndexAgent(Agent):
         The weight rule; ``potential`` needs ``floor`` and ``potential`` (Wh per edge) and, with
         turns, ``turn_potential`` (:func:`evroute.bandit.policies.turn_potential`).
     turns : evroute.bandit.environments.Turns, optional
-        The junctions' costs, known to the agent (the truth's), added to its routes.
+        The junctions' costs, known to the agent (the truth's), added to its routes; with
+        ``turn_belief``, the turns' bounds.
+    turn_belief : evroute.bandit.turns.TurnBelief, optional
+        The junctions learnt online: each round the index rule's index of every turn (raised to
+        its kinetic bound, :func:`evroute.bandit.turns.learned_turns`) stands for its cost, and the
+        turns driven are observed (:meth:`observe_turns`).
     """
 
     def __init__(self, policy, model, oracle, start: int, end: int, prior_mean, rectify: bool = True, *,
-                 weights: str = "rectified", floor=None, potential=None, turns=None, turn_potential=None):
+                 weights: str = "rectified", floor=None, potential=None, turns=None, turn_potential=None,
+                 turn_belief=None):
         self.policy = policy
         self.model = model
         self.oracle = oracle
@@ -147,13 +155,25 @@ class IndexAgent(Agent):
         self.rectify = bool(rectify)
         self.weights, self.floor, self.potential, self.turns = weights, floor, potential, turns
         self.turn_potential = turn_potential
+        if turn_belief is not None and (turns is None or not self.rectify):
+            raise EvrouteError("learning the junctions needs the turns' bounds and a weight rule")
+        self.turn_belief = turn_belief
+
+    @property
+    def learns_turns(self) -> bool:
+        """Whether the agent learns the junctions (:meth:`observe_turns`)."""
+        return self.turn_belief is not None
 
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.model.mean_std()
         idx, beta = self.policy.indices(self.model, t, rng)
+        turns, tp = self.turns, self.turn_potential
+        if self.turn_belief is not None:  # this round's turns: the rule's index of each, at least its bound
+            turns = learned_turns(self.policy.indices(self.turn_belief, t, rng)[0], self.turns)
+            tp = turn_potential(self.floor, turns) if self.weights == "potential" else None
         if self.rectify:
             weights, arc = route_weights(idx, self.weights, model_noise_std(self.model), floor=self.floor,
-                                         potential=self.potential, turns=self.turns, turn_potential=self.turn_potential)
+                                         potential=self.potential, turns=turns, turn_potential=tp)
         else:
             weights, arc = idx, None
         path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available,
@@ -163,6 +183,10 @@ class IndexAgent(Agent):
 
     def observe(self, path, values) -> None:
         self.model.update(path, values)
+
+    def observe_turns(self, path, values) -> None:
+        """Learn the costs observed at the turns of ``path`` (one per consecutive pair of edges)."""
+        self.turn_belief.update(self.oracle.turn_index(path), values)
 
     def mean_std(self):
         return self.model.mean_std()
@@ -233,6 +257,9 @@ class AgentSetup:
     turn_potential: object = None
     #: ς_e² per edge (``--noise-std edge[...]``: :mod:`evroute.priors.noise`); None: ``noise_var`` on every edge
     edge_noise_var: np.ndarray | None = None
+    #: ``--learn-turns``: each turn's prior variance (Wh²), the junctions then learnt online from
+    #: ``turns`` as prior mean (:class:`evroute.bandit.turns.TurnBelief`); None: the turns as given
+    turn_prior_var: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.model = resolve_model(self.model)
@@ -346,9 +373,15 @@ def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
             model = make_model(setup.model, setup.prior, noise_var=setup.model_noise_var, seed=setup.seed)
         if options.get("joint"):
             require_capability(model, JOINT_SAMPLES, f"{family}-{rule}[joint=true]")
+        belief = None
+        if setup.turn_prior_var is not None:
+            if setup.turns is None or setup.turns.noise_std is None:
+                raise EvrouteError("learning the junctions needs a truth of edges plus turns whose cars' spread "
+                                   "within turns is known (--truth sumo)")
+            belief = TurnBelief(setup.turns.costs, setup.turn_prior_var, setup.turns.noise_std ** 2)
         return IndexAgent(policy, model, setup.oracle, setup.start, setup.end, setup.prior.mean,
                           weights=setup.weights, floor=setup.energy_floor, potential=setup.potential,
-                          turns=setup.turns, turn_potential=setup.turn_potential)
+                          turns=setup.turns, turn_potential=setup.turn_potential, turn_belief=belief)
 
     return factory
 

@@ -112,12 +112,19 @@ class Turns:
         (mean) cost is below it.
     conn_src, conn_dst : numpy.ndarray
         The turns (the network's line graph).
+    noise_std : float, optional
+        The spread of one car's cost of a turn about its mean (Wh; the cars' pooled sd within
+        turns): how a turn driven is observed (:meth:`Environment.observe_turns`). None: unknown.
+    counts : numpy.ndarray, optional
+        The cars each turn's mean is over (0 where it is a model's); None: not measured.
     """
 
     costs: np.ndarray
     potential: np.ndarray
     conn_src: np.ndarray
     conn_dst: np.ndarray
+    noise_std: float | None = None
+    counts: np.ndarray | None = None
 
     def violations(self, tol: float = 1e-9) -> tuple[int, float]:
         """The turns whose reduced cost is below −``tol``, and the sum of those (Wh, ≤ 0): means
@@ -234,6 +241,11 @@ class Environment(ABC):
     #: The junctions' energies of a truth of edges plus turns (None: edges only).
     turns: Turns | None = None
 
+    def observe_turns(self, t: int, path: np.ndarray) -> np.ndarray:
+        """Noisy energies of the turns of ``path`` driven in round t (one fewer than its edges),
+        for agents that learn the junctions; an environment without turns has none to observe."""
+        raise EvrouteError("this environment has no junctions to observe (a truth of edges plus turns has: --truth sumo)")
+
     def route_energy(self, t: int, path) -> float:
         """The true expected energy of driving ``path`` in round t: f_t over its edges, plus its
         turns' where the truth has them."""
@@ -291,6 +303,7 @@ class StaticEnvironment(Environment):
         self.turns = self._truth.turns if self._truth is not None else None
         self._weigh = weigh or (lambda f: route_weights(f, "rectified", self.noise_std, turns=self.turns))
         self._rng = np.random.default_rng([int(seed), 2])
+        self._turn_rng = np.random.default_rng([int(seed), 6])  # its own stream: the edges' draws stay as they were
         self._reference: np.ndarray | None = None
 
     @property
@@ -304,6 +317,17 @@ class StaticEnvironment(Environment):
         if self._truth is not None:
             return self._truth.observe(self._rng, path, self._f)
         return self._f[path] + noise_at(self.noise_std, path) * self._rng.standard_normal(len(path))
+
+    def observe_turns(self, t: int, path: np.ndarray) -> np.ndarray:
+        """A turn's mean cost plus Gaussian noise of the cars' spread within turns
+        (:attr:`Turns.noise_std`)."""
+        if self.turns is None:
+            return super().observe_turns(t, path)
+        if self.turns.noise_std is None:
+            raise EvrouteError("the truth's junctions say nothing of how one car's cost of a turn spreads "
+                               "(Turns.noise_std)")
+        arcs = self.oracle.turn_index(np.asarray(path, dtype=np.int64))
+        return self.turns.costs[arcs] + self.turns.noise_std * self._turn_rng.standard_normal(len(arcs))
 
     def reference_route(self, t: int) -> np.ndarray:
         if self._reference is None:

@@ -220,6 +220,8 @@ def run_loop(env, agent, horizon: int, *, seed: int, progress=None,
             path = decision.path
             observed = env.observe(t, path)
             agent.observe(path, observed)
+            if getattr(agent, "learns_turns", False):  # the junctions it drove, for an agent that learns them
+                agent.observe_turns(path, env.observe_turns(t, path))
             seconds = time.perf_counter() - tic
             f = env.expected(t)
             optimal = env.optimal_energy(t)

@@ -114,6 +114,7 @@ class Scenario(_Part):
     prior_drives: str | None = _setting("prior_drives")
     fleet_vehicle: str | None = _setting("fleet_vehicle")
     prior_turns: str = _setting("prior_turns")
+    learn_turns: bool = _setting("learn_turns")
 
     def __post_init__(self) -> None:
         self._convert()

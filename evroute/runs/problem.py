@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +93,9 @@ class Problem:
     #: the junctions' costs the agents route with (``--prior-turns``: the truth's, a fleet's or the
     #: speed change); None without turns
     agent_turns: Turns | None = None
+    #: ``--learn-turns``: each turn's prior variance (Wh²), the agents then learn the junctions from
+    #: ``agent_turns``; None: the agents route with ``agent_turns`` as they are
+    turn_prior_var: np.ndarray | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -180,9 +183,16 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
         agent_turns = speed_change_turns(net, vehicle) if sc.prior_turns == "speed-change" else \
             measured_turns(table, net, vehicle, min_traversals=MIN_TURN_CARS,
                            measured_by=None if sc.fleet_vehicle is None else load_vehicle(sc.fleet_vehicle))
+    turn_prior_var = None
+    if sc.learn_turns:  # each turn's prior: one car's spread within turns, over the cars its mean is of
+        if truth.turns is None or truth.turns.noise_std is None:
+            raise EvrouteError("--learn-turns learns the junctions of a truth of edges plus turns (--truth sumo)")
+        n = np.zeros(agent_turns.costs.size) if agent_turns.counts is None else agent_turns.counts
+        agent_turns = replace(agent_turns, noise_std=truth.turns.noise_std)
+        turn_prior_var = truth.turns.noise_std ** 2 / np.maximum(n, 1)
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
-                   counts, residual, agent_turns)
+                   counts, residual, agent_turns, turn_prior_var)
 
 
 def _world(scenario: Scenario | SimulationConfig) -> Scenario:
@@ -359,8 +369,13 @@ def make_agent(cfg: SimulationConfig, problem: Problem, prior: NetworkPrior | No
                        truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=w["floor"], potential=w["potential"],
                        candidates=candidates, horizon=int(control.horizon), weights=agent.weights, turns=w["turns"],
                        turn_potential=w["turn_potential"],
-                       edge_noise_var=None if problem.edge_noise_std is None else problem.edge_noise_std ** 2)
-    return make_named_agent(agent.policy, setup)
+                       edge_noise_var=None if problem.edge_noise_std is None else problem.edge_noise_std ** 2,
+                       turn_prior_var=problem.turn_prior_var)
+    made = make_named_agent(agent.policy, setup)
+    if problem.turn_prior_var is not None and not getattr(made, "learns_turns", False):
+        raise EvrouteError(f"--learn-turns: {agent.policy.label} does not learn the junctions; the index agents "
+                           "(gp-ucb, gp-bucb, gp-ts, bi-ucb, bi-bucb, bi-ts) do")
+    return made
 
 
 def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:

@@ -22,6 +22,8 @@ rules handed the truth (:func:`evroute.bandit.policies.route_weights`) and the f
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..bandit.environments import Turns
@@ -93,7 +95,7 @@ def conserve_energy(net, values, turns: Turns, *, covered=None, vehicle: Vehicle
     bound = turns.potential[turns.conn_dst] - turns.potential[turns.conn_src]
     f2, costs, n, added = break_negative_cycles(f.size, turns.conn_src, turns.conn_dst, weights=f, turn_weights=turns.costs,
                                                 weight_room=np.where(measured, floor - f, 0.0), turn_room=bound - turns.costs)
-    return f2, Turns(costs, turns.potential, turns.conn_src, turns.conn_dst), n, added
+    return f2, replace(turns, costs=costs), n, added
 
 
 def truth_checks(net, values, turns: Turns | None = None, *, covered=None, vehicle: Vehicle | None = None) -> dict:

@@ -96,6 +96,9 @@ def measured_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, 
     v2 = np.bincount(e, weights=t.v_top.to_numpy() ** 2, minlength=n) / np.maximum(counts, 1)
     v_rms = np.sqrt(np.where(counts >= min_traversals, v2, net.edges.speed_mps.to_numpy() ** 2))
     psi = kinetic_potential_wh(v_rms, vehicle)
+    dev = cost - mean_arc[arcs]  # the cars' spread within turns, pooled where two or more took one
+    dof = int((n_arc[n_arc > 1] - 1).sum())
+    noise = float(np.sqrt(dev @ dev / dof)) if dof > 0 else None
     model = speed_change_wh(v_rms[src], v_rms[dst], vehicle)
     measured = n_arc >= min_traversals
     if measured_by is not None and measured_by != vehicle:  # another vehicle's: its residuals, scaled
@@ -105,7 +108,7 @@ def measured_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, 
         mean_arc = mean_arc.copy()
         mean_arc[measured] = model[measured] + rho * (mean_arc[measured] - theirs)
     costs = np.where(measured, mean_arc, model)
-    return Turns(costs, psi, src, dst)
+    return Turns(costs, psi, src, dst, noise_std=noise, counts=np.where(measured, n_arc, 0))
 
 
 def speed_change_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:

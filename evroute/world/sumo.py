@@ -811,6 +811,8 @@ def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int
                    "atlas_edges_covered_share": float(covered.mean()), "atlas_teleports": atlas.summary["teleports"],
                    "atlas_edges_mapped_share": atlas.summary["edges_mapped_share"], "atlas_trip_ends_covered": on_route,
                    "truth_turns": bool(turns), **conserved}
+    if junctions is not None and junctions.noise_std is not None:  # how one car's cost of a turn spreads
+        description["truth_turn_noise_wh"] = junctions.noise_std
     return AtlasTruth(values, setup.noise_std, t[column].to_numpy(np.float64), offsets, used, description,
                       turns=junctions, shift=shift)
 

@@ -1,0 +1,84 @@
+"""Junctions learnt online: a posterior of each turn's cost beside the edges' model.
+
+Under a truth of edges plus turns (:class:`evroute.bandit.environments.Turns`) the agents are
+otherwise handed the junctions' costs. A :class:`TurnBelief` instead starts from a prior mean per
+turn (the truth's, a fleet's or the speed change: ``--prior-turns``) and learns each turn from
+the cars' costs observed where the agent turns, as the BI baseline learns edges: independent
+conjugate Gaussians (paper 003's Bayesian inference, Sec. 4.1, per turn). It answers the index
+rules as an edge model does (:meth:`mean_std`, :meth:`sample`, ``n_arms``, ``noise_var``,
+``counts``), so a GP-UCB agent takes a lower confidence bound of each turn, GP-TS a draw.
+
+An index below a turn's kinetic bound ψ(e′) − ψ(e) is raised to it (no car's turn costs less:
+:class:`~evroute.bandit.environments.Turns`), as an edge's index is raised to its physical
+floor: with every turn at or above its bound and every edge at or above its floor no cycle
+creates energy, so Johnson's potential exists every round without breaking cycles
+(:func:`learned_turns`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import EvrouteError
+from .environments import Turns
+
+__all__ = ["TurnBelief", "learned_turns"]
+
+
+class TurnBelief:
+    """Independent Gaussian posteriors of the turns' costs (conjugate updates).
+
+    Parameters
+    ----------
+    prior_mean : array (A,)
+        Each turn's prior mean (Wh).
+    prior_var : array (A,) or float
+        Each turn's prior variance (Wh²; > 0).
+    noise_var : float
+        One car's cost of a turn about its mean: the observations' variance (Wh²; > 0).
+    """
+
+    def __init__(self, prior_mean, prior_var, noise_var: float):
+        self.prior_mean = np.array(prior_mean, dtype=np.float64)
+        var = np.broadcast_to(np.asarray(prior_var, dtype=np.float64), self.prior_mean.shape)
+        if not (np.all(var > 0) and np.isfinite(var).all() and noise_var > 0):
+            raise EvrouteError("a turn belief needs positive prior variances and a positive noise variance")
+        self.noise_var = float(noise_var)
+        self._prec = 1.0 / var  # the posterior precision and precision-weighted mean, per turn
+        self._eta = self.prior_mean * self._prec
+        self.counts = np.zeros(self.prior_mean.size, dtype=np.int64)
+
+    @property
+    def n_arms(self) -> int:
+        return int(self.prior_mean.size)
+
+    def update(self, arcs, values) -> None:
+        """Observe one car's cost of each turn in ``arcs`` (a turn may repeat)."""
+        arcs = np.asarray(arcs, dtype=np.int64)
+        y = np.asarray(values, dtype=np.float64)
+        np.add.at(self._prec, arcs, 1.0 / self.noise_var)
+        np.add.at(self._eta, arcs, y / self.noise_var)
+        np.add.at(self.counts, arcs, 1)
+
+    def mean_std(self) -> tuple[np.ndarray, np.ndarray]:
+        """The posterior mean and sd of every turn."""
+        return self._eta / self._prec, np.sqrt(1.0 / self._prec)
+
+    def sample(self, rng: np.random.Generator, joint: bool = False) -> np.ndarray:
+        """One posterior draw of every turn (independent: ``joint`` changes nothing)."""
+        mu, sd = self.mean_std()
+        return mu + sd * rng.standard_normal(mu.size)
+
+
+def learned_turns(index, turns: Turns) -> Turns:
+    """The turns an agent routes with this round: its indices, each raised to the turn's kinetic
+    bound ψ(e′) − ψ(e) (``turns.potential``).
+
+    Returns
+    -------
+    Turns
+        ``turns`` with ``costs`` the raised indices.
+    """
+    bound = turns.potential[turns.conn_dst] - turns.potential[turns.conn_src]
+    return Turns(np.maximum(np.asarray(index, dtype=np.float64), bound), turns.potential, turns.conn_src,
+                 turns.conn_dst, turns.noise_std, turns.counts)

@@ -1,0 +1,167 @@
+"""Junctions learnt online (evroute.bandit.turns): the turns' conjugate posterior against its
+closed form and a Monte-Carlo estimate, the turns raised to their kinetic bound (Johnson's
+potential then always exists), the environment's turn observations, and agents that learn a
+dear junction after driving it once (``--learn-turns``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evroute.bandit.environments import StaticEnvironment, Turns
+from evroute.bandit.turns import TurnBelief, learned_turns
+from evroute.errors import EvrouteError
+from evroute.roads.oracle import Oracle
+
+
+def test_the_turns_posterior_is_the_conjugate_update_and_its_draws_match_it():
+    rng = np.random.default_rng(0)
+    m0, v0, s2 = np.array([1.0, -2.0, 5.0, 0.0]), np.array([4.0, 9.0, 1.0, 2.0]), 3.0
+    belief = TurnBelief(m0, v0, s2)
+    arcs = np.array([0, 0, 2, 0, 1])  # a turn may repeat in a walk
+    y = rng.normal(0.0, 3.0, arcs.size)
+    belief.update(arcs[:2], y[:2])
+    belief.update(arcs[2:], y[2:])
+    n = np.bincount(arcs, minlength=4)
+    total = np.bincount(arcs, weights=y, minlength=4)
+    var = 1.0 / (1.0 / v0 + n / s2)
+    mean = var * (m0 / v0 + total / s2)
+    mu, sd = belief.mean_std()
+    np.testing.assert_allclose(mu, mean, rtol=1e-12)
+    np.testing.assert_allclose(sd, np.sqrt(var), rtol=1e-12)
+    np.testing.assert_array_equal(belief.counts, n)
+    assert belief.n_arms == 4 and belief.noise_var == s2
+    draws = np.array([belief.sample(rng) for _ in range(20000)])
+    np.testing.assert_allclose(draws.mean(0), mean, atol=4 * np.sqrt(var.max() / 20000) * 1.5)
+    np.testing.assert_allclose(draws.std(0), np.sqrt(var), rtol=0.03)
+    with pytest.raises(EvrouteError, match="positive"):
+        TurnBelief(m0, 0.0, s2)
+
+
+def test_turns_raised_to_their_kinetic_bound_never_make_a_cycle_that_creates_energy(synthetic):
+    """Indices far below every turn's cost, raised to ψ(e′) − ψ(e), with the edges at their floors:
+    Johnson's potential exists (the bound telescopes around any cycle), and turns above their bound
+    keep their index."""
+    from evroute.physics.energy import energy_floor_wh
+    from evroute.roads.walks import feasible_potential
+
+    net = synthetic
+    rng = np.random.default_rng(1)
+    src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
+    psi = rng.uniform(0.0, 30.0, net.n_edges)
+    turns = Turns(np.zeros(src.size), psi, src, dst)
+    index = rng.normal(-200.0, 50.0, src.size)
+    index[::7] = 1e3  # a few far above
+    mine = learned_turns(index, turns)
+    bound = psi[dst] - psi[src]
+    np.testing.assert_array_equal(mine.costs, np.maximum(index, bound))
+    floor, _ = energy_floor_wh(net.edges.length_m.to_numpy(), net.edges.grade.to_numpy())
+    assert feasible_potential(net.n_edges, src, dst, weights=floor, turn_weights=mine.costs) is not None
+    assert feasible_potential(net.n_edges, src, dst, weights=floor, turn_weights=index) is None  # unraised: cycles
+
+
+def test_the_environment_observes_turns_on_a_stream_of_their_own(synthetic):
+    """observe_turns: the turns' mean cost plus noise of the cars' spread (Monte-Carlo mean and
+    sd), one per consecutive pair; calling it leaves the edges' observations as they were; without
+    turns it is refused."""
+    from evroute.bandit.environments import Truth
+
+    net, oracle = synthetic, Oracle.from_network(synthetic)
+    src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
+    costs = np.linspace(-5.0, 40.0, src.size)
+    turns = Turns(costs, np.zeros(net.n_edges), src, dst, noise_std=3.0)
+    f = np.full(net.n_edges, 20.0)
+    path = oracle.shortest_path(f, 0, net.n_edges - 1).edges
+    arcs = oracle.turn_index(path)
+
+    def env():
+        return StaticEnvironment(Truth(f, 1.0, turns=turns), 1.0, oracle, path[0], path[-1], seed=3)
+
+    plain, mixed = env(), env()
+    y = np.array([mixed.observe_turns(t, path) for t in range(4000)])
+    assert y.shape == (4000, len(path) - 1)
+    np.testing.assert_allclose(y.mean(0), costs[arcs], atol=4 * 3.0 / np.sqrt(4000))
+    np.testing.assert_allclose(y.std(0), 3.0, rtol=0.05)
+    np.testing.assert_array_equal(plain.observe(1, path), mixed.observe(1, path))
+    bare = StaticEnvironment(Truth(f, 1.0), 1.0, oracle, path[0], path[-1], seed=3)
+    with pytest.raises(EvrouteError, match="no junctions"):
+        bare.observe_turns(1, path)
+
+
+#: the extra cost (Wh) the "dear" test truth puts on one turn: (from edge, to edge, Wh)
+_DEAR: dict = {}
+
+
+@pytest.fixture
+def dear_truth():
+    """A plug-in truth of edges plus turns: E_det on the edges, the speed change at the speed
+    limits at every junction (cars spread by 2 Wh), and _DEAR's extra cost on one turn."""
+    from evroute.bandit.environments import TRUTHS, Truth, register_truth
+    from evroute.world.junctions import speed_change_turns
+
+    def factory(setup):
+        base = speed_change_turns(setup.net)
+        costs = base.costs.copy()
+        if _DEAR:
+            a, b, wh = _DEAR["turn"]
+            costs[(base.conn_src == a) & (base.conn_dst == b)] += wh
+        return Truth(setup.mean.copy(), setup.noise_std, description={},
+                     turns=Turns(costs, base.potential, base.conn_src, base.conn_dst, noise_std=2.0))
+
+    register_truth("dear", factory, description="E_det plus speed changes, one turn dearer")
+    yield
+    TRUTHS.unregister("dear")
+    _DEAR.clear()
+
+
+@pytest.mark.parametrize("policy", ["gp-ucb", "gp-ts", "bi-bucb"])
+def test_agents_that_learn_the_junctions_leave_a_dear_turn_after_driving_it(dear_truth, synthetic, policy):
+    """--learn-turns: agents that believe the speed change drive a turn the truth makes 500 Wh
+    dearer in round 1, observe it, and never again; without it they keep driving it (the UCB
+    rules every round, Thompson sampling whenever its draws of the edges favour it)."""
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.simulation import simulate
+
+    cfg = SimulationConfig(network="synthetic", truth="dear", policy=policy, weights="potential", horizon=1,
+                           prior_turns="speed-change")
+    path = [int(e) for e in simulate(cfg, net=synthetic).rounds.path.iloc[0]]
+    _DEAR["turn"] = (path[1], path[2], 500.0)
+
+    def drives_it(c):
+        return [(path[1], path[2]) in set(zip(p[:-1], p[1:], strict=False))
+                for p in simulate(c.replace(horizon=8), net=synthetic).rounds.path]
+
+    blind = drives_it(cfg)
+    assert blind[0] and sum(blind[1:]) >= (7 if policy != "gp-ts" else 1)
+    assert drives_it(cfg.replace(learn_turns=True)) == [True] + [False] * 7
+
+
+def test_the_turns_prior_is_one_cars_spread_over_the_cars_a_mean_is_of(dear_truth, synthetic, tmp_path):
+    """The prior variance of a turn: s² / n where a fleet's mean is of n ≥ 10 cars, s² where the
+    speed change stands in (s the truth's spread within turns); refused without turns and for
+    agents that do not learn them."""
+    import pandas as pd
+
+    from evroute.io import atomic_write_parquet
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import make_agent, prepare_problem
+
+    cfg = SimulationConfig(network="synthetic", truth="dear", policy="gp-ucb", weights="potential", horizon=1,
+                           prior_turns="speed-change", learn_turns=True)
+    problem = prepare_problem(cfg, net=synthetic)
+    np.testing.assert_allclose(problem.turn_prior_var, 4.0)
+    oracle = Oracle.from_network(synthetic)
+    path = oracle.shortest_path(np.ones(synthetic.n_edges), 0, synthetic.n_edges - 1).edges
+    rows = [{"trip": f"t{k}", "vehicle": f"v{k}", "edge": e, "next_edge": n, "enter_s": 10.0 * i, "seconds": 5.0,
+             "energy_wh": 20.0, "edge_wh": 18.0, "kin_in_wh": 1.0, "kin_out_wh": 1.0, "v_in": 5.0, "v_top": 10.0,
+             "v_out": 5.0} for k in range(12) for i, (e, n) in enumerate(((path[0], path[1]), (path[1], -1)))]
+    atomic_write_parquet(tmp_path / "fleet.parquet", pd.DataFrame(rows))
+    fleet = prepare_problem(cfg.replace(prior_turns="drives", prior_drives=str(tmp_path / "fleet.parquet")),
+                            net=synthetic)
+    arc = oracle.turn_index(path[:2])[0]
+    assert fleet.turn_prior_var[arc] == pytest.approx(4.0 / 12)
+    assert np.all(np.delete(fleet.turn_prior_var, arc) == 4.0)
+    with pytest.raises(EvrouteError, match="edges plus turns"):
+        prepare_problem(SimulationConfig(network="synthetic", learn_turns=True), net=synthetic)
+    with pytest.raises(EvrouteError, match="does not learn the junctions"):
+        make_agent(cfg.replace(policy="gp-pe"), problem)
