@@ -93,3 +93,27 @@ def synthetic():
     from evroute.roads.network import load_network
 
     return load_network("synthetic")
+
+
+@pytest.fixture
+def dear_truth():
+    """A plug-in truth ``dear`` of edges plus turns: E_det on the edges, the speed change at the
+    speed limits at every junction (cars spread by 2 Wh about it), and one turn dearer: set
+    ``dear_truth["turn"] = (from edge, to edge, Wh)`` before the problem is prepared."""
+    from evroute.bandit.environments import TRUTHS, Truth, Turns, register_truth
+    from evroute.world.junctions import speed_change_turns
+
+    extra: dict = {}
+
+    def factory(setup):
+        base = speed_change_turns(setup.net)
+        costs = base.costs.copy()
+        if extra:
+            a, b, wh = extra["turn"]
+            costs[(base.conn_src == a) & (base.conn_dst == b)] += wh
+        return Truth(setup.mean.copy(), setup.noise_std, description={},
+                     turns=Turns(costs, base.potential, base.conn_src, base.conn_dst, noise_std=2.0))
+
+    register_truth("dear", factory, description="E_det plus speed changes, one turn dearer")
+    yield extra
+    TRUTHS.unregister("dear")

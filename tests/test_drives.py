@@ -814,33 +814,7 @@ def test_turns_of_another_vehicle_lend_their_residuals_and_unmeasured_turns_are_
     np.testing.assert_allclose(none.potential, measured_turns(empty, net, van).potential, rtol=1e-12)
 
 
-#: the extra cost (Wh) the "penalised" test truth puts on one turn: (from edge, to edge, Wh)
-_PENALTY: dict = {}
-
-
-@pytest.fixture
-def penalised_truth():
-    """A plug-in truth of edges plus turns: E_det on the edges, the speed change at the speed limits
-    at every junction, and _PENALTY's extra cost on one turn."""
-    from evroute.bandit.environments import TRUTHS, Truth, Turns, register_truth
-    from evroute.world.junctions import speed_change_turns
-
-    def factory(setup):
-        base = speed_change_turns(setup.net)
-        costs = base.costs.copy()
-        if _PENALTY:
-            a, b, wh = _PENALTY["turn"]
-            costs[(base.conn_src == a) & (base.conn_dst == b)] += wh
-        return Truth(setup.mean.copy(), setup.noise_std, description={},
-                     turns=Turns(costs, base.potential, base.conn_src, base.conn_dst))
-
-    register_truth("penalised", factory, description="E_det plus speed changes, one turn dearer")
-    yield
-    TRUTHS.unregister("penalised")
-    _PENALTY.clear()
-
-
-def test_prior_turns_choose_the_junction_costs_the_agents_route_with(penalised_truth, synthetic, tmp_path):
+def test_prior_turns_choose_the_junction_costs_the_agents_route_with(dear_truth, synthetic, tmp_path):
     """--prior-turns: the agents route with the truth's turns (truth), the speed change at the speed
     limits (speed-change) or the fleet's measured turns (drives: ten cars or more, else the speed
     change); the clairvoyant route and the regret keep the truth's. A turn the truth makes 500 Wh
@@ -852,10 +826,10 @@ def test_prior_turns_choose_the_junction_costs_the_agents_route_with(penalised_t
     from evroute.runs.simulation import simulate
     from evroute.world.junctions import measured_turns, speed_change_turns
 
-    cfg = SimulationConfig(network="synthetic", truth="penalised", policy="gp-ucb", weights="potential", horizon=1)
+    cfg = SimulationConfig(network="synthetic", truth="dear", policy="gp-ucb", weights="potential", horizon=1)
     blind = cfg.replace(prior_turns="speed-change")
     path = [int(e) for e in simulate(blind, net=synthetic).rounds.path.iloc[0]]
-    _PENALTY["turn"] = (path[1], path[2], 500.0)
+    dear_truth["turn"] = (path[1], path[2], 500.0)
     problem = prepare_problem(blind, net=synthetic)
     np.testing.assert_array_equal(problem.agent_turns.costs, speed_change_turns(synthetic, problem.vehicle).costs)
     assert weight_inputs("potential", problem)["turns"] is problem.agent_turns

@@ -88,32 +88,6 @@ def test_the_environment_observes_turns_on_a_stream_of_their_own(synthetic):
         bare.observe_turns(1, path)
 
 
-#: the extra cost (Wh) the "dear" test truth puts on one turn: (from edge, to edge, Wh)
-_DEAR: dict = {}
-
-
-@pytest.fixture
-def dear_truth():
-    """A plug-in truth of edges plus turns: E_det on the edges, the speed change at the speed
-    limits at every junction (cars spread by 2 Wh), and _DEAR's extra cost on one turn."""
-    from evroute.bandit.environments import TRUTHS, Truth, register_truth
-    from evroute.world.junctions import speed_change_turns
-
-    def factory(setup):
-        base = speed_change_turns(setup.net)
-        costs = base.costs.copy()
-        if _DEAR:
-            a, b, wh = _DEAR["turn"]
-            costs[(base.conn_src == a) & (base.conn_dst == b)] += wh
-        return Truth(setup.mean.copy(), setup.noise_std, description={},
-                     turns=Turns(costs, base.potential, base.conn_src, base.conn_dst, noise_std=2.0))
-
-    register_truth("dear", factory, description="E_det plus speed changes, one turn dearer")
-    yield
-    TRUTHS.unregister("dear")
-    _DEAR.clear()
-
-
 @pytest.mark.parametrize("policy", ["gp-ucb", "gp-ts", "bi-bucb"])
 def test_agents_that_learn_the_junctions_leave_a_dear_turn_after_driving_it(dear_truth, synthetic, policy):
     """--learn-turns: agents that believe the speed change drive a turn the truth makes 500 Wh
@@ -125,7 +99,7 @@ def test_agents_that_learn_the_junctions_leave_a_dear_turn_after_driving_it(dear
     cfg = SimulationConfig(network="synthetic", truth="dear", policy=policy, weights="potential", horizon=1,
                            prior_turns="speed-change")
     path = [int(e) for e in simulate(cfg, net=synthetic).rounds.path.iloc[0]]
-    _DEAR["turn"] = (path[1], path[2], 500.0)
+    dear_truth["turn"] = (path[1], path[2], 500.0)
 
     def drives_it(c):
         return [(path[1], path[2]) in set(zip(p[:-1], p[1:], strict=False))
