@@ -126,10 +126,15 @@ class Turns:
     noise_std: float | None = None
     counts: np.ndarray | None = None
 
+    @property
+    def bound(self) -> np.ndarray:
+        """Each turn's kinetic bound ψ(e′) − ψ(e) (Wh): below it no single car's turn goes."""
+        return self.potential[self.conn_dst] - self.potential[self.conn_src]
+
     def violations(self, tol: float = 1e-9) -> tuple[int, float]:
         """The turns whose reduced cost is below −``tol``, and the sum of those (Wh, ≤ 0): means
         over different cars going below what any one car can (:func:`evroute.world.junctions.measured_turns`)."""
-        r = self.costs - (self.potential[self.conn_dst] - self.potential[self.conn_src])
+        r = self.costs - self.bound
         bad = r < -tol
         return int(bad.sum()), float(r[bad].sum())
 

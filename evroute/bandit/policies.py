@@ -357,7 +357,7 @@ def turn_potential(floor, turns, lift_to=None) -> TurnPotential:
     h = feasible_potential(floor.size, turns.conn_src, turns.conn_dst, weights=floor, turn_weights=costs)
     if h is not None:
         return TurnPotential(floor, costs, h)
-    bound = turns.potential[turns.conn_dst] - turns.potential[turns.conn_src]
+    bound = turns.bound
     room = None if lift_to is None else np.asarray(lift_to, dtype=np.float64) - floor
     lifted, raised, n_cycles, added = break_negative_cycles(floor.size, turns.conn_src, turns.conn_dst, weights=floor, turn_weights=costs,
                                                             weight_room=room, turn_room=bound - costs)

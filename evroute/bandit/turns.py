@@ -17,6 +17,8 @@ creates energy, so Johnson's potential exists every round without breaking cycle
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import EvrouteError
@@ -72,13 +74,11 @@ class TurnBelief:
 
 def learned_turns(index, turns: Turns) -> Turns:
     """The turns an agent routes with this round: its indices, each raised to the turn's kinetic
-    bound ψ(e′) − ψ(e) (``turns.potential``).
+    bound ψ(e′) − ψ(e) (:attr:`~evroute.bandit.environments.Turns.bound`).
 
     Returns
     -------
     Turns
         ``turns`` with ``costs`` the raised indices.
     """
-    bound = turns.potential[turns.conn_dst] - turns.potential[turns.conn_src]
-    return Turns(np.maximum(np.asarray(index, dtype=np.float64), bound), turns.potential, turns.conn_src,
-                 turns.conn_dst, turns.noise_std, turns.counts)
+    return replace(turns, costs=np.maximum(np.asarray(index, dtype=np.float64), turns.bound))

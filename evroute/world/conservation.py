@@ -92,7 +92,7 @@ def conserve_energy(net, values, turns: Turns, *, covered=None, vehicle: Vehicle
     e = net.edges
     floor, _ = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), vehicle)
     measured = np.ones(f.size, dtype=bool) if covered is None else np.asarray(covered, dtype=bool)
-    bound = turns.potential[turns.conn_dst] - turns.potential[turns.conn_src]
+    bound = turns.bound
     f2, costs, n, added = break_negative_cycles(f.size, turns.conn_src, turns.conn_dst, weights=f, turn_weights=turns.costs,
                                                 weight_room=np.where(measured, floor - f, 0.0), turn_room=bound - turns.costs)
     return f2, replace(turns, costs=costs), n, added
