@@ -189,13 +189,15 @@ SCALE_SETTINGS = (
     Option("prior_turns", lambda name, v: choice(name, v, PRIOR_TURNS), "truth",
            "the junctions' costs the agents route with, under a truth of edges plus turns (--truth sumo): truth "
            "(the truth's own, known to the agents), drives (what the cars of --prior-drives paid where at least "
-           "ten of them took a turn, the speed change between the two roads' typical speeds elsewhere; another "
-           "vehicle's, --fleet-vehicle, lends its residuals) or speed-change (that speed change everywhere, at the "
+           "ten of them took a turn, the speed change between the two roads' typical speeds elsewhere; with "
+           "--learn-turns the fleet's per-turn posterior; another vehicle's, --fleet-vehicle, lends its "
+           "residuals) or speed-change (that speed change everywhere, at the "
            "speed limits); the regret is always measured on the truth's", "issue 41: the fleet's per-turn costs",
            metavar="truth|drives|speed-change"),
     Option("learn_turns", flag, False, "learn the junctions online as well as the edges, under a truth of edges plus "
-           "turns: each turn's cost a posterior of its own, starting from --prior-turns (variance one car's spread "
-           "within turns, over the cars a fleet's mean is of), observed where the agent turns; the index agents "
+           "turns: each turn's cost a posterior of its own, starting from --prior-turns (with drives the fleet's "
+           "per-turn posterior mean and variance, each turn's cars shrunk towards the speed change by as much "
+           "as the fleet's turns stray from it; from the speed change one car's spread within turns), observed where the agent turns; the index agents "
            "(gp-ucb, bi-ts, ...) take the same rule's index of each turn", "issue 41: the per-turn posterior",
            metavar="FLAG"),
     Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,

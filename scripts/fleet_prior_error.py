@@ -8,6 +8,14 @@ ratio of the two), as :func:`evroute.runs.problem.prepare_problem` makes it. The
 error comes from: the fleet's posterior against its own vehicle's truth (its measurement: the
 traversals' noise, the other seed's traffic) beside that vehicle's E_det, and the fleet vehicle's
 *true* residuals times the physics' ratio (what the transfer would give a fleet without noise).
+Last the junctions: the same error of each turn's cost against the truth's, for the speed change
+(``--prior-turns speed-change``), the fleet's ten-car means (``--prior-turns drives``) and the
+fleet's per-turn posterior (what ``--learn-turns`` starts from), over the turns the fleet drove
+and those it did not, with the share of the truth's turns inside the posterior's 90 % interval;
+and what the kinetic bound costs a learner (``--learn-turns`` raises every turn's index to the
+bound ψ(e′) − ψ(e) of its potential, which the truth's per-turn means may go below): the exact
+optimum with every turn raised to the bound, driven on the truth, against the truth's optimum:
+the regret a round that no amount of learning removes.
 
     python scripts/fleet_prior_error.py monaco:A --drives fleet/traversals.parquet \\
         --vehicle delivery-van --fleet-vehicle sumo-ev
@@ -19,8 +27,12 @@ import argparse
 
 import numpy as np
 
+from evroute.physics.energy import energy_floor_wh, load_vehicle
+from evroute.roads.optimum import exact_optimum
 from evroute.runs.config import SimulationConfig
-from evroute.runs.problem import prepare_problem
+from evroute.runs.problem import exact_optimum_cached, prepare_problem
+from evroute.world.drives import read_drives
+from evroute.world.junctions import MIN_TURN_CARS, fleet_turns, measured_turns, speed_change_turns
 
 
 def main() -> None:
@@ -52,6 +64,54 @@ def main() -> None:
                       ("the fleet, its own vehicle's truth", own.prior_mean[driven] - f_own),
                       ("E_det + rho x its true residuals", fleet.e_det[driven] + rho * (f_own - e_own) - truth)):
         print(f"  {name:36s} {np.sqrt(np.mean(err ** 2)):4.1f} Wh")
+    turns(moved, drives=args.drives, fleet_vehicle=args.fleet_vehicle)
+    print("what the kinetic bound costs a learner (the least-energy route with every turn at least its bound, "
+          "on the truth)")
+    for prior_turns in ("speed-change", "drives"):
+        learner = prepare_problem(cfg.replace(fleet_vehicle=args.fleet_vehicle, prior_turns=prior_turns,
+                                              learn_turns=True), 0)
+        best, bounded = bound_floor(learner)
+        print(f"  --prior-turns {prior_turns:13s} optimum {best:,.1f} Wh, the bounded learner's best {bounded:,.1f} Wh: "
+              f"{bounded - best:,.1f} Wh a round")
+
+
+def turns(problem, *, drives: str, fleet_vehicle: str) -> None:
+    """The junctions' costs an agent may start from, against the truth's."""
+    truth = problem.ground_truth.turns
+    table = read_drives(drives, problem.net.n_edges)
+    by = load_vehicle(fleet_vehicle)
+    post = fleet_turns(table, problem.net, problem.vehicle, measured_by=by)
+    driven = post.counts > 0
+    print(f"the junctions: {int(driven.sum()):,} of {driven.size:,} turns driven by the fleet; root mean square error "
+          "(all / driven / not driven)")
+    for name, costs in (("the speed change", speed_change_turns(problem.net, problem.vehicle).costs),
+                        ("the fleet's ten-car means", measured_turns(table, problem.net, problem.vehicle,
+                                                                     min_traversals=MIN_TURN_CARS,
+                                                                     measured_by=by).costs),
+                        ("the fleet's per-turn posterior", post.costs)):
+        err = costs - truth.costs
+        print(f"  {name:36s} " + " / ".join(f"{np.sqrt(np.mean(err[w] ** 2)):5.1f}" for w in
+                                             (slice(None), driven, ~driven)) + " Wh")
+    z = np.abs(post.costs - truth.costs) / np.sqrt(post.variance)
+    print(f"  the posterior's 90 % intervals cover {np.mean(z < 1.645):.0%} of the truth's turns "
+          f"({np.mean(z[driven] < 1.645):.0%} driven, {np.mean(z[~driven] < 1.645):.0%} not); "
+          f"tau = {np.sqrt(post.variance[~driven].max()):.1f} Wh, one car's spread {post.noise_std:.1f} Wh")
+
+
+def bound_floor(problem) -> tuple[float, float]:
+    """The truth's least energy, and the truth's energy of the least-energy route when every turn
+    costs at least the learner's kinetic bound (``problem.agent_turns.bound``) and every edge at
+    least its floor."""
+    net, truth, f = problem.net, problem.ground_truth.turns, np.asarray(problem.truth, dtype=np.float64)
+    floor = energy_floor_wh(net.edges.length_m.to_numpy(), net.edges.grade.to_numpy(), problem.vehicle)[0]
+    best = exact_optimum_cached(problem, 300)
+    res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, edge_u=net.edges.u.to_numpy(),
+                        edge_v=net.edges.v.to_numpy(), weights=np.maximum(f, floor), start=problem.route.start,
+                        end=problem.route.end, time_limit=300, ends="auto",
+                        turn_weights=np.maximum(truth.costs, problem.agent_turns.bound), walks=True)
+    path = np.asarray(res.path, dtype=np.int64)
+    arc = problem.oracle.turn_index(path)
+    return float(best["energy"]), float(f[path].sum() + truth.costs[arc].sum())
 
 
 if __name__ == "__main__":

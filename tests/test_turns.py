@@ -110,15 +110,17 @@ def test_agents_that_learn_the_junctions_leave_a_dear_turn_after_driving_it(dear
     assert drives_it(cfg.replace(learn_turns=True)) == [True] + [False] * 7
 
 
-def test_the_turns_prior_is_one_cars_spread_over_the_cars_a_mean_is_of(dear_truth, synthetic, tmp_path):
-    """The prior variance of a turn: s² / n where a fleet's mean is of n ≥ 10 cars, s² where the
-    speed change stands in (s the truth's spread within turns); refused without turns and for
-    agents that do not learn them."""
+def test_the_turns_prior_is_the_fleets_posterior_or_one_cars_spread(dear_truth, synthetic, tmp_path):
+    """The prior variance of a turn: from drives the fleet's posterior variance (τ² where nobody
+    turned, the precision 1/τ² + n / s_f² where n cars did, s_f their spread within turns); s²
+    where the speed change stands in (s the truth's spread within turns); refused without turns
+    and for agents that do not learn them."""
     import pandas as pd
 
     from evroute.io import atomic_write_parquet
     from evroute.runs.config import SimulationConfig
     from evroute.runs.problem import make_agent, prepare_problem
+    from evroute.world.junctions import fleet_turns
 
     cfg = SimulationConfig(network="synthetic", truth="dear", policy="gp-ucb", weights="potential", horizon=1,
                            prior_turns="speed-change", learn_turns=True)
@@ -126,15 +128,24 @@ def test_the_turns_prior_is_one_cars_spread_over_the_cars_a_mean_is_of(dear_trut
     np.testing.assert_allclose(problem.turn_prior_var, 4.0)
     oracle = Oracle.from_network(synthetic)
     path = oracle.shortest_path(np.ones(synthetic.n_edges), 0, synthetic.n_edges - 1).edges
-    rows = [{"trip": f"t{k}", "vehicle": f"v{k}", "edge": e, "next_edge": n, "enter_s": 10.0 * i, "seconds": 5.0,
-             "energy_wh": 20.0, "edge_wh": 18.0, "kin_in_wh": 1.0, "kin_out_wh": 1.0, "v_in": 5.0, "v_top": 10.0,
-             "v_out": 5.0} for k in range(12) for i, (e, n) in enumerate(((path[0], path[1]), (path[1], -1)))]
-    atomic_write_parquet(tmp_path / "fleet.parquet", pd.DataFrame(rows))
+    turns = ((path[0], path[1], 12, 30.0), (path[1], path[2], 5, -20.0))  # from, to, cars, mean cost
+    rows = [{"trip": f"t{j}{k}", "vehicle": f"v{j}{k}", "edge": e, "next_edge": n, "enter_s": 10.0 * i,
+             "seconds": 5.0, "energy_wh": 20.0, "edge_wh": 18.0, "kin_in_wh": 0.0,
+             "kin_out_wh": (c + 6.0 * (-1) ** k) * (i == 0), "v_in": 5.0, "v_top": 10.0, "v_out": 5.0}
+            for j, (a, b, cars, c) in enumerate(turns) for k in range(cars)
+            for i, (e, n) in enumerate(((a, b), (b, -1)))]
+    table = pd.DataFrame(rows)
+    atomic_write_parquet(tmp_path / "fleet.parquet", table)
     fleet = prepare_problem(cfg.replace(prior_turns="drives", prior_drives=str(tmp_path / "fleet.parquet")),
                             net=synthetic)
-    arc = oracle.turn_index(path[:2])[0]
-    assert fleet.turn_prior_var[arc] == pytest.approx(4.0 / 12)
-    assert np.all(np.delete(fleet.turn_prior_var, arc) == 4.0)
+    np.testing.assert_array_equal(fleet.turn_prior_var, fleet_turns(table, synthetic, fleet.vehicle).variance)
+    arcs = oracle.turn_index(path[:3])
+    tau2 = np.delete(fleet.turn_prior_var, arcs)
+    np.testing.assert_allclose(tau2, tau2[0], rtol=1e-12)
+    dev = np.concatenate([np.full(12, 6.0) * (-1) ** np.arange(12) - 0.0, 6.0 * (-1) ** np.arange(5) - 1.2])
+    s2 = dev @ dev / (11 + 4)  # the pooled spread within the two turns (the 5 cars' mean is off by 1.2)
+    np.testing.assert_allclose(1.0 / fleet.turn_prior_var[arcs], 1.0 / tau2[0] + np.array([12, 5]) / s2, rtol=1e-9)
+    assert fleet.agent_turns.noise_std == pytest.approx(2.0)  # the observations: the truth's own spread
     with pytest.raises(EvrouteError, match="edges plus turns"):
         prepare_problem(SimulationConfig(network="synthetic", learn_turns=True), net=synthetic)
     with pytest.raises(EvrouteError, match="does not learn the junctions"):

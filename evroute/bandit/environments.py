@@ -117,6 +117,10 @@ class Turns:
         turns): how a turn driven is observed (:meth:`Environment.observe_turns`). None: unknown.
     counts : numpy.ndarray, optional
         The cars each turn's mean is over (0 where it is a model's); None: not measured.
+    variance : numpy.ndarray, optional
+        How uncertain each turn's cost is where it is an estimate (Wh²; a fleet's posterior
+        variance, :func:`evroute.world.junctions.fleet_turns`): the prior of an agent that learns
+        the turns. None: one car's spread over the cars its mean is of.
     """
 
     costs: np.ndarray
@@ -125,6 +129,7 @@ class Turns:
     conn_dst: np.ndarray
     noise_std: float | None = None
     counts: np.ndarray | None = None
+    variance: np.ndarray | None = None
 
     @property
     def bound(self) -> np.ndarray:

@@ -91,7 +91,7 @@ def drives_import_cmd(
                                       vehicle=veh, progress=tick, jobs=jobs or usable_cpus(), sumo_net=sumo_net,
                                       boundary=boundary, matcher=matcher)
     summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
-               "matcher": matcher,
+               "matcher": matcher, "boundary": boundary,
                "files": [str(f) for f in files], **report.to_dict()}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_parquet(out / "traversals.parquet", table)

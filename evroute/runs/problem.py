@@ -47,7 +47,7 @@ from ..roads.network import load_network
 from ..roads.optimum import exact_optimum
 from ..roads.oracle import Oracle
 from ..world.drives import fleet_prior_mean, read_drives
-from ..world.junctions import MIN_TURN_CARS, measured_turns, speed_change_turns
+from ..world.junctions import MIN_TURN_CARS, fleet_turns, measured_turns, speed_change_turns
 from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
@@ -180,16 +180,21 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
         if truth.turns is None:
             raise EvrouteError(f"--prior-turns {sc.prior_turns} gives the agents junction costs, which only a truth of "
                                "edges plus turns has (--truth sumo)")
-        agent_turns = speed_change_turns(net, vehicle) if sc.prior_turns == "speed-change" else \
-            measured_turns(table, net, vehicle, min_traversals=MIN_TURN_CARS,
-                           measured_by=None if sc.fleet_vehicle is None else load_vehicle(sc.fleet_vehicle))
+        by = None if sc.fleet_vehicle is None else load_vehicle(sc.fleet_vehicle)
+        if sc.prior_turns == "speed-change":
+            agent_turns = speed_change_turns(net, vehicle)
+        elif sc.learn_turns:  # a learner starts from the fleet's per-turn posterior, its mean and variance
+            agent_turns = fleet_turns(table, net, vehicle, measured_by=by)
+        else:  # handed for good: the turns ten cars measured, the speed change elsewhere (it routes better)
+            agent_turns = measured_turns(table, net, vehicle, min_traversals=MIN_TURN_CARS, measured_by=by)
     turn_prior_var = None
-    if sc.learn_turns:  # each turn's prior: one car's spread within turns, over the cars its mean is of
+    if sc.learn_turns:  # each turn's prior: the fleet's posterior variance, or one car's spread (a model's)
         if truth.turns is None or truth.turns.noise_std is None:
             raise EvrouteError("--learn-turns learns the junctions of a truth of edges plus turns (--truth sumo)")
         n = np.zeros(agent_turns.costs.size) if agent_turns.counts is None else agent_turns.counts
+        turn_prior_var = truth.turns.noise_std ** 2 / np.maximum(n, 1) if agent_turns.variance is None \
+            else agent_turns.variance
         agent_turns = replace(agent_turns, noise_std=truth.turns.noise_std)
-        turn_prior_var = truth.turns.noise_std ** 2 / np.maximum(n, 1)
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
                    counts, residual, agent_turns, turn_prior_var)
