@@ -361,6 +361,39 @@ def test_check_prior_supports_the_kernel_only_where_the_data_has_it(synthetic):
     assert bad["kernel"]["log_density"] < bad["independent"]["log_density"] + 0.02
 
 
+def test_prior_check_command_prints_the_fit_as_another_vehicles_run_options(synthetic, tmp_path):
+    """`prior check --for-vehicle`: the settings are the fit times ρ, the least-squares ratio of the
+    other vehicle's E_det to the drives' vehicle's over the edges driven (numpy's lstsq), and the
+    text names them as options; without it, ρ = 1."""
+    import json
+    import subprocess
+    import sys
+
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.priors.fitting import fitted_settings
+
+    e_car, e_van = edge_energies(synthetic, load_vehicle("sumo-ev")), edge_energies(synthetic, load_vehicle("delivery-van"))
+    rng = np.random.default_rng(7)
+    e = np.repeat(rng.choice(synthetic.n_edges, 120, replace=False), 3)
+    y = e_car[e] + 3.0 * rng.standard_normal(e.size)
+    pd.DataFrame({"trip": [f"t{k}" for k in rng.integers(0, 12, e.size)], "edge": e, "energy_wh": y,
+                  "edge_wh": y}).to_parquet(tmp_path / "d.parquet")
+    cmd = [sys.executable, "-m", "evroute", "prior", "check", str(tmp_path / "d.parquet"), "--network", "synthetic",
+           "--no-progress"]
+    own = subprocess.run(cmd + ["--json"], capture_output=True, text=True)
+    van = subprocess.run(cmd + ["--json", "--for-vehicle", "delivery-van"], capture_output=True, text=True)
+    assert own.returncode == 0 and van.returncode == 0, own.stderr + van.stderr
+    own, van = json.loads(own.stdout), json.loads(van.stdout)
+    driven = np.unique(e)
+    rho = np.linalg.lstsq(e_car[driven, None], e_van[driven], rcond=None)[0][0]
+    assert van["settings"]["vehicle"] == "delivery-van" and van["settings"]["rho"] == pytest.approx(rho, rel=1e-12)
+    assert van["settings"] == pytest.approx({**fitted_settings(own, rho), "vehicle": "delivery-van"}, rel=1e-12)
+    assert own["settings"]["rho"] == 1.0
+    text = subprocess.run(cmd + ["--for-vehicle", "delivery-van"], capture_output=True, text=True).stdout
+    assert f"to learn under it as delivery-van: --prior-std {van['settings']['prior_std']:.4g} --noise-std" in text
+
+
 def test_prior_check_command_refuses_bad_input(tmp_path):
     import subprocess
     import sys
@@ -546,10 +579,11 @@ def test_two_processes_import_the_same_table_as_one(synthetic, tmp_path):
 def test_check_prior_measures_the_per_edge_noise_model_on_held_out_trips(synthetic):
     """Traversals whose noise grows with the edge's length (ς_e = 1 + 30 Wh/km): the per-edge
     model fitted on half of the trips predicts the other half better than one ς, and its
-    intervals cover what they say; with one true ς it gains nothing (Monte Carlo both ways)."""
+    intervals cover what they say; with one true ς it gains nothing (Monte Carlo both ways). The
+    fit as another vehicle's run settings (fitted_settings) scales σ₀ and the noise."""
     from evroute.physics.routes import edge_energies
-    from evroute.priors.fitting import check_prior
-    from evroute.priors.noise import edge_noise_std
+    from evroute.priors.fitting import check_prior, fitted_settings
+    from evroute.priors.noise import edge_noise_std, noise_model_spec
     from evroute.priors.prior import NetworkPrior
 
     e_det = edge_energies(synthetic, Vehicle())
@@ -570,6 +604,18 @@ def test_check_prior_measures_the_per_edge_noise_model_on_held_out_trips(synthet
     assert 0.40 < hetero["edge_noise"]["coverage_50"] < 0.60 and 0.85 < hetero["edge_noise"]["coverage_90"] < 0.95
     flat = check_prior(synthetic, e_det, drives(np.full(synthetic.n_edges, 3.0)), lengthscales=(1.0,))
     assert abs(flat["edge_noise"]["log_density"] - flat["kernel"]["log_density"]) < 0.02
+    # as run settings for a vehicle that uses twice the energy: the per-edge model's σ₀ and noise
+    # times 2 where it predicted better, one level's otherwise; a ratio that is not > 0 is refused
+    nm = hetero["noise_model"]
+    assert fitted_settings(hetero, 2.0) == {"prior_std": 2 * nm["prior_std"], "lengthscale": nm["lengthscale"],
+                                            "rho": 2.0, "noise_std": noise_model_spec(2 * nm["a"], 2 * nm["b_per_km"],
+                                                                                      2 * nm["tls"])}
+    worse = {**hetero, "edge_noise": {**hetero["edge_noise"], "log_density": hetero["kernel"]["log_density"] - 0.1}}
+    assert fitted_settings(worse, 2.0) == {"prior_std": 2 * hetero["fit"]["prior_std"], "rho": 2.0,
+                                           "noise_std": 2 * hetero["fit"]["noise_std"],
+                                           "lengthscale": hetero["fit"]["lengthscale"]}
+    with pytest.raises(EvrouteError, match="> 0"):
+        fitted_settings(hetero, 0.0)
 
 
 @pytest.mark.needs("sumo")

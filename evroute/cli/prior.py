@@ -24,19 +24,27 @@ def prior_check_cmd(
     seed: Annotated[int, typer.Option(help="Seeds the split of the trips into halves; 0 to 2^31-1.")] = 0,
     whole: Annotated[bool, typer.Option("--whole", help="Whole traversals (energy_wh) instead of the edges at a "
                                         "constant kinetic state (edge_wh).")] = False,
-    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None, as_json: JsonOpt = False,
+    vehicle: VehicleOpt = None,
+    for_vehicle: Annotated[str | None, typer.Option(
+        "--for-vehicle", help="Print the fit as run options for this vehicle (a preset or JSON file): sigma_0 and the "
+        "noise times the ratio of its energies to --vehicle's over the edges driven, as --fleet-vehicle moves a "
+        "fleet's residuals (default: for --vehicle itself).")] = None,
+    osm: OsmOpt = None, dem: DemOpt = None, as_json: JsonOpt = False,
     progress: ProgressOpt = None,
 ) -> None:
     """Fit sigma_0, the noise and the lengthscale on half of the trips and predict the other
     half's traversals: coverage of the 50 % and 90 % intervals, log predictive density, beside the
     same prior without correlations; says whether the kernel's correlations are supported."""
+    import numpy as np
+
     from ..errors import EvrouteError
     from ..physics.energy import load_vehicle
     from ..physics.routes import edge_energies
-    from ..priors.fitting import check_prior
+    from ..priors.fitting import check_prior, fitted_settings
     from ..progress import configure as configure_progress
     from ..progress import stage
     from ..roads.network import load_network
+    from ..runs.problem import fleet_ratio
     from ..validate import choice
     from ..world.drives import read_drives
 
@@ -45,12 +53,17 @@ def prior_check_cmd(
         raise EvrouteError(f"--seed must be 0 to 2^31-1, got {seed}")
     if not drives.is_file():
         raise EvrouteError(f"no such drives table: {drives}")
+    drove = load_vehicle(vehicle)
+    target = load_vehicle(for_vehicle) if for_vehicle is not None else drove
     configure_progress(progress)
     net = load_network(network, osm=osm, dem=dem)
     table = read_drives(drives, net.n_edges)
-    e_det = edge_energies(net, load_vehicle(vehicle))
+    e_det = edge_energies(net, drove)
     with stage("type-II maximum likelihood on half of the trips, then the other half predicted"):
         c = check_prior(net, e_det, table, kernel=kernel, seed=seed, column="energy_wh" if whole else "edge_wh")
+    driven = np.bincount(table.edge.to_numpy(np.int64), minlength=net.n_edges) > 0
+    rho = 1.0 if target == drove else fleet_ratio(e_det[driven], edge_energies(net, target)[driven])
+    c["settings"] = {"vehicle": target.name, **fitted_settings(c, rho)}
     if as_json:
         print(json.dumps(c))
         return
@@ -74,6 +87,11 @@ def prior_check_cmd(
         print(f"noise per edge fitted on the same half: {nm['spec']} (sigma_0 {nm['prior_std']:.2f} Wh, lengthscale "
               f"{nm['lengthscale']:g}); it predicts the held-out drives "
               f"{c['edge_noise']['log_density'] - c['kernel']['log_density']:+.3f} nats a traversal against one sigma")
+    st = c["settings"]
+    noise = f'"{st["noise_std"]}"' if isinstance(st["noise_std"], str) else f"{st['noise_std']:.4g}"
+    print(f"to learn under it as {st['vehicle']}: --prior-std {st['prior_std']:.4g} --noise-std {noise} --lengthscales "
+          f"{st['lengthscale']:g}" + (f" (the fit times {rho:.3g}, {st['vehicle']}'s energies over {drove.name}'s)"
+                                       if target != drove else ""))
     gain = c["kernel"]["log_density"] - c["independent"]["log_density"]
     print(("supported: " if c["supported"] else "not supported: ")
           + f"the kernel's correlations predict the held-out drives {'better' if gain > 0 else 'worse'} than "

@@ -23,10 +23,10 @@ from scipy.stats import norm
 
 from ..errors import EvrouteError
 from .linalg import jittered_cholesky
-from .noise import edge_noise_std, fit_noise_model
+from .noise import edge_noise_std, fit_noise_model, noise_model_spec
 from .prior import NetworkPrior
 
-__all__ = ["FIT_LENGTHSCALES", "FIT_MAX_EDGES", "edge_statistics", "fit_prior", "check_prior"]
+__all__ = ["FIT_LENGTHSCALES", "FIT_MAX_EDGES", "edge_statistics", "fit_prior", "check_prior", "fitted_settings"]
 
 #: At most this many of the best-covered edges enter a fit (the dense |O|×|O| block).
 FIT_MAX_EDGES = 3000
@@ -206,3 +206,29 @@ def check_prior(net, e_det, table: pd.DataFrame, *, kernel: str = "combined", ka
         out["neighbour_correlation"] = out["kernel_neighbour_correlation"] = math.nan
     out["supported"] = bool(out["kernel"]["log_density"] > out["independent"]["log_density"])
     return out
+
+
+def fitted_settings(check: dict, rho: float = 1.0) -> dict:
+    """The run settings a :func:`check_prior` fit stands for, in another vehicle's units.
+
+    The per-edge noise model's fit where it predicted the held-out traversals better than one
+    noise level, the one level's otherwise; σ₀ and the noise (its a, b_per_km and tls) times
+    ``rho``, the ratio of the other vehicle's energies to those of the vehicle that drove (as
+    ``--fleet-vehicle`` moves a fleet's residuals: :func:`evroute.runs.problem.fleet_ratio`), the
+    lengthscale as fitted.
+
+    Returns
+    -------
+    dict
+        ``prior_std`` (Wh), ``noise_std`` (Wh, or an ``edge[...]`` spec), ``lengthscale``, ``rho``.
+    """
+    rho = float(rho)
+    if not rho > 0:
+        raise EvrouteError(f"the ratio of the two vehicles' energies must be > 0, got {rho:g}")
+    if "noise_model" in check and check["edge_noise"]["log_density"] > check["kernel"]["log_density"]:
+        nm = check["noise_model"]
+        return {"prior_std": rho * nm["prior_std"], "lengthscale": nm["lengthscale"], "rho": rho,
+                "noise_std": noise_model_spec(rho * nm["a"], rho * nm["b_per_km"], rho * nm["tls"])}
+    fit = check["fit"]
+    return {"prior_std": rho * fit["prior_std"], "noise_std": rho * fit["noise_std"],
+            "lengthscale": fit["lengthscale"], "rho": rho}
