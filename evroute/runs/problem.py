@@ -191,9 +191,10 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
     if sc.learn_turns:  # each turn's prior: the fleet's posterior variance, or one car's spread (a model's)
         if truth.turns is None or truth.turns.noise_std is None:
             raise EvrouteError("--learn-turns learns the junctions of a truth of edges plus turns (--truth sumo)")
-        n = np.zeros(agent_turns.costs.size) if agent_turns.counts is None else agent_turns.counts
-        turn_prior_var = truth.turns.noise_std ** 2 / np.maximum(n, 1) if agent_turns.variance is None \
-            else agent_turns.variance
+        turn_prior_var = agent_turns.variance
+        if turn_prior_var is None:  # a model's turns (counts None or 0): one car's spread, s² / max(n, 1)
+            n = 0 if agent_turns.counts is None else agent_turns.counts
+            turn_prior_var = np.broadcast_to(truth.turns.noise_std ** 2 / np.maximum(n, 1), agent_turns.costs.shape)
         agent_turns = replace(agent_turns, noise_std=truth.turns.noise_std)
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
@@ -310,15 +311,17 @@ def weight_inputs(weights: str, problem: Problem, *, turns_of: str = "agents") -
     """What the run's weight rule needs (:func:`evroute.bandit.policies.route_weights`): the edges'
     floor and potential, the junctions' costs (None without turns: the agents' own,
     ``--prior-turns``, or with ``turns_of="truth"`` the truth's, for the clairvoyant route) and, for
-    the potential rule with turns, their potential (:func:`evroute.bandit.policies.turn_potential`)."""
+    the potential rule with turns, their potential (:func:`evroute.bandit.policies.turn_potential`;
+    None for agents that learn the turns, whose potential is each round's)."""
     key = ("weights", weights, turns_of)
     if key not in problem.derived:
         e = problem.net.edges
         floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
         truth_turns = problem.ground_truth.turns if problem.ground_truth is not None else None
         turns = truth_turns if turns_of == "truth" or problem.agent_turns is None else problem.agent_turns
+        learnt = turns_of == "agents" and problem.turn_prior_var is not None  # (their potential: each round's)
         h = turn_potential(floor, turns, lift_to=problem.prior_mean) \
-            if turns is not None and weights == "potential" else None
+            if turns is not None and weights == "potential" and not learnt else None
         problem.derived[key] = {"floor": floor, "potential": potential, "turns": turns, "turn_potential": h}
     return problem.derived[key]
 
