@@ -198,7 +198,9 @@ SCALE_SETTINGS = (
            "turns: each turn's cost a posterior of its own, starting from --prior-turns (with drives the fleet's "
            "per-turn posterior mean and variance, each turn's cars shrunk towards the speed change by as much "
            "as the fleet's turns stray from it; from the speed change one car's spread within turns), observed "
-           "where the agent turns; the index agents (gp-ucb, bi-ts, ...) take the same rule's index of each turn", "issue 41: the per-turn posterior",
+           "where the agent turns; the index agents (gp-ucb, bi-ts, ...) take the same rule's index of each turn, at "
+           "least its kinetic bound, or where they drove it the lower of that and its posterior mean",
+           "issue 41: the per-turn posterior; below the bound where driven",
            metavar="FLAG"),
     Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
            "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "

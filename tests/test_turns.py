@@ -60,6 +60,65 @@ def test_turns_raised_to_their_kinetic_bound_never_make_a_cycle_that_creates_ene
     assert feasible_potential(net.n_edges, src, dst, weights=floor, turn_weights=index) is None  # unraised: cycles
 
 
+def test_a_turn_the_agent_drove_is_held_to_the_lower_of_its_bound_and_its_posterior_mean(synthetic):
+    """Undriven turns at least their bound; a driven turn at least min(bound, posterior mean), so
+    its optimism never goes below what the agent's own cars said; with no belief every turn at its
+    bound (written out turn by turn)."""
+    net = synthetic
+    rng = np.random.default_rng(2)
+    src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
+    psi = rng.uniform(0.0, 30.0, net.n_edges)
+    turns = Turns(np.zeros(src.size), psi, src, dst)
+    belief = TurnBelief(np.zeros(src.size), 100.0, 4.0)
+    driven = rng.choice(src.size, 40, replace=False)
+    belief.update(driven, rng.normal(-60.0, 30.0, driven.size))  # most driven means far below their bounds
+    index = rng.normal(-100.0, 60.0, src.size)
+    mine = learned_turns(index, turns, belief)
+    mean = belief.mean_std()[0]
+    for i in range(src.size):
+        bound = psi[dst[i]] - psi[src[i]]
+        floor = min(bound, mean[i]) if belief.counts[i] > 0 else bound
+        assert mine.costs[i] == max(index[i], floor)
+    assert (mine.costs[driven] < turns.bound[driven]).sum() >= 20  # the point: below the bound where driven
+    np.testing.assert_array_equal(learned_turns(index, turns).costs, np.maximum(index, turns.bound))
+
+
+@pytest.mark.parametrize("policy", ["gp-ts", "bi-ts"])
+def test_agents_keep_a_turn_cheaper_than_its_bound_once_they_drove_it(dear_truth, synthetic, policy, monkeypatch):
+    """--learn-turns on a truth where one turn off the first route costs 60 Wh less than its kinetic
+    bound (a car slower there than the roads' typical speeds): once a Thompson learner has driven
+    it, it keeps taking it, its own observations holding the turn below the bound; held to the
+    bound for ever (the earlier rule), the turn looks dearer than it is and the learner leaves it
+    again."""
+    import evroute.bandit.agents as agents
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import prepare_problem
+    from evroute.runs.simulation import simulate
+
+    cfg = SimulationConfig(network="synthetic", truth="dear", policy=policy, weights="potential", horizon=1,
+                           prior_turns="speed-change", learn_turns=True)
+    problem = prepare_problem(cfg, net=synthetic)
+    first = [int(e) for e in simulate(cfg, net=synthetic).rounds.path.iloc[0]]
+    available = np.ones(synthetic.n_edges, dtype=bool)
+    available[first[len(first) // 2]] = False  # another route, and a turn on it that the first does not take
+    other = Oracle.from_network(synthetic).shortest_path(np.maximum(problem.prior_mean, 1e-3), first[0], first[-1],
+                                                         available=available).edges
+    taken = set(zip(first[:-1], first[1:], strict=True))
+    cheap = [(a, b) for a, b in zip(other[:-1], other[1:], strict=True) if (a, b) not in taken]
+    a, b = cheap[len(cheap) // 2]
+    dear_truth["turn"] = (a, b, -60.0)
+
+    def drives_it():
+        return [(a, b) in set(zip(p[:-1], p[1:], strict=True))
+                for p in simulate(cfg.replace(horizon=40), net=synthetic).rounds.path]
+
+    learnt = drives_it()
+    assert 0 < learnt.index(True) < 20 and all(learnt[-20:])
+    bounded = agents.learned_turns
+    monkeypatch.setattr(agents, "learned_turns", lambda index, turns, belief=None: bounded(index, turns))
+    assert not all(drives_it()[-20:])
+
+
 def test_the_environment_observes_turns_on_a_stream_of_their_own(synthetic):
     """observe_turns: the turns' mean cost plus noise of the cars' spread (Monte-Carlo mean and
     sd), one per consecutive pair; calling it leaves the edges' observations as they were; without

@@ -140,8 +140,9 @@ class IndexAgent(Agent):
         ``turn_belief``, the turns' bounds.
     turn_belief : evroute.bandit.turns.TurnBelief, optional
         The junctions learnt online: each round the index rule's index of every turn (raised to
-        its kinetic bound, :func:`evroute.bandit.turns.learned_turns`) stands for its cost, and the
-        turns driven are observed (:meth:`observe_turns`).
+        its kinetic bound, or where the agent drove it to the lower of that and its posterior mean,
+        :func:`evroute.bandit.turns.learned_turns`) stands for its cost, and the turns driven are
+        observed (:meth:`observe_turns`).
     """
 
     def __init__(self, policy, model, oracle, start: int, end: int, prior_mean, rectify: bool = True, *,
@@ -169,8 +170,8 @@ class IndexAgent(Agent):
         idx, beta = self.policy.indices(self.model, t, rng)
         turns, tp = self.turns, self.turn_potential
         if self.turn_belief is not None:  # this round's turns: the rule's index of each, at least its bound
-            turns = learned_turns(self.policy.indices(self.turn_belief, t, rng)[0], self.turns)
-            tp = turn_potential(self.floor, turns) if self.weights == "potential" else None
+            turns = learned_turns(self.policy.indices(self.turn_belief, t, rng)[0], self.turns, self.turn_belief)
+            tp = turn_potential(self.floor, turns, warn=False) if self.weights == "potential" else None
         if self.rectify:
             weights, arc = route_weights(idx, self.weights, model_noise_std(self.model), floor=self.floor,
                                          potential=self.potential, turns=turns, turn_potential=tp)

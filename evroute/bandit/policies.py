@@ -325,7 +325,7 @@ class TurnPotential:
     cycles: int = 0
 
 
-def turn_potential(floor, turns, lift_to=None) -> TurnPotential:
+def turn_potential(floor, turns, lift_to=None, *, warn: bool = True) -> TurnPotential:
     """The lower limits, turn costs and potential of :func:`route_weights`' potential rule with
     turns: Johnson's reweighting (:func:`evroute.roads.walks.feasible_potential`) of the floors and the
     turns' costs.
@@ -345,6 +345,8 @@ def turn_potential(floor, turns, lift_to=None) -> TurnPotential:
     turns : evroute.bandit.environments.Turns
     lift_to : array (E,), optional
         How far each edge's floor may be lifted first (default: not at all).
+    warn : bool
+        Warn where cycles are broken (default); an agent that breaks them each round does not.
 
     Returns
     -------
@@ -361,9 +363,10 @@ def turn_potential(floor, turns, lift_to=None) -> TurnPotential:
     room = None if lift_to is None else np.asarray(lift_to, dtype=np.float64) - floor
     lifted, raised, n_cycles, added = break_negative_cycles(floor.size, turns.conn_src, turns.conn_dst, weights=floor, turn_weights=costs,
                                                             weight_room=room, turn_room=bound - costs)
-    warnings.warn(f"the turns' costs and the edges' floors make {n_cycles} cycles that create energy: the potential "
-                  f"weights lift {int((lifted > floor).sum())} floors and raise {int((raised > costs).sum())} turns "
-                  f"({added:.1f} Wh in all)", EvrouteWarning, stacklevel=2)
+    if warn:
+        warnings.warn(f"the turns' costs and the edges' floors make {n_cycles} cycles that create energy: the "
+                      f"potential weights lift {int((lifted > floor).sum())} floors and raise "
+                      f"{int((raised > costs).sum())} turns ({added:.1f} Wh in all)", EvrouteWarning, stacklevel=2)
     return TurnPotential(lifted, raised, feasible_potential(floor.size, turns.conn_src, turns.conn_dst, weights=lifted, turn_weights=raised),
                          n_cycles)
 

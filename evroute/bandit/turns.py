@@ -8,11 +8,12 @@ conjugate Gaussians (paper 003's Bayesian inference, Sec. 4.1, per turn). It ans
 rules as an edge model does (:meth:`mean_std`, :meth:`sample`, ``n_arms``, ``noise_var``,
 ``counts``), so a GP-UCB agent takes a lower confidence bound of each turn, GP-TS a draw.
 
-An index below a turn's kinetic bound ψ(e′) − ψ(e) is raised to it (no car's turn costs less:
-:class:`~evroute.bandit.environments.Turns`), as an edge's index is raised to its physical
-floor: with every turn at or above its bound and every edge at or above its floor no cycle
-creates energy, so Johnson's potential exists every round without breaking cycles
-(:func:`learned_turns`).
+An index below a turn's kinetic bound ψ(e′) − ψ(e) is raised to it (no car's turn at the roads'
+typical speeds costs less: :class:`~evroute.bandit.environments.Turns`), as an edge's index is
+raised to its physical floor, except where the agent has driven the turn and its posterior mean
+lies below the bound: then to that mean (:func:`learned_turns`). With every turn at or above its
+bound and every edge at or above its floor no cycle creates energy; the few cycles the driven
+turns may close are broken for the round (:func:`evroute.bandit.policies.turn_potential`).
 """
 
 from __future__ import annotations
@@ -72,13 +73,37 @@ class TurnBelief:
         return mu + sd * rng.standard_normal(mu.size)
 
 
-def learned_turns(index, turns: Turns) -> Turns:
-    """The turns an agent routes with this round: its indices, each raised to the turn's kinetic
-    bound ψ(e′) − ψ(e) (:attr:`~evroute.bandit.environments.Turns.bound`).
+def learned_turns(index, turns: Turns, belief: TurnBelief | None = None) -> Turns:
+    """The turns an agent routes with this round: its indices, each at least the turn's kinetic
+    bound ψ(e′) − ψ(e) (:attr:`~evroute.bandit.environments.Turns.bound`) where the agent has not
+    driven it, and at least the lower of the bound and its posterior mean where it has.
+
+    The bound holds for one car at the roads' typical speeds; a turn's mean over the cars of a
+    truth can go below it (they brake from, or accelerate to, other speeds than the typical), and a
+    learner held to it takes such a turn for dearer than it is for ever (on SUMO's truth that is
+    most of a junction learner's regret: scripts/fleet_prior_error.py). A turn the agent has driven
+    is held only to what its own observations say, the posterior mean, where that is below the
+    bound; its optimism (a lower confidence bound, a draw) never goes further below. The cycles
+    such turns may close are broken for the round by the weight rule
+    (:func:`evroute.bandit.policies.turn_potential`, toward the bound).
+
+    Parameters
+    ----------
+    index : array (A,)
+        The index rule's value of every turn.
+    turns : Turns
+        The junctions (their bounds).
+    belief : TurnBelief, optional
+        The agent's posterior of the turns (which it has driven, their means); None: every turn
+        held to its bound.
 
     Returns
     -------
     Turns
-        ``turns`` with ``costs`` the raised indices.
+        ``turns`` with ``costs`` the held indices.
     """
-    return replace(turns, costs=np.maximum(np.asarray(index, dtype=np.float64), turns.bound))
+    index, bound = np.asarray(index, dtype=np.float64), turns.bound
+    if belief is not None:
+        driven = belief.counts > 0
+        bound = np.where(driven, np.minimum(bound, belief.mean_std()[0]), bound)
+    return replace(turns, costs=np.maximum(index, bound))
