@@ -12,10 +12,11 @@ Last the junctions: the same error of each turn's cost against the truth's, for 
 (``--prior-turns speed-change``), the fleet's ten-car means (``--prior-turns drives``) and the
 fleet's per-turn posterior (what ``--learn-turns`` starts from), over the turns the fleet drove
 and those it did not, with the share of the truth's turns inside the posterior's 90 % interval;
-and what the kinetic bound costs a learner (``--learn-turns`` raises every turn's index to the
-bound ψ(e′) − ψ(e) of its potential, which the truth's per-turn means may go below): the exact
-optimum with every turn raised to the bound, driven on the truth, against the truth's optimum:
-the regret a round that no amount of learning removes.
+and what the kinetic bound would cost a learner held to it everywhere (``--learn-turns`` raises
+the index of every turn it has not driven to the bound ψ(e′) − ψ(e) of its potential, which the
+truth's per-turn means may go below; until 2026-11-27 every turn's): the exact optimum with every
+turn raised to the bound, driven on the truth, against the truth's optimum: the regret a round
+that no amount of learning removed under that rule.
 
     python scripts/fleet_prior_error.py monaco:A --drives fleet/traversals.parquet \\
         --vehicle delivery-van --fleet-vehicle sumo-ev
@@ -35,14 +36,20 @@ from evroute.world.drives import read_drives
 from evroute.world.junctions import MIN_TURN_CARS, fleet_turns, measured_turns, speed_change_turns
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def fleet_arguments(description: str) -> argparse.ArgumentParser:
+    """The arguments of the scripts that weigh a fleet's drives against a route's truth (this one
+    and fleet_ceiling.py): the route, the drives, the two vehicles and the DEM."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("route")
     ap.add_argument("--drives", required=True, help="traversals.parquet of evroute drives import")
     ap.add_argument("--vehicle", default="delivery-van", help="the run's vehicle (the truth's)")
     ap.add_argument("--fleet-vehicle", default="sumo-ev", help="the vehicle that drove the fleet's drives")
     ap.add_argument("--dem", default=None)
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = fleet_arguments(__doc__.split("\n\n")[0]).parse_args()
     cfg = SimulationConfig(network=args.route.split(":")[0], route=args.route, vehicle=args.vehicle, truth="sumo",
                            dem=args.dem, prior_drives=args.drives)
     fleet = prepare_problem(cfg, 0)
@@ -65,8 +72,8 @@ def main() -> None:
                       ("E_det + rho x its true residuals", fleet.e_det[driven] + rho * (f_own - e_own) - truth)):
         print(f"  {name:36s} {np.sqrt(np.mean(err ** 2)):4.1f} Wh")
     turns(moved, drives=args.drives, fleet_vehicle=args.fleet_vehicle)
-    print("what the kinetic bound costs a learner (the least-energy route with every turn at least its bound, "
-          "on the truth)")
+    print("what the kinetic bound would cost a learner held to it at every turn (the least-energy route with every "
+          "turn at least its bound, on the truth)")
     for prior_turns in ("speed-change", "drives"):
         learner = prepare_problem(cfg.replace(fleet_vehicle=args.fleet_vehicle, prior_turns=prior_turns,
                                               learn_turns=True), 0)
