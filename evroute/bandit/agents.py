@@ -169,7 +169,7 @@ class IndexAgent(Agent):
         mu, sd = self.model.mean_std()
         idx, beta = self.policy.indices(self.model, t, rng)
         turns, tp = self.turns, self.turn_potential
-        if self.turn_belief is not None:  # this round's turns: the rule's index of each, at least its bound
+        if self.turn_belief is not None:  # this round's turns: each one's index, held to its bound (or own mean)
             turns = learned_turns(self.policy.indices(self.turn_belief, t, rng)[0], self.turns, self.turn_belief)
             tp = turn_potential(self.floor, turns, warn=False) if self.weights == "potential" else None
         if self.rectify:
