@@ -103,10 +103,11 @@ def main() -> None:
                             dem=args.dem, horizon=args.horizon, exact_optimum=True)
     van = prepare_problem(base, 0)
     car = prepare_problem(base.replace(vehicle=args.fleet_vehicle), 0)
-    fleet_edges = read_drives(args.drives, van.net.n_edges).edge.to_numpy(np.int64)
+    table = read_drives(args.drives, van.net.n_edges)
+    fleet_edges = table.edge.to_numpy(np.int64)
     counts = np.bincount(fleet_edges, minlength=van.net.n_edges)
     driven = counts > 0
-    spread = np.sqrt(fleet_prior_mean(car.prior_mean, read_drives(args.drives, van.net.n_edges), car.prior_var)[2])
+    spread = np.sqrt(fleet_prior_mean(car.prior_mean, table, car.prior_var)[2])
     rho = fleet_ratio(car.prior_mean[driven], van.prior_mean[driven])
     print(f"the fleet: {int(driven.sum()):,} edges driven, traversals' sd {spread:.1f} Wh, rho {rho:.3f}")
     every = np.repeat(np.arange(van.net.n_edges), args.copies)
