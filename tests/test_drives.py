@@ -277,10 +277,43 @@ def test_sumo_drives_come_back_through_the_import(synthetic):
     assert ours == pytest.approx(theirs, rel=0.05)
 
 
+@pytest.mark.needs("sumo")
+def test_a_district_fleet_begins_and_ends_its_trips_in_the_district(synthetic):
+    """With ``around`` every drive's first and last fix lie within the radius of the point (plus
+    half the longest edge: SUMO departs at an edge's start, the district holds its middle);
+    without it the same demand's trips reach well beyond."""
+    import osmnx
+
+    from evroute.world.sumo import sumo_drives
+
+    lat = float(np.median(synthetic.nodes.lat))
+    lon = float(np.median(synthetic.nodes.lon))
+    slack = 0.5 * float(synthetic.edges.length_m.max()) + 5.0
+
+    def ends(d):
+        g = d.traces.groupby("trip")
+        first, last = g.first(), g.last()
+        return np.r_[osmnx.distance.great_circle(lat, lon, first.lat.to_numpy(), first.lon.to_numpy()),
+                     osmnx.distance.great_circle(lat, lon, last.lat.to_numpy(), last.lon.to_numpy())]
+
+    d = sumo_drives(synthetic, "synthetic", Vehicle(), vehicles=8, seed=1, rate=300.0, hours=0.25,
+                    around=(lat, lon, 0.9))
+    assert d.summary["vehicles"] >= 6 and d.summary["around"]["km"] == 0.9 and d.summary["around"]["edges"] > 50
+    assert ends(d).max() <= 900.0 + slack
+    anywhere = sumo_drives(synthetic, "synthetic", Vehicle(), vehicles=8, seed=1, rate=300.0, hours=0.25)
+    assert anywhere.summary["around"] is None and ends(anywhere).max() > 900.0 + slack
+    with pytest.raises(EvrouteError, match="found no trip of at least 1000 m beginning and ending within 0.2 km"):
+        sumo_drives(synthetic, "synthetic", Vehicle(), vehicles=2, seed=1, rate=300.0, hours=0.25,
+                    around=(lat, lon, 0.2))
+
+
 @pytest.mark.parametrize("args, message", [
     (["--rate", "2"], "--rate must be in (0, 1] fixes a second, got 2"),
     (["--vehicles", "0"], "--vehicles must be 1 to 10000, got 0"),
     (["--gps-noise", "-1"], "--gps-noise must be 0 to 500 metres, got -1"),
+    (["--around", "49.6,6.1"], "--around must be LAT,LON,KM with KM in (0, 1000] kilometres, got '49.6,6.1'"),
+    (["--around", "49.6,6.1,0"], "--around must be LAT,LON,KM with KM in (0, 1000] kilometres, got '49.6,6.1,0'"),
+    (["--around", "95,6.1,3"], "--around '95,6.1' is not a valid latitude,longitude"),
 ])
 def test_sumo_drives_refuses_bad_options_before_any_work(args, message, tmp_path):
     import subprocess

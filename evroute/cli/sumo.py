@@ -167,6 +167,11 @@ def sumo_drives_cmd(
     battery: Annotated[bool, typer.Option("--battery-xml", help="Also write SUMO's own battery output of the drives "
                                           "(battery.xml) and its network (net.net.xml): evroute drives import "
                                           "battery.xml --sumo-net net.net.xml reads them.")] = False,
+    around: Annotated[str | None, typer.Option(
+        "--around", metavar="LAT,LON,KM",
+        help="A district's fleet: every recorded trip begins and ends on a road within KM kilometres "
+             "of LAT,LON (it may leave the district between them; the background traffic is the "
+             "whole network's). Default: anywhere.")] = None,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
     overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
@@ -178,6 +183,7 @@ def sumo_drives_cmd(
     from ..progress import configure as configure_progress
     from ..roads.network import load_network
     from ..runs.directory import check_output_file
+    from ..validate import parse_latlon
     from ..world.drives import write_gpx
     from ..world.sumo import sumo_drives
 
@@ -189,6 +195,16 @@ def sumo_drives_cmd(
                      (0 < hours <= 24, f"--hours must be in (0, 24], got {hours:g}")):
         if not ok:
             raise EvrouteError(what)
+    district = None
+    if around is not None:
+        lat_lon, _, km_text = around.rpartition(",")
+        try:
+            km = float(km_text) if around.count(",") == 2 else float("nan")
+        except ValueError:
+            km = float("nan")
+        if not (0 < km <= 1000):
+            raise EvrouteError(f"--around must be LAT,LON,KM with KM in (0, 1000] kilometres, got {around!r}")
+        district = (*parse_latlon(lat_lon, "around"), km)
     configure_progress(progress)
     names = ["traces.csv", "traces.gpx", "answer.parquet", "drives.json"]
     names += ["battery.xml", "net.net.xml"] if battery else []
@@ -199,7 +215,7 @@ def sumo_drives_cmd(
     out.mkdir(parents=True, exist_ok=True)
     d = sumo_drives(net, network, veh, vehicles=vehicles, seed=seed, rate=traffic, hours=hours, gps_noise_m=gps_noise,
                     sample_hz=rate_hz, osm=str(osm) if osm else None, dem=str(dem) if dem else None,
-                    battery_dir=out if battery else None)
+                    battery_dir=out if battery else None, around=district)
     with atomic_path(out / "traces.csv") as tmp:
         with open(tmp, "w") as fh:
             fh.write(f"# generator: {generator()}\n")
@@ -214,4 +230,5 @@ def sumo_drives_cmd(
     print(f"{s['vehicles']:,} drives on {net.name}: {s['fixes']:,} fixes at {s['sample_hz']:g} Hz, GPS noise "
           f"{s['gps_noise_m']:g} m; answer key {s['answer_traversals']:,} traversals ({s['teleports']} teleports)")
     print("wrote " + ", ".join(str(out / n) for n in names))
-    print(f"import them: evroute drives import {out / 'traces.csv'} --network {network} --out DRIVES")
+    print(f"import them: evroute drives import {out / 'traces.csv'} --network {network}"
+          f"{f' --dem {dem}' if dem else ''}{f' --gps-noise {gps_noise:g}' if gps_noise > 0 else ''} --out DRIVES")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -45,6 +46,7 @@ import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from xml.sax.saxutils import escape as xml_escape
 
 import networkx as nx
 import numpy as np
@@ -53,6 +55,7 @@ import pandas as pd
 from ..bandit.environments import Truth, Turns, noise_at, register_truth
 from ..cache import CacheEntry, make_key
 from ..errors import EvrouteError, EvrouteWarning
+from ..geo import EARTH_RADIUS_M
 from ..io import atomic_path, atomic_write_text, generator
 from ..physics.energy import ROTATING_MASS_KG, Vehicle, kinetic_wh
 from ..priors.fitting import FIT_LENGTHSCALES, fit_prior
@@ -67,7 +70,7 @@ from ..specs import declared
 from .drives import degrade
 from .junctions import measured_turns
 
-__all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "AtlasTruth", "sumo_truth", "build_atlas",
+__all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "district_weights", "AtlasTruth", "sumo_truth", "build_atlas",
            "kinetic_wh", "atlas_conservation", "drive_predictions",
            "ROTATING_MASS_KG", "edet_agreement", "fit_hyperparameters", "osm_with_elevations", "sumo_home", "vtype_xml",
            "map_edges", "traversals", "ATLAS_COLUMNS", "SumoDrives", "sumo_drives",
@@ -611,10 +614,17 @@ class SumoDrives:
 
 def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed: int = 0, rate: float = 1800.0,
                 hours: float = 0.5, gps_noise_m: float = 0.0, sample_hz: float = 1.0, min_distance_m: float = 1000.0,
-                osm: str | None = None, dem: str | None = None, battery_dir: Path | None = None) -> SumoDrives:
+                osm: str | None = None, dem: str | None = None, battery_dir: Path | None = None,
+                around: tuple[float, float, float] | None = None) -> SumoDrives:
     """Realistic drives with an answer key: ``vehicles`` cars (``vehicle``, with SUMO's battery
     device) on random trips of at least ``min_distance_m`` through background traffic as in the
     atlas (``rate`` random trips an hour over ``hours`` hours), recorded as GPS traces.
+
+    With ``around = (lat, lon, km)`` the recorded cars are a district's fleet (taxis, deliveries,
+    a town's commuters): each trip begins and ends on an edge whose middle lies within ``km``
+    kilometres of the point (every such edge equally likely, :func:`district_weights`), though it
+    may drive out of the district between them; the background traffic is the whole network's
+    either way.
 
     Every second SUMO reports each drive's position, speed and electricity; the trace keeps one
     fix every ``1 / sample_hz`` seconds (``sample_hz`` in (0, 1]), its position moved by
@@ -649,11 +659,27 @@ def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed
                   "-p", repr(3600.0 / rate), "--seed", str(seed), "--trip-attributes", 'type="ev"',
                   "--additional-file", "ev.add.xml", "-o", "trips.xml", "-r", "background.rou.xml"],
                  "randomTrips.py", folder)
-            _run([sys.executable, str(home / "tools" / "randomTrips.py"), *common, "-e", repr(0.8 * span),
+            district, n_district = [], None
+            if around is not None:  # randomTrips draws sources and sinks from these edge weights
+                weights = district_weights(snet, around)
+                if not weights:
+                    raise EvrouteError(f"no road of {net.name} lies within {around[2]:g} km of "
+                                       f"{around[0]:g},{around[1]:g}")
+                # one element a line: randomTrips reads the file with sumolib.xml.parse_fast
+                body = "".join(f'    <edge id="{xml_escape(e, {chr(34): "&quot;"})}" value="1"/>\n' for e in weights)
+                for suffix in (".src.xml", ".dst.xml"):
+                    (folder / f"district{suffix}").write_text(
+                        f'<edgedata>\n  <interval begin="0" end="{span!r}">\n{body}  </interval>\n</edgedata>\n')
+                district, n_district = ["--weights-prefix", "district"], len(weights)
+            _run([sys.executable, str(home / "tools" / "randomTrips.py"), *common, *district, "-e", repr(0.8 * span),
                   "--trip-attributes", 'type="drive"', "--additional-file", "drive.add.xml",
                   "-p", repr(0.8 * span / vehicles), "--seed", str(seed + 1), "--prefix", "drive",
                   "--min-distance", repr(float(min_distance_m)), "-o", "dtrips.xml", "-r", "drives.rou.xml"],
                  "randomTrips.py", folder)
+            if "<trip " not in (folder / "dtrips.xml").read_text():
+                where = "" if around is None else f" beginning and ending within {around[2]:g} km of the point"
+                raise EvrouteError(f"SUMO's randomTrips.py found no trip of at least {min_distance_m:g} m{where} "
+                                   f"on {net.name}")
         with stage(f"SUMO drives on {net.name}: simulation"):
             log = _run([str(home / "bin" / "sumo"), "-n", "net.net.xml", "-r", "background.rou.xml,drives.rou.xml",
                         "--device.battery.probability", "1", "--emission-output", "emissions.parquet",
@@ -697,8 +723,35 @@ def sumo_drives(net, network: str, vehicle: Vehicle, *, vehicles: int = 20, seed
                "vehicles_asked": int(vehicles), "seed": int(seed), "rate_per_hour": float(rate), "hours": float(hours),
                "gps_noise_m": float(gps_noise_m), "sample_hz": float(sample_hz), "fixes": int(len(traces)),
                "answer_traversals": int(len(answer)), "edges_mapped_share": mapped, "sumo": sumo_version(),
-               "teleports": int(teleports.group(1)) if teleports else 0}
+               "teleports": int(teleports.group(1)) if teleports else 0,
+               "around": None if around is None else {"lat": float(around[0]), "lon": float(around[1]),
+                                                      "km": float(around[2]), "edges": n_district}}
     return SumoDrives(traces, answer, summary)
+
+
+def district_weights(snet, around: tuple[float, float, float]) -> list[str]:
+    """The ids of the SUMO network ``snet``'s edges (sumolib's, no internal ones) whose middle
+    (half way along the edge's shape) lies within ``km`` kilometres of ``lat, lon`` (great circle;
+    ``around = (lat, lon, km)``), in the network's order: a district's sources and sinks for
+    ``randomTrips.py``."""
+    lat, lon, km = around
+    if not (km > 0 and math.isfinite(km)):
+        raise EvrouteError(f"a district's radius must be positive kilometres, got {km:g}")
+    import osmnx
+    from sumolib.geomhelper import positionAtShapeOffset
+
+    ids, xs, ys = [], [], []
+    for e in snet.getEdges():
+        x, y = positionAtShapeOffset(e.getShape(), 0.5 * e.getLength())
+        ids.append(e.getID())
+        xs.append(x)
+        ys.append(y)
+    if not ids:
+        return []
+    elon, elat = snet.convertXY2LonLat(np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64))
+    dist_m = osmnx.distance.great_circle(lat, lon, np.asarray(elat, dtype=np.float64),
+                                         np.asarray(elon, dtype=np.float64), earth_radius=EARTH_RADIUS_M)
+    return [i for i, d in zip(ids, np.atleast_1d(dist_m), strict=True) if d <= 1000.0 * km]
 
 
 def _drives_only(src: Path, dst: Path) -> None:
