@@ -170,8 +170,8 @@ def sumo_drives_cmd(
     around: Annotated[str | None, typer.Option(
         "--around", metavar="LAT,LON,KM",
         help="A district's fleet: every recorded trip begins and ends on a road within KM kilometres "
-             "of LAT,LON (it may leave the district between them; the background traffic is the "
-             "whole network's). Default: anywhere.")] = None,
+             "of LAT,LON (decimal degrees; KM in (0, 1000]); it may leave the district between them, "
+             "and the background traffic is the whole network's. Default: anywhere.")] = None,
     vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
     overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
