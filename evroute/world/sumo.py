@@ -733,7 +733,13 @@ def district_weights(snet, around: tuple[float, float, float]) -> list[str]:
     """The ids of the SUMO network ``snet``'s edges (sumolib's, no internal ones) whose middle
     (half way along the edge's shape) lies within ``km`` kilometres of ``lat, lon`` (great circle;
     ``around = (lat, lon, km)``), in the network's order: a district's sources and sinks for
-    ``randomTrips.py``."""
+    ``randomTrips.py``.
+
+    Returns
+    -------
+    list of str
+        The SUMO edge ids of the district; empty where no edge lies within ``km``.
+    """
     lat, lon, km = around
     if not (km > 0 and math.isfinite(km)):
         raise EvrouteError(f"a district's radius must be positive kilometres, got {km:g}")
