@@ -60,16 +60,19 @@ def test_turns_raised_to_their_kinetic_bound_never_make_a_cycle_that_creates_ene
     assert feasible_potential(net.n_edges, src, dst, weights=floor, turn_weights=index) is None  # unraised: cycles
 
 
-def test_a_turn_the_agent_drove_is_held_to_the_lower_of_its_bound_and_its_posterior_mean(synthetic):
-    """Undriven turns at least their bound; a driven turn at least min(bound, posterior mean), so
-    its optimism never goes below what the agent's own cars said; with no belief every turn at its
-    bound (written out turn by turn)."""
+def test_a_turn_is_held_to_the_lower_of_its_bound_and_its_posterior_mean(synthetic):
+    """Every turn at least min(bound, posterior mean): below the bound where the prior (a fleet's
+    turns) or the agent's own cars say so, never further; with no belief every turn at its bound
+    (written out turn by turn)."""
     net = synthetic
     rng = np.random.default_rng(2)
     src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
     psi = rng.uniform(0.0, 30.0, net.n_edges)
     turns = Turns(np.zeros(src.size), psi, src, dst)
-    belief = TurnBelief(np.zeros(src.size), 100.0, 4.0)
+    prior = turns.bound + 10.0
+    below = rng.choice(src.size, 40, replace=False)
+    prior[below] -= 50.0  # a fleet that paid 40 Wh less than the bound at these
+    belief = TurnBelief(prior, 100.0, 4.0)
     driven = rng.choice(src.size, 40, replace=False)
     belief.update(driven, rng.normal(-60.0, 30.0, driven.size))  # most driven means far below their bounds
     index = rng.normal(-100.0, 60.0, src.size)
@@ -77,10 +80,28 @@ def test_a_turn_the_agent_drove_is_held_to_the_lower_of_its_bound_and_its_poster
     mean = belief.mean_std()[0]
     for i in range(src.size):
         bound = psi[dst[i]] - psi[src[i]]
-        floor = min(bound, mean[i]) if belief.counts[i] > 0 else bound
-        assert mine.costs[i] == max(index[i], floor)
-    assert (mine.costs[driven] < turns.bound[driven]).sum() >= 20  # the point: below the bound where driven
+        assert mine.costs[i] == max(index[i], min(bound, mean[i]))
+    undriven = np.setdiff1d(below, driven)
+    undriven = undriven[index[undriven] < turns.bound[undriven]]
+    assert (mine.costs[driven] < turns.bound[driven]).sum() >= 20  # below the bound where the agent drove
+    assert undriven.size >= 25 and np.all(mine.costs[undriven] < turns.bound[undriven])  # and where the fleet did
+    others = np.setdiff1d(np.arange(src.size), np.r_[below, driven])
+    np.testing.assert_array_equal(mine.costs[others], np.maximum(index[others], turns.bound[others]))
     np.testing.assert_array_equal(learned_turns(index, turns).costs, np.maximum(index, turns.bound))
+
+
+def test_from_the_speed_change_an_undriven_turn_stays_at_its_bound(synthetic):
+    """The speed change between two roads' speeds is never below the kinetic bound (accelerating
+    costs ΔKE / η⁺ ≥ η⁻ ΔKE, braking recovers η⁻ of the drop, exactly the bound): a learner that
+    starts from it holds a turn below the bound only once it drove it."""
+    from evroute.physics.energy import load_vehicle
+    from evroute.world.junctions import speed_change_turns
+
+    for vehicle in (None, load_vehicle("delivery-van")):
+        sc = speed_change_turns(synthetic, vehicle)
+        assert np.all(sc.costs >= sc.bound - 1e-9 * np.abs(sc.bound).max())
+        held = learned_turns(np.full(sc.costs.size, -1e3), sc, TurnBelief(sc.costs, 25.0, 4.0))
+        np.testing.assert_allclose(held.costs, sc.bound, rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("policy", ["gp-ts", "bi-ts"])

@@ -140,7 +140,7 @@ class IndexAgent(Agent):
         ``turn_belief``, the turns' bounds.
     turn_belief : evroute.bandit.turns.TurnBelief, optional
         The junctions learnt online: each round the index rule's index of every turn (raised to
-        its kinetic bound, or where the agent drove it to the lower of that and its posterior mean,
+        the lower of its kinetic bound and its posterior mean,
         :func:`evroute.bandit.turns.learned_turns`) stands for its cost, and the turns driven are
         observed (:meth:`observe_turns`).
     """
@@ -169,7 +169,7 @@ class IndexAgent(Agent):
         mu, sd = self.model.mean_std()
         idx, beta = self.policy.indices(self.model, t, rng)
         turns, tp = self.turns, self.turn_potential
-        if self.turn_belief is not None:  # this round's turns: each one's index, held to its bound (or own mean)
+        if self.turn_belief is not None:  # this round's turns: each one's index, held to min(bound, posterior mean)
             turns = learned_turns(self.policy.indices(self.turn_belief, t, rng)[0], self.turns, self.turn_belief)
             tp = turn_potential(self.floor, turns, warn=False) if self.weights == "potential" else None
         if self.rectify:

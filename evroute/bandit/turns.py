@@ -74,18 +74,23 @@ class TurnBelief:
 
 
 def learned_turns(index, turns: Turns, belief: TurnBelief | None = None) -> Turns:
-    """The turns an agent routes with this round: its indices, each at least the turn's kinetic
-    bound ψ(e′) − ψ(e) (:attr:`~evroute.bandit.environments.Turns.bound`) where the agent has not
-    driven it, and at least the lower of the bound and its posterior mean where it has.
+    """The turns an agent routes with this round: its indices, each at least the lower of the turn's
+    kinetic bound ψ(e′) − ψ(e) (:attr:`~evroute.bandit.environments.Turns.bound`) and its posterior
+    mean.
 
     The bound holds for one car at the roads' typical speeds; a turn's mean over the cars of a
     truth can go below it (they brake from, or accelerate to, other speeds than the typical), and a
     learner held to it takes such a turn for dearer than it is for ever (on SUMO's truth that is
-    most of a junction learner's regret: scripts/fleet_prior_error.py). A turn the agent has driven
-    is held only to what its own observations say, the posterior mean, where that is below the
-    bound; its optimism (a lower confidence bound, a draw) never goes further below. The cycles
-    such turns may close are broken for the round by the weight rule
-    (:func:`evroute.bandit.policies.turn_potential`, toward the bound).
+    most of a junction learner's regret: scripts/fleet_prior_error.py). So a turn is held only to
+    what the cars say, its posterior mean, where that is below the bound: the fleet's cars (a
+    prior from drives, :func:`evroute.world.junctions.fleet_turns`) and the agent's own; its
+    optimism (a lower confidence bound, a draw) never goes further below. From the speed change
+    (never below the bound, :func:`evroute.world.junctions.speed_change_turns`) a turn stays at its
+    bound until the agent drove it. The cycles such turns may close are broken for the round by
+    the weight rule (:func:`evroute.bandit.policies.turn_potential`, toward the bound). Held below
+    the bound only where the agent itself drove (the rule until 2026-11-27) a learner ignored
+    what the fleet said of the turns it had not yet taken (on monaco:B from the fleet's turns, the
+    best regret 14 % higher than now: docs/reproductions/sumo.md).
 
     Parameters
     ----------
@@ -94,8 +99,7 @@ def learned_turns(index, turns: Turns, belief: TurnBelief | None = None) -> Turn
     turns : Turns
         The junctions (their bounds).
     belief : TurnBelief, optional
-        The agent's posterior of the turns (which it has driven, their means); None: every turn
-        held to its bound.
+        The agent's posterior of the turns (their means); None: every turn held to its bound.
 
     Returns
     -------
@@ -104,6 +108,5 @@ def learned_turns(index, turns: Turns, belief: TurnBelief | None = None) -> Turn
     """
     index, bound = np.asarray(index, dtype=np.float64), turns.bound
     if belief is not None:
-        driven = belief.counts > 0
-        bound = np.where(driven, np.minimum(bound, belief.mean_std()[0]), bound)
+        bound = np.minimum(bound, belief.mean_std()[0])
     return replace(turns, costs=np.maximum(index, bound))
