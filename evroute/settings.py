@@ -199,8 +199,9 @@ SCALE_SETTINGS = (
            "per-turn posterior mean and variance, each turn's cars shrunk towards the speed change by as much "
            "as the fleet's turns stray from it; from the speed change one car's spread within turns), observed "
            "where the agent turns; the index agents (gp-ucb, bi-ts, ...) take the same rule's index of each turn, at "
-           "least the lower of its kinetic bound and its posterior mean (what the fleet's cars and the agent's own paid; the speed change is never below the bound)",
-           "issue 41: the per-turn posterior; below the bound where driven",
+           "least the lower of its kinetic bound and its posterior mean (what the fleet's cars and the agent's own "
+           "paid; the speed change is never below the bound)",
+           "issue 41: the per-turn posterior; below the bound where the cars paid less",
            metavar="FLAG"),
     Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
            "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "
