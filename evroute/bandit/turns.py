@@ -10,10 +10,10 @@ rules as an edge model does (:meth:`mean_std`, :meth:`sample`, ``n_arms``, ``noi
 
 An index below a turn's kinetic bound ψ(e′) − ψ(e) is raised to it (no car's turn at the roads'
 typical speeds costs less: :class:`~evroute.bandit.environments.Turns`), as an edge's index is
-raised to its physical floor, except where the agent has driven the turn and its posterior mean
-lies below the bound: then to that mean (:func:`learned_turns`). With every turn at or above its
-bound and every edge at or above its floor no cycle creates energy; the few cycles the driven
-turns may close are broken for the round (:func:`evroute.bandit.policies.turn_potential`).
+raised to its physical floor, except where its posterior mean (the fleet's cars', the agent's
+own) lies below the bound: then to that mean (:func:`learned_turns`). With every turn at or above
+its bound and every edge at or above its floor no cycle creates energy; the cycles the turns held
+below their bounds may close are broken for the round (:func:`evroute.bandit.policies.turn_potential`).
 """
 
 from __future__ import annotations
