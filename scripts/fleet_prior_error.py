@@ -13,8 +13,9 @@ Last the junctions: the same error of each turn's cost against the truth's, for 
 fleet's per-turn posterior (what ``--learn-turns`` starts from), over the turns the fleet drove
 and those it did not, with the share of the truth's turns inside the posterior's 90 % interval;
 and what the kinetic bound would cost a learner held to it everywhere (``--learn-turns`` raises
-the index of every turn it has not driven to the bound ψ(e′) − ψ(e) of its potential, which the
-truth's per-turn means may go below; until 2026-11-27 every turn's): the exact optimum with every
+a turn's index to the lower of the bound ψ(e′) − ψ(e) of its potential and the turn's posterior
+mean, since the truth's per-turn means may go below the bound; until 2026-11-27 every turn's to the
+bound, then every turn's the agent had not driven): the exact optimum with every
 turn raised to the bound, driven on the truth, against the truth's optimum: the regret a round
 that no amount of learning removed under that rule.
 
