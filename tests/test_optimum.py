@@ -305,6 +305,45 @@ def test_walks_are_the_line_graphs_shortest_paths(seed):
         assert simple.status == "infeasible" or res.energy <= simple.energy + 1e-9  # a walk may be all there is
 
 
+def _rounds_reference(n_edges, conn_src, conn_dst, w, arc, start):
+    """Bellman–Ford in synchronous rounds, plainly: each round relaxes, in turn order, every
+    turn out of an edge whose distance changed in the last one; each edge takes its best
+    candidate, the first turn among equals."""
+    dist, pred, changed = [math.inf] * n_edges, [-1] * n_edges, {start}
+    dist[start] = w[start]
+    for _ in range(n_edges):
+        best = {}
+        for i, (a, b) in enumerate(zip(conn_src.tolist(), conn_dst.tolist(), strict=True)):
+            if a in changed:
+                cand = dist[a] + w[b] + arc[i]
+                if cand < dist[b] and (b not in best or cand < best[b][0]):
+                    best[b] = (cand, a)
+        if not best:
+            break
+        for b, (cand, a) in best.items():
+            dist[b], pred[b] = cand, a
+        changed = set(best)
+    return np.array(dist), np.array(pred)
+
+
+@pytest.mark.parametrize("seed", range(N_SEEDS))
+def test_bellman_ford_rounds_match_a_plain_loop(seed):
+    """The vectorised rounds (arcs gathered by their source, each target's best picked without a
+    sort) give the distances and predecessors of the plain loop, ties included (whole-number
+    weights, so equal candidates are common)."""
+    from evroute.roads.walks import shortest_walk
+
+    n_edges, conn_src, conn_dst, _, _, rng = small_instance(seed)
+    w = rng.integers(0, 4, n_edges).astype(float)
+    arc = rng.integers(0, 3, conn_src.size).astype(float)
+    for start in range(0, n_edges, 3):
+        dist, pred, negative = shortest_walk(n_edges, conn_src, conn_dst, w=w, start=start, arc=arc)
+        want_dist, want_pred = _rounds_reference(n_edges, conn_src, conn_dst, w, arc, start)
+        assert not negative
+        np.testing.assert_array_equal(dist, want_dist)
+        np.testing.assert_array_equal(pred, want_pred)
+
+
 def test_negative_cycle_rejects_bad_input():
     with pytest.raises(EvrouteError, match="length"):
         optimum.negative_cycle(3, [0], [1], weights=[1.0, 2.0])

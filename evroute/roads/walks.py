@@ -58,14 +58,39 @@ def _has_pred_cycle(pred: np.ndarray) -> bool:
     return bool(np.any(_doubled(pred) != pred.size))
 
 
-def _best_per_target(cd: np.ndarray, cand: np.ndarray) -> np.ndarray:
-    """Of relaxation candidates (target ``cd``, distance ``cand``), the index of each target's
-    best (the lowest distance; ties: the first)."""
-    order = np.lexsort((cand, cd))
-    cd_sorted = cd[order]
-    first = np.ones(cd_sorted.size, dtype=bool)
-    first[1:] = cd_sorted[1:] != cd_sorted[:-1]
-    return order[first]
+class _Relaxation:
+    """What synchronous Bellman–Ford rounds on a fixed digraph share: the arcs grouped by their
+    source (to gather the arcs out of the vertices whose distance changed without a pass over all
+    arcs) and scratch space to pick each target's best candidate in time linear in the candidates
+    (not a sort). The result is the same as relaxing every arc out of a changed vertex in arc
+    order and keeping each target's first best."""
+
+    def __init__(self, n: int, src: np.ndarray):
+        self.order = np.argsort(src, kind="stable")
+        self.indptr = np.searchsorted(src[self.order], np.arange(n + 1))
+        self.best = np.full(n, np.inf)
+        self.first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+
+    def arcs_out(self, changed: np.ndarray) -> np.ndarray:
+        """The ids of the arcs out of the vertices ``changed`` (distinct)."""
+        starts = self.indptr[changed]
+        count = self.indptr[changed + 1] - starts
+        total = int(count.sum())
+        offset = np.repeat(starts - (np.cumsum(count) - count), count)
+        return self.order[offset + np.arange(total)]
+
+    def best_per_target(self, cd: np.ndarray, cand: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """Of relaxation candidates (target ``cd``, distance ``cand``, tie key ``key``, distinct),
+        the index of each target's best: the lowest distance; ties, the lowest key."""
+        best, first = self.best, self.first
+        np.minimum.at(best, cd, cand)
+        hit = np.flatnonzero(cand == best[cd])
+        t, k = cd[hit], key[hit]
+        np.minimum.at(first, t, k)
+        idx = hit[first[t] == k]
+        best[cd] = np.inf  # (the scratch back as it came: linear in the candidates)
+        first[t] = np.iinfo(np.int64).max
+        return idx
 
 
 def shortest_walk(n, src, dst, *, w, start, arc=None):
@@ -85,21 +110,20 @@ def shortest_walk(n, src, dst, *, w, start, arc=None):
     dist = np.full(n, np.inf)
     pred = np.full(n, -1, dtype=np.int64)
     dist[start] = w[start]
-    active = np.zeros(n, dtype=bool)
-    active[start] = True
+    relax = _Relaxation(n, src)
+    changed = np.array([start], dtype=np.int64)
     for it in range(1, n_reach + 1):
-        m = active[src]
-        cs, cd = src[m], dst[m]
-        cand = dist[cs] + w[cd] + arc[m]
+        ci = relax.arcs_out(changed)
+        cs, cd = src[ci], dst[ci]
+        cand = dist[cs] + w[cd] + arc[ci]
         better = cand < dist[cd]
         if not better.any():
             return dist, pred, False
-        cs, cd, cand = cs[better], cd[better], cand[better]
-        idx = _best_per_target(cd, cand)
-        dist[cd[idx]] = cand[idx]
-        pred[cd[idx]] = cs[idx]
-        active[:] = False
-        active[cd[idx]] = True
+        cs, cd, cand, ci = cs[better], cd[better], cand[better], ci[better]
+        idx = relax.best_per_target(cd, cand, ci)
+        changed = cd[idx]
+        dist[changed] = cand[idx]
+        pred[changed] = cs[idx]
         if it % 32 == 0 and _has_pred_cycle(pred):
             return dist, pred, True
     return dist, pred, True
@@ -259,22 +283,22 @@ def _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights=None, r
     dist = np.zeros(n) if root_cost_zero else np.minimum(w, 0.0)
     pred = np.full(n, -1, dtype=np.int64)
     pred_arc = np.full(n, -1, dtype=np.int64)  # the turn each edge's distance came through
-    active = np.ones(n, dtype=bool)
-    all_arcs = np.arange(src.size)
+    relax = _Relaxation(n, src)
+    ci = np.arange(src.size)  # every vertex changed at first: every arc
     for it in range(1, n + 2):
-        m = active[src]
-        cs, cd, ca, ci = src[m], dst[m], arc[m], all_arcs[m]
-        cand = dist[cs] + ca + w[cd]
-        better = cand < dist[cd] - 1e-12 * (1.0 + np.abs(dist[cd]))
+        cs, cd = src[ci], dst[ci]
+        cand = dist[cs] + arc[ci] + w[cd]
+        now = dist[cd]
+        better = cand < now - 1e-12 * (1.0 + np.abs(now))
         if not better.any():
             return dist, None, None
         cs, cd, cand, ci = cs[better], cd[better], cand[better], ci[better]
-        idx = _best_per_target(cd, cand)
-        dist[cd[idx]] = cand[idx]
-        pred[cd[idx]] = cs[idx]
-        pred_arc[cd[idx]] = ci[idx]
-        active[:] = False
-        active[cd[idx]] = True
+        idx = relax.best_per_target(cd, cand, ci)
+        changed = cd[idx]
+        dist[changed] = cand[idx]
+        pred[changed] = cs[idx]
+        pred_arc[changed] = ci[idx]
+        ci = relax.arcs_out(changed)
         if it % 16 == 0 or it > n:
             cycle = _pred_cycle(pred)
             if cycle is not None:
