@@ -542,7 +542,9 @@ SUMO_JUNCTION_OFFSET_M = 6.0
 #: step's length (a logger's speed is a few per cent off, the trapezoid misses the acceleration
 #: within a step, and a matched route that is not the driven one has another length). Chosen on
 #: SUMO's Monaco drives (scripts/bench_drives.py; floors 0.5–2 m, shares 5–20 % tried): the
-#: loosest was best at 10 and 20 m of noise.
+#: loosest was best at 10 and 20 m of noise in SUMO's accounting. Against the import's own
+#: accounting of the exact positions (``--odometry``), 1 m and 10 % is a point better at 10 m and
+#: worse at 20 m; kept, as every fleet in the docs was imported with these (docs/performance.md).
 ODOMETRY_FLOOR_M = 2.0
 ODOMETRY_SHARE = 0.2
 
