@@ -20,8 +20,9 @@ what the real fleet's would be and only the means are perfect:
 
 The other vehicle's rows run as the docs' fleet rows do (``--fleet-vehicle --vehicle-scale 0.5
 --prior-drives-variance fleet``), this vehicle's with ``--prior-drives-variance fleet`` only (a
-fleet of this vehicle has no scale to learn), beside E_det with the
-paper's hyperparameters; exact regret (``--exact-optimum``), mean ± standard error over the seeds.
+fleet of this vehicle has no scale to learn), beside E_det, all with the
+paper's hyperparameters or those given (``--prior-std``, ``--noise-std``, ``--lengthscale``: the
+fit ``evroute prior check --for-vehicle`` prints); exact regret (``--exact-optimum``), mean ± standard error over the seeds.
 It also prints the fleet's coverage of what the E_det learner explores: of the edges it drove off
 the optimal route, weighted by the rounds it drove them, the share the fleet drove at least once
 and at least ten times.
@@ -98,9 +99,16 @@ def main() -> None:
     ap.add_argument("--horizon", type=int, default=500)
     ap.add_argument("--copies", type=int, default=30, help="traversals of every edge in the 'every edge' rows")
     ap.add_argument("--rows", default=None, help="only the rows whose name contains this text (and E_det's)")
+    ap.add_argument("--prior-std", type=float, default=None, help="σ₀ of every row, E_det's too (Wh; default the paper's)")
+    ap.add_argument("--noise-std", default=None, help="ς of every row: Wh, or a per-edge model "
+                    "(edge[a=…,b_per_km=…,tls=…]: evroute prior check prints the fitted one; default the paper's)")
+    ap.add_argument("--lengthscale", type=float, default=None, help="the kernel's ℓ of every row (default 1)")
     args = ap.parse_args()
+    noise = args.noise_std if args.noise_std is None or args.noise_std.startswith("edge") else float(args.noise_std)
+    fit = {k: v for k, v in (("prior_std", args.prior_std), ("noise_std", noise), ("lengthscale", args.lengthscale))
+           if v is not None}
     base = SimulationConfig(network=args.route.split(":")[0], route=args.route, vehicle=args.vehicle, truth="sumo",
-                            dem=args.dem, horizon=args.horizon, exact_optimum=True)
+                            dem=args.dem, horizon=args.horizon, exact_optimum=True, **fit)
     van = prepare_problem(base, 0)
     car = prepare_problem(base.replace(vehicle=args.fleet_vehicle), 0)
     table = read_drives(args.drives, van.net.n_edges)

@@ -72,6 +72,15 @@ def main() -> None:
                       ("the fleet, its own vehicle's truth", own.prior_mean[driven] - f_own),
                       ("E_det + rho x its true residuals", fleet.e_det[driven] + rho * (f_own - e_own) - truth)):
         print(f"  {name:36s} {np.sqrt(np.mean(err ** 2)):4.1f} Wh")
+    n = fleet.fleet_counts[driven]
+    print("the fleet's means against its own vehicle's truth, by the traversals an edge has (root mean square error; "
+          "the truth's residual from E_det beside it)")
+    for lo, hi in ((1, 3), (3, 10), (10, 30), (30, 100), (100, None)):
+        k = (n >= lo) & (n < (np.inf if hi is None else hi))
+        if k.any():
+            err, resid = own.prior_mean[driven][k] - f_own[k], f_own[k] - e_own[k]
+            print(f"  {f'{lo} to {hi - 1}' if hi else f'{lo} or more':>10s} traversals: {int(k.sum()):5,d} edges, "
+                  f"{np.sqrt(np.mean(err ** 2)):4.1f} Wh (the truth from E_det: {np.sqrt(np.mean(resid ** 2)):4.1f} Wh)")
     turns(moved, drives=args.drives, fleet_vehicle=args.fleet_vehicle)
     print("what the kinetic bound would cost a learner held to it at every turn (the least-energy route with every "
           "turn at least its bound, on the truth)")
