@@ -207,6 +207,12 @@ SCALE_SETTINGS = (
            "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "
            "fleet's: --prior-drives) plus the kernel's deviation, a ~ N(1, SD^2) learnt online with the edges; "
            "0: the prior mean's vehicle is this one", "issue 41: this car = a x the fleet", metavar="SD"),
+    Option("fleet_residual_sd", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
+           "with --prior-drives-variance fleet, how far each edge's fleet residual (its prior mean less E_det: "
+           "what the fleet measured beyond the physics) may be off, as a share of itself: the edge's prior "
+           "variance gains (SD * residual)^2, capped at sigma_0^2, so that one edge's residual may be scaled "
+           "unlike the others' (other traffic, another vehicle); 0: the fleet's posterior variance alone",
+           "issue 41: the fleet's means are not exact", metavar="SD"),
 )
 
 # --- the environment --------------------------------------------------------------------------

@@ -851,6 +851,48 @@ def test_a_fleet_of_another_vehicle_lends_its_residuals_not_its_energies(synthet
         SimulationConfig(network="synthetic", fleet_vehicle="compact-ev")
 
 
+def test_the_fleet_residual_sd_widens_each_edge_by_its_own_residual(synthetic, tmp_path):
+    """--fleet-residual-sd k: each edge's prior variance is the fleet's posterior one plus
+    (k r_e)², r_e its prior mean less E_det, capped at the prior's own (written out here from the
+    conjugate update); edges the fleet never drove (r_e = 0) keep theirs; GP and BI runs take it;
+    without the fleet's variance it is refused."""
+    from evroute.io import atomic_write_parquet
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.runs.config import SimulationConfig
+    from evroute.runs.problem import agent_prior, prepare_problem
+    from evroute.runs.simulation import simulate
+
+    route = _route(synthetic)
+    e_car = edge_energies(synthetic, load_vehicle("compact-ev"))
+    rng = np.random.default_rng(3)
+    y = np.repeat(e_car[route[:5]] + rng.normal(0.0, 20.0, 5), 4) + np.tile([-1.0, 1.0, 0.5, -0.5], 5)
+    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:5], 4), "next_edge": -1,
+                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
+    atomic_write_parquet(tmp_path / "fleet.parquet", table)
+    cfg = SimulationConfig(network="synthetic", horizon=3, vehicle="delivery-van", fleet_vehicle="compact-ev",
+                           prior_drives=str(tmp_path / "fleet.parquet"), prior_drives_variance="fleet")
+    problem = prepare_problem(cfg)
+    dense = agent_prior(cfg.replace(prior_drives_variance="prior"), problem).diag()
+    fleet = agent_prior(cfg, problem).diag()
+    e_van = edge_energies(synthetic, load_vehicle("delivery-van"))
+    r = problem.prior_mean - e_van
+    driven = np.zeros(synthetic.n_edges, bool)
+    driven[route[:5]] = True
+    assert np.all(np.abs(r[driven]) > 1.0) and np.all(r[~driven] == 0.0)
+    for k in (0.3, 10.0):
+        wide = agent_prior(cfg.replace(fleet_residual_sd=k), problem).diag()
+        want = np.minimum(dense, fleet + k ** 2 * r ** 2 * dense / problem.prior_var)
+        np.testing.assert_allclose(wide, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(agent_prior(cfg.replace(fleet_residual_sd=10.0), problem).diag()[driven], dense[driven],
+                               rtol=1e-9)  # (capped)
+    assert np.all(agent_prior(cfg.replace(fleet_residual_sd=0.3), problem).diag()[driven] > fleet[driven])
+    for policy in ("gp-ts", "bi-ts"):
+        assert len(simulate(cfg.replace(policy=policy, fleet_residual_sd=0.5), net=synthetic).rounds) == 3
+    with pytest.raises(EvrouteError, match="--prior-drives-variance fleet"):
+        cfg.replace(prior_drives_variance="prior", fleet_residual_sd=0.5)
+
+
 def test_turns_of_another_vehicle_lend_their_residuals_and_unmeasured_turns_are_a_speed_change():
     """measured_turns with ``measured_by``: a turn enough cars of another vehicle took costs this
     vehicle's speed change plus ρ (their mean − their speed change), ρ the least-squares ratio of

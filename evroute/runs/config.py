@@ -164,6 +164,7 @@ class PriorSpec(_Part):
     nu: float = _setting("nu")
     vehicle_scale: float = _setting("vehicle_scale")
     prior_drives_variance: str = _setting("prior_drives_variance")
+    fleet_residual_sd: float = _setting("fleet_residual_sd")
 
     def __post_init__(self) -> None:
         self._convert()
@@ -284,6 +285,9 @@ class SimulationConfig:
         if self.prior_drives_variance == "fleet" and self.prior_drives is None:
             raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: give them "
                                "with --prior-drives")
+        if self.fleet_residual_sd > 0 and self.prior_drives_variance != "fleet":
+            raise EvrouteError("--fleet-residual-sd widens the fleet's per-edge variance: give it with "
+                               "--prior-drives-variance fleet (and --prior-drives)")
 
     def __getattr__(self, name: str):
         part = SETTING_PART.get(name)

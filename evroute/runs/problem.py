@@ -254,7 +254,9 @@ def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem
     (:func:`fleet_ratio` × E_det where the fleet never drove), or with ``--fleet-vehicle`` as it is,
     the scale moving only the fleet's residuals (:attr:`Problem.fleet_residual`); with ``--prior-drives-variance
     fleet`` each edge's variance the fleet's posterior one
-    (:class:`evroute.priors.prior.EdgeScaledPrior`); with ``--vehicle-scale`` the vehicle's unknown scale on
+    (:class:`evroute.priors.prior.EdgeScaledPrior`), plus (k r_e)² with ``--fleet-residual-sd k``
+    (r_e the edge's prior mean less E_det; capped at σ₀²: a fleet's residual is not known better than
+    to within k of itself, whatever its count says); with ``--vehicle-scale`` the vehicle's unknown scale on
     top (:class:`evroute.priors.prior.VehicleScalePrior`).
 
     It reads the :class:`~evroute.runs.config.PriorSpec` and the problem only (an agent's
@@ -285,7 +287,11 @@ def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem
         if problem.fleet_scale is None:
             raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: "
                                "give them with --prior-drives")
-        prior = EdgeScaledPrior(prior, 1.0 / problem.fleet_scale, mean)  # variance σ₀² × fleet_scale²
+        scale = problem.fleet_scale  # each edge's sd over σ₀
+        if spec.fleet_residual_sd > 0 and problem.e_det is not None:  # the residual's own error: (k r_e)² more
+            residual = problem.prior_mean - problem.e_det
+            scale = np.minimum(1.0, np.hypot(scale, spec.fleet_residual_sd * residual / math.sqrt(problem.prior_var)))
+        prior = EdgeScaledPrior(prior, 1.0 / scale, mean)  # variance σ₀² × scale²
     return VehicleScalePrior(prior, spec.vehicle_scale, direction) if spec.vehicle_scale > 0 else prior
 
 
