@@ -798,6 +798,24 @@ def test_the_vehicle_scale_on_a_fleet_prior_puts_the_whole_mean_in_the_fleets_un
     assert np.all(tight[driven] > 0) and np.all(tight[driven] < 1e-4 * tight[~driven].min())
 
 
+def _car_fleet(synthetic, path, *, seed: int):
+    """A fleet of compact EVs on the first five edges of the synthetic route, four traversals each
+    (their means off the car's E_det by N(0, 20²) Wh, a small spread within edges), written to
+    ``path``: the route, the car's E_det and the table."""
+    from evroute.io import atomic_write_parquet
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+
+    route = _route(synthetic)
+    e_car = edge_energies(synthetic, load_vehicle("compact-ev"))
+    rng = np.random.default_rng(seed)
+    y = np.repeat(e_car[route[:5]] + rng.normal(0.0, 20.0, 5), 4) + np.tile([-1.0, 1.0, 0.5, -0.5], 5)
+    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:5], 4), "next_edge": -1,
+                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
+    atomic_write_parquet(path, table)
+    return route, e_car, table
+
+
 def test_a_fleet_of_another_vehicle_lends_its_residuals_not_its_energies(synthetic, tmp_path):
     """--fleet-vehicle: each traversal moves into the run's units, E_det + ρ (y − the fleet
     vehicle's E_det), ρ the physics' ratio of the two (least squares through the origin over the
@@ -806,19 +824,12 @@ def test_a_fleet_of_another_vehicle_lends_its_residuals_not_its_energies(synthet
     (n σ₀² + ρ² ς²)); E_det exactly where the fleet never drove; a fleet named as the run's own
     vehicle gives the plain fleet prior; with --vehicle-scale the scale moves the residuals only;
     without --prior-drives it is refused."""
-    from evroute.io import atomic_write_parquet
     from evroute.physics.energy import load_vehicle
     from evroute.physics.routes import edge_energies
     from evroute.runs.config import SimulationConfig
     from evroute.runs.problem import agent_prior, prepare_problem
 
-    route = _route(synthetic)
-    e_car = edge_energies(synthetic, load_vehicle("compact-ev"))
-    rng = np.random.default_rng(2)
-    y = np.repeat(e_car[route[:5]] + rng.normal(0.0, 20.0, 5), 4) + np.tile([-1.0, 1.0, 0.5, -0.5], 5)
-    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:5], 4), "next_edge": -1,
-                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
-    atomic_write_parquet(tmp_path / "fleet.parquet", table)
+    route, e_car, table = _car_fleet(synthetic, tmp_path / "fleet.parquet", seed=2)
     cfg = SimulationConfig(network="synthetic", horizon=2, vehicle="delivery-van",
                            prior_drives=str(tmp_path / "fleet.parquet"))
     plain = prepare_problem(cfg)
@@ -856,20 +867,13 @@ def test_the_fleet_residual_sd_widens_each_edge_by_its_own_residual(synthetic, t
     (k r_e)², r_e its prior mean less E_det, capped at the prior's own (written out here from the
     conjugate update); edges the fleet never drove (r_e = 0) keep theirs; GP and BI runs take it;
     without the fleet's variance it is refused."""
-    from evroute.io import atomic_write_parquet
     from evroute.physics.energy import load_vehicle
     from evroute.physics.routes import edge_energies
     from evroute.runs.config import SimulationConfig
     from evroute.runs.problem import agent_prior, prepare_problem
     from evroute.runs.simulation import simulate
 
-    route = _route(synthetic)
-    e_car = edge_energies(synthetic, load_vehicle("compact-ev"))
-    rng = np.random.default_rng(3)
-    y = np.repeat(e_car[route[:5]] + rng.normal(0.0, 20.0, 5), 4) + np.tile([-1.0, 1.0, 0.5, -0.5], 5)
-    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:5], 4), "next_edge": -1,
-                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
-    atomic_write_parquet(tmp_path / "fleet.parquet", table)
+    route, e_car, table = _car_fleet(synthetic, tmp_path / "fleet.parquet", seed=3)
     cfg = SimulationConfig(network="synthetic", horizon=3, vehicle="delivery-van", fleet_vehicle="compact-ev",
                            prior_drives=str(tmp_path / "fleet.parquet"), prior_drives_variance="fleet")
     problem = prepare_problem(cfg)
