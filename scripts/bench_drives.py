@@ -26,7 +26,7 @@ import pandas as pd
 from evroute.physics.energy import load_vehicle
 from evroute.roads.network import load_network
 from evroute.world import drives
-from evroute.world.drives import MATCHERS, degrade, make_matcher, match_trip, trip_traversals
+from evroute.world.drives import MATCHERS, degrade, make_matcher, match_trip
 from evroute.world.sumo import sumo_drives
 
 
@@ -97,22 +97,15 @@ def main() -> None:
         t0 = time.perf_counter()
         rows = []
         for name, g in traces.groupby("trip", sort=True):
-            g = g.assign(energy_wh=g.energy_wh - g.energy_wh.iat[0])
-            if not exact:
-                got, _ = match_trip(matcher, g, veh, boundary=args.boundary)
-            else:  # exact positions: taken as they are (no smoothing with the speed)
-                t, e, v = (g[c].to_numpy(np.float64) for c in ("time_s", "energy_wh", "speed_mps"))
-                got = [r for first, route, pos, dist in matcher.match(g.lat.to_numpy(), g.lon.to_numpy(), t=t, speed=v)
-                       for r in trip_traversals(route, pos, t[first:first + pos.size], energy=e[first:first + pos.size],
-                                                speed=v[first:first + pos.size], dist=dist, length=matcher.length,
-                                                vehicle=veh, boundary=args.boundary)]
+            got, _ = match_trip(matcher, g.assign(energy_wh=g.energy_wh - g.energy_wh.iat[0]), veh,
+                                boundary=args.boundary, smooth=not exact)  # exact positions: as they are
             rows.extend((name, *r[:6]) for r in got)
         got = pd.DataFrame(rows, columns=["trip", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh"])
         return got, len(traces), time.perf_counter() - t0
 
     own, _, _ = imported(0.0, 1.0, exact=True)  # the exact positions every second: the import's own accounting of SUMO's energy
-    exact = compare(d.answer, own, length)
-    print(f"# the import's own accounting: the 1 Hz drives without noise, {100 * exact['length_right']:.1f} % of the "
+    key_match = compare(d.answer, own, length)
+    print(f"# the import's own accounting: the 1 Hz drives without noise, {100 * key_match['length_right']:.1f} % of the "
           f"driven length on the right edge")
     print("| GPS noise (m) | rate (Hz) | driven length on the right edge | traversals found | energy error "
           "(median, ≥ 5 Wh) | energy error (median Wh) | edge_wh error (median, ≥ 5 Wh) | the found traversals' "

@@ -661,17 +661,21 @@ def trip_traversals(route, s, t, *, energy, speed, dist, length, vehicle: Vehicl
     return rows
 
 
-def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = None, *, boundary: str = "centre"):
+def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = None, *, boundary: str = "centre",
+               smooth: bool = True):
     """Match one trip (rows of :func:`read_traces`): its traversals as tuples (each piece's, see
     :meth:`Matcher.match`; ``boundary`` as :func:`trip_traversals`) and the number of fixes placed
-    on the network."""
+    on the network. ``smooth``: the positions from the GPS and the speed together
+    (:func:`odometry_positions`, at the matcher's noise); False: the matched positions as they are
+    (exact fixes, as scripts/bench_drives.py's reference reads them)."""
     rows, placed = [], 0
     t, energy, speed = (fixes[c].to_numpy(np.float64) for c in ("time_s", "energy_wh", "speed_mps"))
     for first, route, s, dist in matcher.match(fixes.lat.to_numpy(), fixes.lon.to_numpy(), t=t, speed=speed):
         n = s.size
         placed += int(np.isfinite(s).sum())
         rows.extend(trip_traversals(route, s, t[first:first + n], energy=energy[first:first + n], speed=speed[first:first + n],
-                                    dist=dist, length=matcher.length, vehicle=vehicle, boundary=boundary, gps_noise_m=matcher.noise))
+                                    dist=dist, length=matcher.length, vehicle=vehicle, boundary=boundary,
+                                    gps_noise_m=matcher.noise if smooth else None))
     return rows, placed
 
 
