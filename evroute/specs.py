@@ -96,6 +96,8 @@ class Option:
         Other names accepted for it in a spec (``w`` for ``omega``).
     flag : str
         The command-line flag, when it is not ``--`` + the name with ``-`` for ``_``.
+    flag_aliases : tuple of str
+        Other command-line flags accepted for it (``--lengthscales``, as ``compare`` spells it).
     metavar : str
         How the value is shown in ``--help`` (``NUMBER``, ``INT``, ``SPEC``, ...).
     required : bool
@@ -109,6 +111,7 @@ class Option:
     source: str = ""
     aliases: tuple[str, ...] = ()
     flag: str = ""
+    flag_aliases: tuple[str, ...] = ()
     metavar: str = "TEXT"
     required: bool = False
 

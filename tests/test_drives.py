@@ -399,6 +399,7 @@ def test_prior_check_command_prints_the_fit_as_another_vehicles_run_options(synt
     other vehicle's E_det to the drives' vehicle's over the edges driven (numpy's lstsq), and the
     text names them as options; without it, ρ = 1."""
     import json
+    import shlex
     import subprocess
     import sys
 
@@ -428,6 +429,24 @@ def test_prior_check_command_prints_the_fit_as_another_vehicles_run_options(synt
     assert own["settings"]["rho"] == 1.0
     text = subprocess.run(cmd + ["--for-vehicle", "delivery-van"], capture_output=True, text=True).stdout
     assert f"to learn under it as delivery-van: --prior-std {van['settings']['prior_std']:.4g} --noise-std" in text
+    # what it prints runs as written, in both commands: the fit, then the drives as the van's prior
+    lines = text.splitlines()
+    fit = next(x for x in lines if x.startswith("to learn under it")).split(": ", 1)[1].split(" (the fit")[0]
+    drives = next(x for x in lines if x.startswith("with these drives as its prior, add: ")).split("add: ", 1)[1]
+    assert shlex.split(drives) == ["--prior-drives", str(tmp_path / "d.parquet"), "--fleet-vehicle", "sumo-ev",
+                                   "--vehicle-scale", "0.5", "--prior-drives-variance", "fleet"]
+    run = [sys.executable, "-m", "evroute"]
+    common = ["--network", "synthetic", "--vehicle", "delivery-van", "--horizon", "3", "--no-progress",
+              *shlex.split(fit), *shlex.split(drives)]
+    for args in (["simulate", "--out", str(tmp_path / "run")],
+                 ["compare", "--policies", "gp-ts", "--seeds", "1", "--out", str(tmp_path / "cmp")]):
+        p = subprocess.run(run + args + common, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["agent"]["lengthscale"] == van["settings"]["lengthscale"] and config["agent"]["vehicle_scale"] == 0.5
+    assert config["scenario"]["prior_drives"] == str(tmp_path / "d.parquet")
+    own_text = subprocess.run(cmd, capture_output=True, text=True).stdout
+    assert "with these drives as its prior" not in own_text  # printed for another vehicle only
 
 
 def test_prior_check_command_refuses_bad_input(tmp_path):

@@ -52,10 +52,10 @@ def with_settings(names, *, show_defaults: bool = True, table=None):
             opt = declared[name]
             help_text = opt.describe(with_default=show_defaults) + "."
             if opt.default is False:  # a flag: given or not
-                annotation = Annotated[bool, typer.Option(opt.cli_flag, help=help_text)]
+                annotation = Annotated[bool, typer.Option(opt.cli_flag, *opt.flag_aliases, help=help_text)]
                 default = False
             else:
-                annotation = Annotated[str | None, typer.Option(opt.cli_flag, help=help_text, metavar=opt.metavar,
+                annotation = Annotated[str | None, typer.Option(opt.cli_flag, *opt.flag_aliases, help=help_text, metavar=opt.metavar,
                                                                 show_default=False)]
                 default = None
             params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,

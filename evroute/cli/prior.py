@@ -4,6 +4,7 @@ options, call :mod:`evroute.priors.fitting` (imported inside the command)."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -92,6 +93,9 @@ def prior_check_cmd(
     print(f"to learn under it as {st['vehicle']}: --prior-std {st['prior_std']:.4g} --noise-std {noise} --lengthscales "
           f"{st['lengthscale']:g}" + (f" (the fit times {rho:.3g}, {st['vehicle']}'s energies over {drove.name}'s)"
                                        if target != drove else ""))
+    if target != drove:  # the settings every fleet of another vehicle was measured with (docs: SUMO results)
+        print(f"with these drives as its prior, add: --prior-drives {shlex.quote(str(drives))} --fleet-vehicle "
+              f"{shlex.quote(vehicle or drove.name)} --vehicle-scale 0.5 --prior-drives-variance fleet")
     gain = c["kernel"]["log_density"] - c["independent"]["log_density"]
     print(("supported: " if c["supported"] else "not supported: ")
           + f"the kernel's correlations predict the held-out drives {'better' if gain > 0 else 'worse'} than "
