@@ -4,7 +4,8 @@ Over the edges the fleet drove, the root mean square of (prior mean − the SUMO
 energy) for: the run vehicle's E_det; the fleet's posterior means times one factor a (least
 squares, the best ``--vehicle-scale`` could learn); and ``--fleet-vehicle``'s mean (the run
 vehicle's E_det plus the fleet's residuals beyond its own vehicle's E_det, times the physics'
-ratio of the two), as :func:`evroute.runs.problem.prepare_problem` makes it. Then where that
+ratio of the two), as :func:`evroute.runs.problem.prepare_problem` makes it, and with those
+residuals times their best factor b (what ``--vehicle-scale`` learns beside ``--fleet-vehicle``). Then where that
 error comes from: the fleet's posterior against its own vehicle's truth (its measurement: the
 traversals' noise, the other seed's traffic) beside that vehicle's E_det, and the fleet vehicle's
 *true* residuals times the physics' ratio (what the transfer would give a fleet without noise).
@@ -59,9 +60,13 @@ def main() -> None:
     truth = np.asarray(fleet.truth, dtype=np.float64)[driven]
     m = fleet.prior_mean[driven]
     a = float(m @ truth / (m @ m))
+    # with --fleet-vehicle, --vehicle-scale scales the moved residuals r alone: the best factor b on them
+    e_det, r = fleet.e_det[driven], moved.prior_mean[driven] - fleet.e_det[driven]
+    b = float(r @ (truth - e_det) / (r @ r))
     print(f"{args.route}: {int(driven.sum()):,} edges driven by the fleet; root mean square error of the prior mean")
-    for name, mean in ((f"E_det ({args.vehicle})", fleet.e_det[driven]), (f"a x the fleet (a = {a:.2f})", a * m),
-                       (f"--fleet-vehicle {args.fleet_vehicle}", moved.prior_mean[driven])):
+    for name, mean in ((f"E_det ({args.vehicle})", e_det), (f"a x the fleet (a = {a:.2f})", a * m),
+                       (f"--fleet-vehicle {args.fleet_vehicle}", moved.prior_mean[driven]),
+                       (f"  its residuals times b (b = {b:.2f})", e_det + b * r)):
         print(f"  {name:36s} {np.sqrt(np.mean((mean - truth) ** 2)):4.1f} Wh")
     own = prepare_problem(cfg.replace(vehicle=args.fleet_vehicle), 0)  # the fleet's own vehicle and truth
     f_own = np.asarray(own.truth, dtype=np.float64)[driven]
