@@ -55,8 +55,8 @@ def with_settings(names, *, show_defaults: bool = True, table=None):
                 annotation = Annotated[bool, typer.Option(opt.cli_flag, *opt.flag_aliases, help=help_text)]
                 default = False
             else:
-                annotation = Annotated[str | None, typer.Option(opt.cli_flag, *opt.flag_aliases, help=help_text, metavar=opt.metavar,
-                                                                show_default=False)]
+                annotation = Annotated[str | None, typer.Option(opt.cli_flag, *opt.flag_aliases, help=help_text,
+                                                                metavar=opt.metavar, show_default=False)]
                 default = None
             params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=annotation))
