@@ -104,9 +104,8 @@ def main() -> None:
                     "(edge[a=…,b_per_km=…,tls=…]: evroute prior check prints the fitted one; default the paper's)")
     ap.add_argument("--lengthscale", type=float, default=None, help="the kernel's ℓ of every row (default 1)")
     args = ap.parse_args()
-    noise = args.noise_std if args.noise_std is None or args.noise_std.startswith("edge") else float(args.noise_std)
-    fit = {k: v for k, v in (("prior_std", args.prior_std), ("noise_std", noise), ("lengthscale", args.lengthscale))
-           if v is not None}
+    fit = {k: v for k, v in (("prior_std", args.prior_std), ("noise_std", args.noise_std),
+                             ("lengthscale", args.lengthscale)) if v is not None}  # (the config converts the text)
     base = SimulationConfig(network=args.route.split(":")[0], route=args.route, vehicle=args.vehicle, truth="sumo",
                             dem=args.dem, horizon=args.horizon, exact_optimum=True, **fit)
     van = prepare_problem(base, 0)

@@ -61,21 +61,22 @@ def main() -> None:
     m = fleet.prior_mean[driven]
     a = float(m @ truth / (m @ m))
     # with --fleet-vehicle, --vehicle-scale scales the moved residuals r alone: the best factor b on them
-    e_det, r = fleet.e_det[driven], moved.prior_mean[driven] - fleet.e_det[driven]
+    e_det, moved_mean = fleet.e_det[driven], moved.prior_mean[driven]
+    r = moved_mean - e_det
     b = float(r @ (truth - e_det) / (r @ r))
     print(f"{args.route}: {int(driven.sum()):,} edges driven by the fleet; root mean square error of the prior mean")
     for name, mean in ((f"E_det ({args.vehicle})", e_det), (f"a x the fleet (a = {a:.2f})", a * m),
-                       (f"--fleet-vehicle {args.fleet_vehicle}", moved.prior_mean[driven]),
+                       (f"--fleet-vehicle {args.fleet_vehicle}", moved_mean),
                        (f"  its residuals times b (b = {b:.2f})", e_det + b * r)):
         print(f"  {name:36s} {np.sqrt(np.mean((mean - truth) ** 2)):4.1f} Wh")
     own = prepare_problem(cfg.replace(vehicle=args.fleet_vehicle), 0)  # the fleet's own vehicle and truth
     f_own = np.asarray(own.truth, dtype=np.float64)[driven]
     e_own = own.e_det[driven]
-    rho = float(e_own @ fleet.e_det[driven] / (e_own @ e_own))
+    rho = float(e_own @ e_det / (e_own @ e_own))
     print(f"where it comes from (rho = {rho:.2f}):")
     for name, err in ((f"E_det ({args.fleet_vehicle}), its own truth", e_own - f_own),
                       ("the fleet, its own vehicle's truth", own.prior_mean[driven] - f_own),
-                      ("E_det + rho x its true residuals", fleet.e_det[driven] + rho * (f_own - e_own) - truth)):
+                      ("E_det + rho x its true residuals", e_det + rho * (f_own - e_own) - truth)):
         print(f"  {name:36s} {np.sqrt(np.mean(err ** 2)):4.1f} Wh")
     n = fleet.fleet_counts[driven]
     print("the fleet's means against its own vehicle's truth, by the traversals an edge has (root mean square error; "
