@@ -153,8 +153,11 @@ KERNEL_SETTINGS = (
 )
 
 
-#: Where the agents' junction costs come from (``prior_turns``).
-PRIOR_TURNS = ("truth", "drives", "speed-change")
+#: Where the agents' prior of the junctions comes from (``prior_turns``): physics, a fleet's drives,
+#: or the truth itself (an oracle: the agents are told each turn's mean, named so in every table).
+PRIOR_TURNS = ("physics", "drives", "oracle")
+#: The kernel over turns of the agents that learn the junctions (``turn_kernel``).
+TURN_KERNELS = ("shared", "independent", "fixed")
 
 
 def check_std_wh(name, value):
@@ -187,23 +190,15 @@ SCALE_SETTINGS = (
            "posterior variance per edge, sigma_0^2 s^2 / (n sigma_0^2 + s^2) after n traversals of noise s^2, the "
            "kernel's correlations kept; sigma_0^2 where it never drove)", "issue 41: the fleet's per-edge posterior",
            metavar="prior|fleet"),
-    Option("prior_turns", lambda name, v: choice(name, v, PRIOR_TURNS), "truth",
-           "the junctions' costs the agents route with, under a truth of edges plus turns (--truth sumo): truth "
-           "(the truth's own, known to the agents), drives (what the cars of --prior-drives paid where at least "
-           "ten of them took a turn, the speed change between the two roads' typical speeds elsewhere; with "
-           "--learn-turns the fleet's per-turn posterior; another vehicle's, --fleet-vehicle, lends its "
-           "residuals) or speed-change (that speed change everywhere, at the "
-           "speed limits); the regret is always measured on the truth's", "issue 41: the fleet's per-turn costs",
-           metavar="truth|drives|speed-change"),
-    Option("learn_turns", flag, False, "learn the junctions online as well as the edges, under a truth of edges plus "
-           "turns: each turn's cost a posterior of its own, starting from --prior-turns (with drives the fleet's "
-           "per-turn posterior mean and variance, each turn's cars shrunk towards the speed change by as much "
-           "as the fleet's turns stray from it; from the speed change one car's spread within turns), observed "
-           "where the agent turns; the index agents (gp-ucb, bi-ts, ...) take the same rule's index of each turn, at "
-           "least the lower of its kinetic bound and its posterior mean (what the fleet's cars and the agent's own "
-           "paid; the speed change is never below the bound)",
-           "issue 41: the per-turn posterior; below the bound where the cars paid less",
-           metavar="FLAG"),
+    Option("prior_turns", lambda name, v: choice(name, v, PRIOR_TURNS), "physics",
+           "under a truth of edges plus turns (--truth sumo), the agents' prior of each junction's dissipation, "
+           "learnt online with the edges: physics (the speed change, a stop's chance, the turn's angle), drives "
+           "(the fleet of --prior-drives) or oracle (the truth's own, known: not a benchmark)",
+           "measured: docs/reproductions/sumo.md", metavar="physics|drives|oracle"),
+    Option("turn_kernel", lambda name, v: choice(name, v, TURN_KERNELS), "shared",
+           "how the agents learn the turns: shared (a turn's junction and kind share part of its variance), "
+           "independent, or fixed (the prior's means, not learnt)", "measured: docs/reproductions/sumo.md",
+           metavar="shared|independent|fixed"),
     Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
            "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "
            "fleet's: --prior-drives) plus the kernel's deviation, a ~ N(1, SD^2) learnt online with the edges; "
@@ -220,9 +215,10 @@ SCALE_SETTINGS = (
 
 #: The environment's settings of a run: what is true, how it changes, which roads close.
 ENVIRONMENT_SETTINGS = (
-    Option("truth", deferred("evroute.bandit.environments:resolve_truth", value_only=True), "gp",
+    Option("truth", deferred("evroute.bandit.environments:resolve_truth", value_only=True), "lognormal",
            lambda: f"the ground truth: {', '.join(component_names('truth'))}, with options as a spec, e.g. "
-           "rkhs[B=10]", "003 Sec. 4.1: a draw of the GP prior", metavar="SPEC"),
+           "rkhs[B=10]", "003 Sec. 4.1's draw of the GP prior, in a form that never falls below the physical "
+           "floor (the paper's own, gp, creates energy)", metavar="SPEC"),
     Option("truth_lengthscale", check_lengthscale, 1.0, "context lengthscale of the kernel the true f is drawn "
            "from", "003: lengthscales 1", metavar="NUMBER"),
     Option("drift", unit_rate, 0.0, "time-varying energies f_{t+1} = m + sqrt(1-eps)(f_t - m) + sqrt(eps) g_t "

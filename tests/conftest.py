@@ -16,6 +16,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,23 +98,28 @@ def synthetic():
 
 @pytest.fixture
 def dear_truth():
-    """A plug-in truth ``dear`` of edges plus turns: E_det on the edges, the speed change at the
-    speed limits at every junction (cars spread by 2 Wh about it), and one turn dearer: set
-    ``dear_truth["turn"] = (from edge, to edge, Wh)`` before the problem is prepared."""
+    """A plug-in truth ``dear`` of edges plus turns that conserves energy: E_det on the edges, each
+    turn its change of kinetic level at the speed limits plus what physics says it dissipates
+    (cars spread by 2 Wh about it), and one turn dearer: set ``dear_truth["turn"] = (from edge, to
+    edge, Wh)`` before the problem is prepared."""
     from evroute.bandit.environments import TRUTHS, Truth, Turns, register_truth
-    from evroute.world.junctions import speed_change_turns
+    from evroute.physics.energy import kinetic_energy_wh, potential_energy_wh
+    from evroute.world.junctions import physics_turns
 
     extra: dict = {}
 
     def factory(setup):
-        base = speed_change_turns(setup.net)
-        costs = base.costs.copy()
+        net = setup.net
+        src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
+        psi = kinetic_energy_wh(net.edges.speed_mps.to_numpy(), setup.vehicle)
+        dissipation = physics_turns(net, setup.vehicle).mean.copy()
         if extra:
             a, b, wh = extra["turn"]
-            costs[(base.conn_src == a) & (base.conn_dst == b)] += wh
-        return Truth(setup.mean.copy(), setup.noise_std, description={},
-                     turns=Turns(costs, base.potential, base.conn_src, base.conn_dst, noise_std=2.0))
+            dissipation[(src == a) & (dst == b)] += wh
+        potential = potential_energy_wh(net.edges.length_m.to_numpy(), net.edges.grade.to_numpy(), setup.vehicle)
+        return Truth(setup.mean.copy(), setup.noise_std, description={}, potential=potential,
+                     turns=Turns(psi[dst] - psi[src] + dissipation, psi, src, dst, noise_std=2.0))
 
-    register_truth("dear", factory, description="E_det plus speed changes, one turn dearer")
+    register_truth("dear", factory, description="E_det plus physics' junctions, one turn dearer")
     yield extra
     TRUTHS.unregister("dear")

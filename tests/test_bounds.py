@@ -441,22 +441,22 @@ def test_the_mixture_scale_c_is_the_prior_scaled(small_net):
 
 
 def test_bound_and_pe_agents_route_with_the_turns_costs(small_net):
-    """Under a truth of edges plus turns the bound agents and gp-pe weigh the junctions too:
-    handed the truth (a model certain of f), each drives the least-energy route, edges plus
-    turns, which a Bellman–Ford on the line graph (networkx, f_v + the turn's cost on u → v)
-    finds independently; without the turns they miss it on some trips."""
+    """Under a truth of edges plus turns the bound agents and gp-pe weigh the junctions too (each
+    turn's dissipation, taken as known): handed the truth (a model certain of f and the turns'
+    dissipation), each drives the least-energy route, edges plus turns, which a Bellman–Ford on
+    the line graph (networkx, f_v + the turn's cost on u → v) finds independently; without the
+    turns they miss it on some trips."""
     import networkx as nx
 
     from evroute.bandit.bound_agents import BoundAgent
     from evroute.bandit.environments import Turns
     from evroute.bandit.pe_agents import PEAgent
-    from evroute.bandit.policies import turn_potential
-    from evroute.physics.energy import energy_floor_wh
+    from evroute.physics.energy import energy_floor_wh, kinetic_energy_wh
     from evroute.physics.routes import edge_energies
     from evroute.priors.prior import NetworkPrior
     from evroute.roads.oracle import Oracle
     from evroute.testing import MockModel
-    from evroute.world.junctions import kinetic_potential_wh, speed_change_wh
+    from evroute.world.junctions import speed_change_loss_wh
 
     net, oracle = small_net, Oracle.from_network(small_net)
     f = edge_energies(net)
@@ -464,16 +464,17 @@ def test_bound_and_pe_agents_route_with_the_turns_costs(small_net):
     src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
     v = rng.uniform(6.0, 20.0, net.n_edges)
     stop = rng.random(src.size) < 0.5  # a car that stops at half of the junctions
-    turns = Turns(np.where(stop, speed_change_wh(v[src], 0.0) + speed_change_wh(0.0, v[dst]),
-                           speed_change_wh(v[src], v[dst])), kinetic_potential_wh(v), src, dst)
+    psi = kinetic_energy_wh(v)
+    loss = np.where(stop, speed_change_loss_wh(v[src], 0.0) + speed_change_loss_wh(0.0, v[dst]),
+                    speed_change_loss_wh(v[src], v[dst])) + 20.0 * stop  # (and what waiting costs)
+    turns = Turns(psi[dst] - psi[src] + loss, psi, src, dst)
     floor, potential = energy_floor_wh(net.edges.length_m.to_numpy(), net.edges.grade.to_numpy())
-    tp = turn_potential(floor, turns)
     G = nx.DiGraph()
     G.add_weighted_edges_from((int(a), int(b), f[b] + c) for a, b, c in zip(src, dst, turns.costs, strict=True))
     prior = NetworkPrior(net, f, "combined", 1.0, 1.0, 2.0, 1.0)
 
     def agents(with_turns):
-        t = dict(turns=turns, turn_potential=tp) if with_turns else {}
+        t = dict(turns=turns.dissipation) if with_turns else {}
         bound = BoundAgent("amm", {1.0: MockModel(f, np.zeros(net.n_edges))}, 1.0, prior, oracle, start, end, B=1.0,
                            energy_floor=floor, potential=potential, **t)
         pe = PEAgent({"f": MockModel(f, np.zeros(net.n_edges))}, {"f": f}, oracle, start, end, horizon=10,

@@ -98,7 +98,7 @@ def _pe_setup(net, seed, candidates, eps_truth=0.0, horizon=30):
     from evroute.runs.config import SimulationConfig
     from evroute.runs.problem import prepare_problem
 
-    cfg = SimulationConfig(policy="gp-mle", horizon=horizon, seed=seed, priors=candidates, drift=eps_truth)
+    cfg = SimulationConfig(policy="gp-mle", horizon=horizon, seed=seed, priors=candidates, drift=eps_truth, truth="gp")
     return cfg, prepare_problem(cfg, net=net)
 
 

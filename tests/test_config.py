@@ -89,8 +89,9 @@ def test_components_resolve_once_with_canonical_labels():
 
 
 def test_config_json_round_trip_and_formats_1_and_2_still_read(tmp_path):
+    # (the paper's truth: a config.json of format 1 predates --truth and means it)
     cfg = SimulationConfig(policy="gp-ucb[beta_scale=0.5,beta=002]", model="exact[merge=always]",
-                           priors="sumo-ev,compact-ev[eps=0.01]", horizon=7, seed=3, drift=0.01)
+                           priors="sumo-ev,compact-ev[eps=0.01]", horizon=7, seed=3, drift=0.01, truth="gp")
     data = json.loads(json.dumps(cfg.to_json()))
     # format 3: the world, the agent and the schedule as three objects, every setting in one of them
     assert data["format"] == CONFIG_FORMAT == 3 and set(data) == {"format", "scenario", "agent", "control"}

@@ -530,13 +530,14 @@ def _least_energy_walk(net, weights, turn_costs, start, end):
 
 def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     """Drives that found the E_det-optimal route's edges 300 Wh dearer: the route under the drives
-    avoids them, and it is the least Σ max(posterior mean, floor) + Σ turn costs route (networkx's
-    Bellman–Ford on those energies agrees); the GeoJSON carries each edge's posterior."""
+    avoids them, and it is the least Σ max(posterior mean, floor) + Σ junction dissipation route
+    (physics' where no two cars took the same turn; networkx's Bellman–Ford on those energies
+    agrees); the GeoJSON carries each edge's posterior."""
     from evroute.physics.energy import energy_floor_wh
     from evroute.physics.routes import edge_energies, reference_routes, resolve_route
     from evroute.reports.report import routes_geojson
     from evroute.world.drives import drives_route, fleet_prior_mean
-    from evroute.world.junctions import measured_turns
+    from evroute.world.junctions import physics_turns
 
     spec = resolve_route(synthetic, "A", None, to_point=None)
     energy = reference_routes(synthetic, spec)[0]["edges"]
@@ -549,10 +550,10 @@ def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     s0 = 0.25 * float(np.std(e_det))
     mean, _, _ = fleet_prior_mean(e_det, table, s0 * s0)
     floor, _ = energy_floor_wh(synthetic.edges.length_m.to_numpy(), synthetic.edges.grade.to_numpy())
-    turns = measured_turns(table, synthetic, Vehicle(), min_traversals=10)
-    ref, cost = _least_energy_walk(synthetic, np.maximum(mean, floor), turns.costs, spec.start, spec.end)
+    turns = physics_turns(synthetic, Vehicle()).mean
+    ref, cost = _least_energy_walk(synthetic, np.maximum(mean, floor), turns, spec.start, spec.end)
     oracle = Oracle.from_network(synthetic)
-    got = float(np.maximum(mean, floor)[r["edges"]].sum() + turns.costs[oracle.turn_index(r["edges"])].sum())
+    got = float(np.maximum(mean, floor)[r["edges"]].sum() + turns[oracle.turn_index(r["edges"])].sum())
     assert got == pytest.approx(cost, rel=1e-9)
     assert r["edges_wh"] == pytest.approx(float(mean[r["edges"]].sum()))
     assert r["junctions_wh"] == pytest.approx(float(sum(r["turn_wh"])))
@@ -568,31 +569,39 @@ def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     assert p.returncode == 2 and p.stderr.strip() == "error: no such drives table: /nonexistent.parquet"
 
 
-def test_a_junction_that_ten_cars_paid_for_is_avoided_and_one_of_nine_is_not(synthetic):
-    """A turn of the route under the drives where each car paid 400 Wh (braking in, accelerating
-    out): with ten cars it is trusted and the route turns elsewhere, its junctions costing what the
-    cars measured; with nine (or ten where eleven are asked for) the turn keeps its speed-change
-    estimate and the route is unchanged."""
+def test_a_junction_that_ten_cars_paid_for_is_avoided_and_one_car_is_not(synthetic):
+    """A fleet whose cars dissipated what physics says at the junctions they drove (± 30 Wh), and
+    one turn of the route under the drives where cars dissipated 400 ± 30 Wh: with ten cars there
+    the turn is trusted and the route turns elsewhere; one car moves it less than half way from
+    physics (the fleet's turns stray from physics by little)."""
     from evroute.physics.routes import edge_energies, resolve_route
     from evroute.world.drives import drives_route
+    from evroute.world.junctions import physics_turns
 
     spec = resolve_route(synthetic, "A", None, to_point=None)
     e_det = edge_energies(synthetic, Vehicle())
-    base = drives_route(synthetic, spec, _traversals([], []))["edges"]
+    p = physics_turns(synthetic, Vehicle()).mean
+    src, dst = np.asarray(synthetic.conn_src), np.asarray(synthetic.conn_dst)
+    rng = np.random.default_rng(0)
+    background = pd.concat([_traversals([src[j], dst[j]], e_det[[src[j], dst[j]]], trip=f"b{j}-{i}",
+                                        kin_out=np.array([p[j] + rng.normal(0.0, 30.0), 0.0]), chained=True)
+                            for j in rng.choice(src.size, 300, replace=False) for i in range(3)], ignore_index=True)
+    base = drives_route(synthetic, spec, background)["edges"]
     k = len(base) // 2
     a, b = base[k], base[k + 1]
 
     def cars(n):
-        return pd.concat([_traversals([a, b], e_det[[a, b]], trip=f"c{i}", kin_in=np.array([0.0, 200.0]),
-                                      kin_out=np.array([200.0, 0.0]), chained=True) for i in range(n)],
-                         ignore_index=True)
+        return pd.concat([background] + [_traversals([a, b], e_det[[a, b]], trip=f"c{i}",
+                                                     kin_out=np.array([400.0 + 30.0 * (-1) ** i, 0.0]), chained=True)
+                                         for i in range(n)], ignore_index=True)
 
-    nine, ten = drives_route(synthetic, spec, cars(9)), drives_route(synthetic, spec, cars(10))
-    assert nine["edges"] == base
-    path = ten["edges"]
+    from evroute.world.junctions import fleet_turns
+
+    arc = int(np.flatnonzero((src == a) & (dst == b))[0])
+    one, ten = fleet_turns(cars(1), synthetic, Vehicle()), fleet_turns(cars(10), synthetic, Vehicle())
+    assert ten.mean[arc] > 300.0 and p[arc] < one.mean[arc] < min(0.6 * 430.0, ten.mean[arc] - 100.0)
+    path = drives_route(synthetic, spec, cars(10))["edges"]
     assert not any(x == a and y == b for x, y in zip(path[:-1], path[1:], strict=True))
-    assert ten["junctions_wh"] < 400.0
-    assert drives_route(synthetic, spec, cars(10), min_traversals=11)["edges"] == base
 
 
 def test_the_import_is_the_same_whatever_the_hash_seed(synthetic, tmp_path):
@@ -916,164 +925,80 @@ def test_the_fleet_residual_sd_widens_each_edge_by_its_own_residual(synthetic, t
         cfg.replace(prior_drives_variance="prior", fleet_residual_sd=0.5)
 
 
-def test_turns_of_another_vehicle_lend_their_residuals_and_unmeasured_turns_are_a_speed_change():
-    """measured_turns with ``measured_by``: a turn enough cars of another vehicle took costs this
-    vehicle's speed change plus ρ (their mean − their speed change), ρ the least-squares ratio of
-    the two speed changes over the measured turns (against numpy's lstsq); a turn too few took is
-    this vehicle's speed change; the same vehicle gives the plain means; and speed_change_turns is
-    measured_turns of no drives at all (the speed limits)."""
-    from types import SimpleNamespace
+def _turn_fleet(net, dissipation_by_turn, vehicle, vehicle_prefix="v"):
+    """Traversals of cars (``vehicle``) each taking one turn and dissipating there the energy
+    given: every edge at its speed limit, the turn's kinetic change in ``kin_out`` of the edge before
+    with it."""
+    from evroute.physics.energy import kinetic_energy_wh
 
-    from evroute.physics.energy import load_vehicle
-    from evroute.world.junctions import measured_turns, speed_change_turns, speed_change_wh
-
-    net = SimpleNamespace(n_edges=4, conn_src=np.array([0, 1, 3, 1]), conn_dst=np.array([1, 2, 1, 3]),
-                          edges=pd.DataFrame({"speed_mps": np.array([13.0, 9.0, 16.0, 7.0])}))
-    car, van = load_vehicle("compact-ev"), load_vehicle("delivery-van")
-    rows = []
-    for k in range(12):  # 12 cars 0 → 1 → 2 (turns (0, 1) and (1, 2)), 4 cars 3 → 1 → 3
-        for e, nxt, kin_in, kin_out in ((0, 1, 2.0, -3.0 - 0.1 * k), (1, 2, 6.0 + 0.2 * k, -1.0), (2, -1, 0.5, 0.0)):
-            rows.append({"vehicle": f"c{k}", "edge": e, "next_edge": nxt, "kin_in_wh": kin_in, "kin_out_wh": kin_out,
-                         "v_top": 10.0 + e})
-    for k in range(4):
-        for e, nxt in ((3, 1), (1, 3), (3, -1)):
-            rows.append({"vehicle": f"s{k}", "edge": e, "next_edge": nxt, "kin_in_wh": 1.0, "kin_out_wh": -1.0,
-                         "v_top": 10.0 + e})
-    table = pd.DataFrame(rows)
-    plain = measured_turns(table, net, car, min_traversals=10)
-    mine = measured_turns(table, net, van, min_traversals=10, measured_by=car)
-    v = np.sqrt(np.bincount(table.edge, weights=table.v_top ** 2, minlength=4) / np.bincount(table.edge, minlength=4))
-    v = np.where(np.bincount(table.edge, minlength=4) >= 10, v, net.edges.speed_mps.to_numpy())
-    src, dst = net.conn_src, net.conn_dst
-    s_van, s_car = speed_change_wh(v[src], v[dst], van), speed_change_wh(v[src], v[dst], car)
-    measured = np.array([True, True, False, False])
-    rho = np.linalg.lstsq(s_car[measured, None], s_van[measured], rcond=None)[0][0]
-    np.testing.assert_allclose(mine.costs[measured], s_van[measured] + rho * (plain.costs[measured] - s_car[measured]),
-                               rtol=1e-12)
-    np.testing.assert_allclose(mine.costs[~measured], s_van[~measured], rtol=1e-12)
-    assert plain.costs[0] == pytest.approx(np.mean([-3.0 - 0.1 * k + 6.0 + 0.2 * k for k in range(12)]))
-    np.testing.assert_array_equal(measured_turns(table, net, van, min_traversals=10, measured_by=van).costs,
-                                  measured_turns(table, net, van, min_traversals=10).costs)
-    empty = table.iloc[:0].astype({"edge": np.int64, "next_edge": np.int64})
-    none = speed_change_turns(net, van)
-    limits = net.edges.speed_mps.to_numpy()
-    np.testing.assert_allclose(none.costs, speed_change_wh(limits[src], limits[dst], van), rtol=1e-12)
-    np.testing.assert_allclose(none.costs, measured_turns(empty, net, van).costs, rtol=1e-12)
-    np.testing.assert_allclose(none.potential, measured_turns(empty, net, van).potential, rtol=1e-12)
-
-
-def test_prior_turns_choose_the_junction_costs_the_agents_route_with(dear_truth, synthetic, tmp_path):
-    """--prior-turns: the agents route with the truth's turns (truth), the speed change at the speed
-    limits (speed-change) or the fleet's measured turns (drives: ten cars or more, else the speed
-    change); the clairvoyant route and the regret keep the truth's. A turn the truth makes 500 Wh
-    dearer is avoided from round 1 by agents handed the truth's turns, driven by those who are
-    not; asked for without drives, or of a truth without turns, it is refused."""
-    from evroute.io import atomic_write_parquet
-    from evroute.runs.config import SimulationConfig
-    from evroute.runs.problem import prepare_problem, weight_inputs
-    from evroute.runs.simulation import simulate
-    from evroute.world.junctions import measured_turns, speed_change_turns
-
-    cfg = SimulationConfig(network="synthetic", truth="dear", policy="gp-ucb", weights="potential", horizon=1)
-    blind = cfg.replace(prior_turns="speed-change")
-    path = [int(e) for e in simulate(blind, net=synthetic).rounds.path.iloc[0]]
-    dear_truth["turn"] = (path[1], path[2], 500.0)
-    problem = prepare_problem(blind, net=synthetic)
-    np.testing.assert_array_equal(problem.agent_turns.costs, speed_change_turns(synthetic, problem.vehicle).costs)
-    assert weight_inputs("potential", problem)["turns"] is problem.agent_turns
-    assert weight_inputs("potential", problem, turns_of="truth")["turns"] is problem.ground_truth.turns
-    assert problem.ground_truth.turns.costs.sum() == pytest.approx(problem.agent_turns.costs.sum() + 500.0)
-    still = [int(e) for e in simulate(blind, net=synthetic).rounds.path.iloc[0]]
-    told = [int(e) for e in simulate(cfg, net=synthetic).rounds.path.iloc[0]]
-    assert still == path  # the agents do not know the dearer turn
-    assert (path[1], path[2]) not in set(zip(told[:-1], told[1:], strict=False))  # handed the truth's: avoided
-    # the fleet's turns: ten cars took the turn at 3 Wh, the rest is the speed change
-    rows = [{"trip": f"t{k}", "vehicle": f"v{k}", "edge": e, "next_edge": n, "enter_s": 10.0 * i, "seconds": 5.0,
-             "energy_wh": 20.0, "edge_wh": 20.0 - 1.0 - 2.0 * (i == 1), "kin_in_wh": 1.0 + 2.0 * (i == 1),
-             "kin_out_wh": 0.0, "v_in": 5.0, "v_top": 10.0, "v_out": 5.0}
-            for k in range(10) for i, (e, n) in enumerate(((path[1], path[2]), (path[2], -1)))]
-    table = pd.DataFrame(rows)
-    atomic_write_parquet(tmp_path / "fleet.parquet", table)
-    fleet = cfg.replace(prior_turns="drives", prior_drives=str(tmp_path / "fleet.parquet"))
-    mine = prepare_problem(fleet, net=synthetic).agent_turns
-    arc = np.flatnonzero((mine.conn_src == path[1]) & (mine.conn_dst == path[2]))
-    assert mine.costs[arc] == pytest.approx(3.0)
-    np.testing.assert_array_equal(mine.costs, measured_turns(table, synthetic, problem.vehicle, min_traversals=10).costs)
-    with pytest.raises(EvrouteError, match="--prior-drives"):
-        SimulationConfig(network="synthetic", prior_turns="drives")
-    with pytest.raises(EvrouteError, match="edges plus turns"):
-        prepare_problem(SimulationConfig(network="synthetic", prior_turns="speed-change"), net=synthetic)
-
-
-def _turn_fleet(net, costs_by_turn, vehicle_prefix="v"):
-    """Traversals of cars each taking one turn at the cost given (kin_out of the edge before),
-    every edge at its speed limit: one row into the turn, one out of it."""
     src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
     v = net.edges.speed_mps.to_numpy(np.float64)
     rows, k = [], 0
-    for j, costs in costs_by_turn.items():
-        for c in costs:
+    for j, ds in dissipation_by_turn.items():
+        change = float(kinetic_energy_wh(v[dst[j]], vehicle) - kinetic_energy_wh(v[src[j]], vehicle))
+        for d in ds:
             for i, (e, n) in enumerate(((int(src[j]), int(dst[j])), (int(dst[j]), -1))):
                 rows.append({"trip": f"t{k}", "vehicle": f"{vehicle_prefix}{k}", "edge": e, "next_edge": n,
                              "enter_s": 10.0 * i, "seconds": 5.0, "energy_wh": 20.0, "edge_wh": 20.0,
-                             "kin_in_wh": 0.0, "kin_out_wh": float(c) if i == 0 else 0.0, "v_in": 5.0,
+                             "kin_in_wh": 0.0, "kin_out_wh": float(d) + change if i == 0 else 0.0, "v_in": 5.0,
                              "v_top": float(v[e]), "v_out": 5.0})
             k += 1
     return pd.DataFrame(rows)
 
 
 def test_fleet_turns_fit_the_hierarchical_model_and_their_posterior_covers_the_true_means(synthetic):
-    """fleet_turns on drives drawn from its own model (each turn's mean the speed change + b +
-    N(0, τ²), each car's cost its mean + N(0, s²), 0–8 cars a turn): b and τ² are the maximum of
-    the marginal likelihood found by an independent optimiser (Nelder–Mead over (b, log τ²) of the
+    """fleet_turns on drives drawn from its own model (each turn's mean dissipation physics' + b +
+    N(0, τ²), each car's its mean + N(0, s²), 0–8 cars a turn): b and τ² are the maximum of the
+    marginal likelihood found by an independent optimiser (Nelder–Mead over (b, log τ²) of the
     Gaussian log densities), recover the true b, τ and s, the posterior is the conjugate one, and
-    its 90 % intervals cover
-    about 90 % of the true means, closer to them than the raw means; another vehicle's drives give
-    what its residuals, moved into this vehicle's units by hand, give."""
+    its 90 % intervals cover about 90 % of the true means, closer to them than the raw means;
+    another vehicle's drives give what its dissipations, moved into this vehicle's units by hand
+    (the ratio of what a stop and start loses), give."""
     from scipy.optimize import minimize
     from scipy.stats import norm
 
     from evroute.physics.energy import load_vehicle
-    from evroute.world.junctions import fleet_turns, speed_change_turns
+    from evroute.world.junctions import fleet_turns, physics_turns, speed_change_loss_wh
 
     van, car = load_vehicle("delivery-van"), load_vehicle("sumo-ev")
-    model = speed_change_turns(synthetic, van).costs
+    model = physics_turns(synthetic, van).mean
     rng = np.random.default_rng(41)
     b, tau, s = 12.0, 25.0, 30.0
     mu = model + b + tau * rng.standard_normal(model.size)
     n = rng.choice(9, size=model.size, p=[0.3] + [0.7 / 8] * 8)
     draws = {j: mu[j] + s * rng.standard_normal(n[j]) for j in range(model.size) if n[j] > 0}
-    turns = fleet_turns(_turn_fleet(synthetic, draws), synthetic, van)
+    turns = fleet_turns(_turn_fleet(synthetic, draws, van), synthetic, van)
     driven = n > 0
     np.testing.assert_array_equal(turns.counts, n)
+    assert turns.source == "drives" and not turns.known
     m = np.array([draws[j].mean() if n[j] else np.nan for j in range(model.size)])
     dev = np.concatenate([draws[j] - draws[j].mean() for j in draws])
     s_hat = np.sqrt(dev @ dev / (n[driven] - 1).sum())
-    assert turns.noise_std == pytest.approx(s_hat, rel=1e-9)
+    assert turns.noise_var == pytest.approx(s_hat**2, rel=1e-9)
 
     def nll(x):  # the marginal likelihood written with scipy's normal density
         return -norm.logpdf(m[driven] - model[driven], loc=x[0], scale=np.sqrt(np.exp(x[1]) + s_hat ** 2 / n[driven])).sum()
 
     ref = minimize(nll, x0=[0.0, np.log(100.0)], method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-10})
     b_hat, tau2_hat = ref.x[0], np.exp(ref.x[1])
-    np.testing.assert_allclose(turns.variance[~driven], tau2_hat, rtol=1e-4)
-    np.testing.assert_allclose(turns.costs[~driven] - model[~driven], b_hat, rtol=1e-4)
+    np.testing.assert_allclose(turns.var[~driven], tau2_hat, rtol=1e-4)
+    np.testing.assert_allclose(turns.mean[~driven] - model[~driven], b_hat, rtol=1e-4)
     assert abs(b_hat - b) < 3.0 and abs(np.sqrt(tau2_hat) - tau) < 0.15 * tau and abs(s_hat - s) < 0.05 * s
     prec = 1.0 / tau2_hat + n / s_hat ** 2
-    np.testing.assert_allclose(turns.variance, 1.0 / prec, rtol=1e-4)
+    np.testing.assert_allclose(turns.var, 1.0 / prec, rtol=1e-4)
     post = model + b_hat + np.where(driven, (n / s_hat ** 2) / prec * (np.nan_to_num(m) - model - b_hat), 0.0)
-    np.testing.assert_allclose(turns.costs, post, rtol=1e-5, atol=1e-6)
-    z = (post - mu) / np.sqrt(turns.variance)
+    np.testing.assert_allclose(turns.mean, post, rtol=1e-5, atol=1e-6)
+    z = (post - mu) / np.sqrt(turns.var)
     assert 0.87 < np.mean(np.abs(z) < norm.ppf(0.95)) < 0.93
     assert np.mean((post - mu)[driven] ** 2) < 0.8 * np.mean((m - mu)[driven] ** 2)
-    # another vehicle's drives: S_van + ρ (cost − S_car), ρ by least squares over the driven turns
-    theirs = speed_change_turns(synthetic, car).costs
-    rho = np.linalg.lstsq(theirs[driven, None], model[driven], rcond=None)[0][0]
-    moved = {j: model[j] + rho * (c - theirs[j]) for j, c in draws.items()}
-    lent = fleet_turns(_turn_fleet(synthetic, draws), synthetic, van, measured_by=car)
-    mine = fleet_turns(_turn_fleet(synthetic, moved), synthetic, van)
-    np.testing.assert_allclose(lent.costs, mine.costs, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(lent.variance, mine.variance, rtol=1e-6)
-    assert lent.noise_std == pytest.approx(rho * s_hat, rel=1e-9)
+    # another vehicle's drives: its dissipations times ρ, what a stop from 50 km/h and back loses
+    rho = float((speed_change_loss_wh(13.9, 0.0, van) + speed_change_loss_wh(0.0, 13.9, van))
+                / (speed_change_loss_wh(13.9, 0.0, car) + speed_change_loss_wh(0.0, 13.9, car)))
+    moved = {j: rho * d for j, d in draws.items()}
+    lent = fleet_turns(_turn_fleet(synthetic, draws, car), synthetic, van, measured_by=car)
+    mine = fleet_turns(_turn_fleet(synthetic, moved, van), synthetic, van)
+    np.testing.assert_allclose(lent.mean, mine.mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(lent.var, mine.var, rtol=1e-6)
+    assert lent.noise_var == pytest.approx(rho**2 * s_hat**2, rel=1e-6)
     with pytest.raises(EvrouteError, match="no two cars took the same turn"):
-        fleet_turns(_turn_fleet(synthetic, {0: [5.0], 1: [7.0]}), synthetic, van)
+        fleet_turns(_turn_fleet(synthetic, {0: [5.0], 1: [7.0]}, van), synthetic, van)

@@ -16,7 +16,7 @@ from evroute.runs.problem import make_environment, prepare_problem
 
 @pytest.fixture(scope="module")
 def problem(synthetic):
-    return prepare_problem(SimulationConfig(seed=5), net=synthetic)
+    return prepare_problem(SimulationConfig(seed=5, truth="gp"), net=synthetic)
 
 
 def test_truth_is_one_draw_of_the_paper_prior(problem):
@@ -25,6 +25,36 @@ def test_truth_is_one_draw_of_the_paper_prior(problem):
     np.testing.assert_array_equal(problem.truth, want)
     again = gp_truth(problem.net, problem.prior_mean, problem.prior_var, seed=5)  # from the cache
     np.testing.assert_array_equal(again, want)
+
+
+def test_the_default_truth_is_the_floor_plus_a_lognormal_excess_with_mean_e_det(synthetic):
+    """The default truth: f = floor + (E_det − floor) exp(s z − s²/2), z the paper's draw (stream
+    [seed, 1]) at unit variance per edge, s such that the mean variance over the edges is σ₀².
+    Its formula against a Monte-Carlo estimate over draws of z from the kernel (an independent
+    Cholesky): the mean of f is E_det on every edge and the edges' mean variance σ₀²; the run's f
+    never falls below the floor, it conserves energy, and a drifting f stays above it too."""
+    from evroute.bandit.environments import lognormal_truth, truth_kernel
+    from evroute.physics.energy import energy_floor_wh
+
+    p = prepare_problem(SimulationConfig(seed=5), net=synthetic)
+    e = synthetic.edges
+    floor, _ = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), p.vehicle)
+    assert p.ground_truth.conserves and np.all(p.truth >= floor) and p.ground_truth.description["truth"] == "lognormal"
+    f, z, s, transform, innovation = lognormal_truth(synthetic, p.prior_mean, p.prior_var, floor=floor, seed=5)
+    np.testing.assert_array_equal(f, p.truth)
+    np.testing.assert_allclose(transform(z), f)
+    excess = p.prior_mean - floor
+    assert math.exp(s * s) - 1 == pytest.approx(p.prior_var / np.mean(excess**2))
+    K = truth_kernel(synthetic, np.zeros(synthetic.n_edges), 1.0).dense()
+    L = np.linalg.cholesky(K + 1e-10 * np.eye(K.shape[0]))
+    draws = (np.random.default_rng(0).standard_normal((8000, synthetic.n_edges)) @ L.T) / np.sqrt(np.diag(K))
+    fs = transform(draws)
+    se = fs.std(0) / math.sqrt(len(fs))
+    assert np.mean(np.abs(fs.mean(0) - p.prior_mean) / se) < 1.2  # |z|'s mean is 0.8 for an unbiased mean
+    assert np.mean(fs.var(0)) == pytest.approx(p.prior_var, rel=0.15)
+    drift = make_environment(SimulationConfig(seed=5, drift=0.3), p)
+    for t in (2, 5, 9):
+        assert np.all(drift.expected(t) >= floor) and not np.array_equal(drift.expected(t), f)
 
 
 def test_observations_are_truth_plus_gaussian_noise(problem):

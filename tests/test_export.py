@@ -168,17 +168,21 @@ def test_run_gdfs_are_the_geojsons_layers(run_dir, synthetic):
 @pytest.fixture
 def turned_truth():
     """A plug-in truth of edges plus turns: E_det on the edges, and each turn the energy one car
-    pays changing speed between the two roads' limits (a cost speeding up, energy back braking)."""
+    pays changing speed between the two roads' limits, slowing to half the next one's first (its
+    change of kinetic energy, and what the efficiencies lose); cars spread by 1 Wh."""
     from evroute.bandit.environments import TRUTHS, Turns, register_truth
-    from evroute.world.junctions import kinetic_potential_wh, speed_change_wh
+    from evroute.physics.energy import kinetic_energy_wh, potential_energy_wh
+    from evroute.world.junctions import speed_change_loss_wh
 
     def factory(setup):
         net = setup.net
         src, dst = np.asarray(net.conn_src), np.asarray(net.conn_dst)
         v = net.edges.speed_mps.to_numpy()
-        turns = Turns(speed_change_wh(v[src], 0.5 * v[dst]) + speed_change_wh(0.5 * v[dst], v[dst]),
-                      kinetic_potential_wh(v), src, dst)
-        return Truth(setup.mean.copy(), setup.noise_std, description={}, turns=turns)
+        psi = kinetic_energy_wh(v)
+        loss = speed_change_loss_wh(v[src], 0.5 * v[dst]) + speed_change_loss_wh(0.5 * v[dst], v[dst])
+        turns = Turns(psi[dst] - psi[src] + loss, psi, src, dst, noise_std=1.0)
+        potential = potential_energy_wh(net.edges.length_m.to_numpy(), net.edges.grade.to_numpy())
+        return Truth(setup.mean.copy(), setup.noise_std, description={}, turns=turns, potential=potential)
 
     from evroute.bandit.environments import Truth
 
@@ -225,8 +229,8 @@ def test_maps_show_the_turns_where_the_routes_pay_them(turned_truth, synthetic, 
 
 @pytest.mark.parametrize("policy", ["gp-cmm[b=5]", "gp-amm[b=5]"])
 def test_bound_agents_run_under_a_truth_with_turns(turned_truth, synthetic, tmp_path, policy):
-    """gp-cmm ranks Yen's routes with the turns' costs added; each round's energy is its edges
-    plus its turns, and regret is measured against a route of the same kind."""
+    """gp-cmm ranks Yen's routes with the turns' dissipation added; each round's energy is its
+    edges plus its turns, and regret is against the exact optimum, never negative."""
     out = tmp_path / "run"
     res = simulate(SimulationConfig(policy=policy, route="B", horizon=3, seed=0, truth="turned"), out, net=synthetic)
     f = res.edges.energy_true_wh.to_numpy()
@@ -236,4 +240,4 @@ def test_bound_agents_run_under_a_truth_with_turns(turned_truth, synthetic, tmp_
         p = [int(x) for x in row.path]
         turns_wh = sum(cost[a, b] for a, b in zip(p[:-1], p[1:], strict=True))
         assert row.expected_energy_wh == pytest.approx(f[p].sum() + turns_wh, rel=1e-9)
-        assert row.regret_wh >= -1e-6
+        assert row.regret_wh >= 0

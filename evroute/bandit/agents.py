@@ -40,13 +40,12 @@ from .policies import (
     make_policy,
     model_noise_std,
     route_weights,
-    turn_potential,
 )
-from .turns import TurnBelief, learned_turns
+from .turns import TURN_KERNEL, TurnBelief, TurnPrior
 
 __all__ = ["Decision", "Agent", "IndexAgent", "AgentSetup", "register_agent", "unregister_agent", "agent_names",
            "make_agent", "agent_options", "policy_family", "resolve_policy", "POLICIES", "LOWER_CONFIDENCE_BOUND",
-           "ONE_NOISE_LEVEL", "AGENT_NEEDS", "RULE_OPTIONS", "confidence_delta"]
+           "ONE_NOISE_LEVEL", "AGENT_NEEDS", "RULE_OPTIONS", "confidence_delta", "turn_belief"]
 
 
 @dataclass
@@ -117,8 +116,10 @@ class IndexAgent(Agent):
     Each round: per-edge indices μ̃ from the rule (:meth:`evroute.bandit.policies.Policy.indices`),
     the oracle's weights by the weight rule (:func:`evroute.bandit.policies.route_weights`: paper 003's
     rectified U = E[max(0, N(μ̃, ς²))], Algorithm 2 line 3, or the floor-and-potential rule that
-    keeps regeneration), Dijkstra from the start to the end edge over the available edges, the
-    junctions' known costs added where the truth has turns.
+    keeps regeneration), Dijkstra from the start to the end edge over the available edges; under a
+    truth of edges plus turns the junctions' dissipation is weighed too, from the agent's own
+    posterior of the turns (the same index rule's index of each turn) or, told by an oracle, the
+    truth's.
 
     Parameters
     ----------
@@ -133,21 +134,17 @@ class IndexAgent(Agent):
         Weigh the indices by ``weights`` (default); False hands μ̃ to the oracle as it is (it
         must then be non-negative).
     weights : {"rectified", "potential"}
-        The weight rule; ``potential`` needs ``floor`` and ``potential`` (Wh per edge) and, with
-        turns, ``turn_potential`` (:func:`evroute.bandit.policies.turn_potential`).
-    turns : evroute.bandit.environments.Turns, optional
-        The junctions' costs, known to the agent (the truth's), added to its routes; with
-        ``turn_belief``, the turns' bounds.
+        The weight rule; ``potential`` needs ``floor`` and ``potential`` (Wh per edge).
+    turns : evroute.bandit.turns.TurnPrior, optional
+        The agent's prior of the junctions' dissipation: learnt online where it has variances
+        (``turn_belief``), taken as known where it has none (an oracle's).
     turn_belief : evroute.bandit.turns.TurnBelief, optional
-        The junctions learnt online: each round the index rule's index of every turn (raised to
-        the lower of its kinetic bound and its posterior mean,
-        :func:`evroute.bandit.turns.learned_turns`) stands for its cost, and the turns driven are
-        observed (:meth:`observe_turns`).
+        The junctions' posterior: each round the index rule's index of every turn stands for its
+        dissipation, and the turns driven are observed (:meth:`observe_turns`).
     """
 
     def __init__(self, policy, model, oracle, start: int, end: int, prior_mean, rectify: bool = True, *,
-                 weights: str = "rectified", floor=None, potential=None, turns=None, turn_potential=None,
-                 turn_belief=None):
+                 weights: str = "rectified", floor=None, potential=None, turns=None, turn_belief=None):
         self.policy = policy
         self.model = model
         self.oracle = oracle
@@ -155,9 +152,8 @@ class IndexAgent(Agent):
         self.prior_mean = np.asarray(prior_mean, dtype=np.float64)
         self.rectify = bool(rectify)
         self.weights, self.floor, self.potential, self.turns = weights, floor, potential, turns
-        self.turn_potential = turn_potential
         if turn_belief is not None and (turns is None or not self.rectify):
-            raise EvrouteError("learning the junctions needs the turns' bounds and a weight rule")
+            raise EvrouteError("learning the junctions needs the turns' prior and a weight rule")
         self.turn_belief = turn_belief
 
     @property
@@ -168,13 +164,12 @@ class IndexAgent(Agent):
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.model.mean_std()
         idx, beta = self.policy.indices(self.model, t, rng)
-        turns, tp = self.turns, self.turn_potential
-        if self.turn_belief is not None:  # this round's turns: each one's index, held to min(bound, posterior mean)
-            turns = learned_turns(self.policy.indices(self.turn_belief, t, rng)[0], self.turns, self.turn_belief)
-            tp = turn_potential(self.floor, turns, warn=False) if self.weights == "potential" else None
+        turns = None if self.turns is None else self.turns.mean
+        if self.turn_belief is not None:  # this round's turns: the index rule's index of each one's dissipation
+            turns = self.policy.indices(self.turn_belief, t, rng)[0]
         if self.rectify:
             weights, arc = route_weights(idx, self.weights, model_noise_std(self.model), floor=self.floor,
-                                         potential=self.potential, turns=turns, turn_potential=tp)
+                                         potential=self.potential, turns=turns)
         else:
             weights, arc = idx, None
         path = np.asarray(self.oracle.shortest_path(weights, self.start, self.end, available=available,
@@ -186,7 +181,7 @@ class IndexAgent(Agent):
         self.model.update(path, values)
 
     def observe_turns(self, path, values) -> None:
-        """Learn the costs observed at the turns of ``path`` (one per consecutive pair of edges)."""
+        """Learn the dissipation observed at the turns of ``path`` (one per consecutive pair of edges)."""
         self.turn_belief.update(self.oracle.turn_index(path), values)
 
     def mean_std(self):
@@ -252,15 +247,14 @@ class AgentSetup:
     horizon: int = 0
     #: how indices become the oracle's weights (:data:`evroute.bandit.policies.WEIGHT_RULES`)
     weights: str = "rectified"
-    #: the junctions' costs of a truth of edges plus turns, known to the agents (None: none)
-    turns: object = None
-    #: with turns, what the potential weight rule needs (:class:`evroute.bandit.policies.TurnPotential`)
-    turn_potential: object = None
+    #: under a truth of edges plus turns, the agents' prior of each turn's dissipation
+    #: (:class:`evroute.bandit.turns.TurnPrior`: physics', a fleet's, or an oracle's, known); None: no turns
+    turns: TurnPrior | None = None
     #: ς_e² per edge (``--noise-std edge[...]``: :mod:`evroute.priors.noise`); None: ``noise_var`` on every edge
     edge_noise_var: np.ndarray | None = None
-    #: ``--learn-turns``: each turn's prior variance (Wh²), the junctions then learnt online from
-    #: ``turns`` as prior mean (:class:`evroute.bandit.turns.TurnBelief`); None: the turns as given
-    turn_prior_var: np.ndarray | None = None
+    #: the kernel over turns: the shares of a turn's prior variance common to its junction and to
+    #: its kind (:class:`evroute.bandit.turns.TurnBelief`)
+    turn_kernel: dict | None = None
 
     def __post_init__(self) -> None:
         self.model = resolve_model(self.model)
@@ -277,6 +271,18 @@ class AgentSetup:
             raise EvrouteError(f"{who} assumes one noise level for every edge (its confidence bounds take one "
                                "sigma); give --noise-std a number, or use an index agent (gp-ucb, gp-ts, bi-ts, ...) "
                                "with the per-edge model")
+
+
+def turn_belief(setup: AgentSetup) -> TurnBelief | None:
+    """The posterior of the junctions an agent learns (:class:`evroute.bandit.turns.TurnBelief`):
+    from the setup's prior of the turns, its observations' noise the prior's own (a fleet's
+    spread) or else the run's ς², the kernel the setup's; None without turns or where the turns
+    are known (an oracle's)."""
+    if setup.turns is None or setup.turns.known:
+        return None
+    noise = setup.turns.noise_var if setup.turns.noise_var is not None else float(np.mean(setup.noise_var))
+    shares = setup.turn_kernel if setup.turn_kernel is not None else TURN_KERNEL
+    return TurnBelief(setup.turns, noise, junction_share=shares["junction"], kind_share=shares["kind"])
 
 
 #: The registry of agents by policy name (``--policy``; :data:`evroute.components.POLICIES`).
@@ -374,15 +380,9 @@ def _index_agent_factory(family: str, rule: str) -> Callable[..., Agent]:
             model = make_model(setup.model, setup.prior, noise_var=setup.model_noise_var, seed=setup.seed)
         if options.get("joint"):
             require_capability(model, JOINT_SAMPLES, f"{family}-{rule}[joint=true]")
-        belief = None
-        if setup.turn_prior_var is not None:
-            if setup.turns is None or setup.turns.noise_std is None:
-                raise EvrouteError("learning the junctions needs a truth of edges plus turns whose cars' spread "
-                                   "within turns is known (--truth sumo)")
-            belief = TurnBelief(setup.turns.costs, setup.turn_prior_var, setup.turns.noise_std ** 2)
         return IndexAgent(policy, model, setup.oracle, setup.start, setup.end, setup.prior.mean,
                           weights=setup.weights, floor=setup.energy_floor, potential=setup.potential,
-                          turns=setup.turns, turn_potential=setup.turn_potential, turn_belief=belief)
+                          turns=setup.turns, turn_belief=turn_belief(setup))
 
     return factory
 

@@ -26,9 +26,9 @@ from .agents import (
     register_agent,
 )
 from .bounds import DMM_GRID, confidence_widths, information_logdet, q_from_mean, rtilde2
-from .policies import route_weights, turn_potential
+from .turns import turn_weights
 
-__all__ = ["BoundAgent", "PathBoundAgent", "lower_bound_weights", "bound_weights", "bound_turn_potential", "bound_route",
+__all__ = ["BoundAgent", "PathBoundAgent", "lower_bound_weights", "bound_weights", "known_turns", "bound_route",
            "BOUND_OPTIONS"]
 
 
@@ -40,15 +40,12 @@ def lower_bound_weights(lcb, floor, potential) -> np.ndarray:
     return np.maximum(np.maximum(lcb, floor) - potential, 0.0)
 
 
-def bound_weights(lcb, floor, potential, *, turns=None, turn_potential=None):
-    """The oracle's (edge, turn) weights of a bound agent: :func:`lower_bound_weights` without
-    turns; with a truth's turns (known costs), the potential rule of
-    :func:`evroute.bandit.policies.route_weights` on max(LCB, floor), the turns' costs reweighted by
-    their Johnson potential, so that a route's weight is its energy under the bounds (edges plus
-    turns) less a constant of the trip. Returns ``(edge weights, turn weights or None)``."""
-    if turns is None:
-        return lower_bound_weights(lcb, floor, potential), None
-    return route_weights(np.maximum(lcb, floor), "potential", 0.0, floor=floor, potential=potential, turns=turns, turn_potential=turn_potential)
+def bound_weights(lcb, floor, potential, *, turns=None):
+    """The oracle's (edge, turn) weights of a bound agent: :func:`lower_bound_weights`, and with
+    turns (their dissipation, taken as known) each held at 0 (:func:`evroute.bandit.turns.turn_weights`),
+    so that a route's weight is its energy under the bounds (edges plus turns) less a constant of
+    the trip. Returns ``(edge weights, turn weights or None)``."""
+    return lower_bound_weights(lcb, floor, potential), (None if turns is None else turn_weights(turns))
 
 
 def bound_route(oracle, weights, arc, *, start, end, available) -> tuple[np.ndarray, float]:
@@ -79,10 +76,9 @@ class BoundAgent(Agent):
     """
 
     def __init__(self, rule: str, models: dict, noise_var: float, prior, oracle, start: int, end: int, *,
-                 B: float, delta: float = 0.01, eta: float = 0.002, energy_floor=None, potential=None, turns=None,
-                 turn_potential=None):
+                 B: float, delta: float = 0.01, eta: float = 0.002, energy_floor=None, potential=None, turns=None):
         self.rule = rule
-        self.turns, self.turn_potential = turns, turn_potential  # a truth's junctions: known costs
+        self.turns = turns  # the junctions' dissipation, taken as known (the prior's means): the bounds are the edges'
         self.models = models  # noise level a → posterior model (ς² itself among them)
         self.noise_var = float(noise_var)
         if self.noise_var not in models:
@@ -131,7 +127,7 @@ class BoundAgent(Agent):
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.base.mean_std()
         lcb = self.lower_bounds()
-        weights, arc = bound_weights(lcb, self.floor, self.potential, turns=self.turns, turn_potential=self.turn_potential)
+        weights, arc = bound_weights(lcb, self.floor, self.potential, turns=self.turns)
         path, _ = bound_route(self.oracle, weights, arc, start=self.start, end=self.end, available=available)
         beta = self._diag["bound_beta"]
         return Decision(path, beta * beta if np.isfinite(beta) else float("nan"), lcb[path].copy(), mu[path].copy(),
@@ -232,12 +228,12 @@ class PathBoundAgent(BoundAgent):
     def select(self, t, available, rng) -> Decision:
         mu, sd = self.base.mean_std()
         lcb = self.lower_bounds()
-        weights, arc = bound_weights(lcb, self.floor, self.potential, turns=self.turns, turn_potential=self.turn_potential)
+        weights, arc = bound_weights(lcb, self.floor, self.potential, turns=self.turns)
         routes = self.oracle.k_shortest_paths(weights, self.start, self.end, self.k_routes, available=available,
                                               turn_weights=arc)
         bounds = self.path_lower_bounds([r.edges for r in routes])
-        if self.turns is not None:  # the junctions' known costs, on top of the edges' bound
-            bounds = bounds + np.array([float(self.turns.costs[self.oracle.turn_index(r.edges)].sum())
+        if self.turns is not None:  # the junctions' dissipation, on top of the edges' bound
+            bounds = bounds + np.array([float(turn_weights(self.turns)[self.oracle.turn_index(r.edges)].sum())
                                         for r in routes])
         best = int(np.argmin(bounds))  # ties: the cheapest under DMM's weights
         path = np.asarray(routes[best].edges, dtype=np.int64)
@@ -250,19 +246,10 @@ class PathBoundAgent(BoundAgent):
         return {"path_lower_bound": float("nan"), **self._diag}
 
 
-def bound_turn_potential(setup: AgentSetup, floor=None):
-    """The turns' potential a bound agent's weights need (:func:`bound_weights`): the run's
-    (:func:`evroute.bandit.policies.turn_potential` of the physical floor), or, for another floor (the
-    RKHS one), that floor's own; None without turns."""
-    if setup.turns is None:
-        return None
-    if floor is None or floor is setup.energy_floor:
-        if setup.turn_potential is not None:
-            return setup.turn_potential
-        floor = setup.energy_floor
-    if floor is None:
-        raise EvrouteError("a truth with turns needs the edges' energy floor for a bound agent's weights")
-    return turn_potential(np.asarray(floor, dtype=np.float64), setup.turns)
+def known_turns(setup: AgentSetup):
+    """The turns' dissipation a bound agent routes with, its prior's means (it bounds the edges, not
+    the junctions); None without turns."""
+    return None if setup.turns is None else np.asarray(setup.turns.mean, dtype=np.float64)
 
 
 def _choice(name, value, choices):
@@ -316,7 +303,7 @@ def _bound_agent_factory(rule: str, options: tuple[Option, ...]) -> Callable[...
         lower = setup.energy_floor if floor == "physical" else \
             np.asarray(prior.mean) - B * np.sqrt(np.asarray(prior.diag()))
         kw = dict(B=B, delta=float(delta), eta=float(eta), energy_floor=lower, potential=setup.potential,
-                  turns=setup.turns, turn_potential=bound_turn_potential(setup, lower))
+                  turns=known_turns(setup))
         if rule == "cmm":
             return PathBoundAgent(models, setup.noise_var, prior, setup.oracle, setup.start, setup.end,
                                   routes=routes, **kw)

@@ -33,8 +33,10 @@ import numpy as np
 from ..cache import cached_arrays, hash_bytes
 from ..components import CLOSURES, TRUTHS
 from ..errors import EvrouteError
+from ..physics.energy import energy_floor_wh, potential_energy_wh
 from ..priors.prior import NetworkPrior
 from ..progress import stage
+from ..roads.walks import least_energy_walk
 from ..specs import Component, Option, declared
 from ..validate import nonneg_float, positive_float, positive_int, unit_rate
 from .policies import route_weights
@@ -96,31 +98,30 @@ class TruthSetup:
 
 @dataclass
 class Turns:
-    """The energy of the junctions: a truth of edges plus turns (SUMO's kinetic energy booked at
-    the junction where the car brakes and accelerates, :mod:`evroute.world.sumo`).
+    """The energy of the junctions: a truth of edges plus turns (SUMO's cars booked per car,
+    :mod:`evroute.world.booking`).
+
+    A turn e → e′ costs ψ(e′) − ψ(e) plus a dissipation D ≥ 0: ψ is one kinetic level per edge
+    (its cars' mean ½ (m + m_rot) v² at their top speed on it), so its terms telescope along any
+    route (a constant of the trip), and D is what the cars that took the turn spent at the
+    junction beyond their own change of kinetic state (efficiencies only lose). Every cycle of
+    edges and turns then costs at least its edges: nothing creates energy.
 
     Attributes
     ----------
     costs : numpy.ndarray
         The expected energy of each legal turn (Wh), in the order of the network's
-        ``conn_src``/``conn_dst``: paid by a route where it turns from one edge into the next.
+        ``conn_src``/``conn_dst``: ψ(e′) − ψ(e) + D, paid by a route where it turns from one edge
+        into the next.
     potential : numpy.ndarray (E,)
-        A kinetic potential ψ per edge (Wh; η⁻ ½ m v² at the edge's typical top speed): a turn
-        from a fast road onto a slow one gives energy back (costs < 0), but no car's turn costs
-        less than ψ_next − ψ_prev (it recovers at most η⁻ of its braking, pays at least its
-        rise), a bound that telescopes along a route; :meth:`violations` counts the turns whose
-        (mean) cost is below it.
+        The kinetic level ψ per edge (Wh).
     conn_src, conn_dst : numpy.ndarray
         The turns (the network's line graph).
     noise_std : float, optional
-        The spread of one car's cost of a turn about its mean (Wh; the cars' pooled sd within
-        turns): how a turn driven is observed (:meth:`Environment.observe_turns`). None: unknown.
+        The spread of one car's dissipation about its turn's mean (Wh; the cars' pooled sd within
+        turns): how a turn driven is observed. None: unknown.
     counts : numpy.ndarray, optional
         The cars each turn's mean is over (0 where it is a model's); None: not measured.
-    variance : numpy.ndarray, optional
-        How uncertain each turn's cost is where it is an estimate (Wh²; a fleet's posterior
-        variance, :func:`evroute.world.junctions.fleet_turns`): the prior of an agent that learns
-        the turns. None: one car's spread over the cars its mean is of.
     """
 
     costs: np.ndarray
@@ -129,19 +130,23 @@ class Turns:
     conn_dst: np.ndarray
     noise_std: float | None = None
     counts: np.ndarray | None = None
-    variance: np.ndarray | None = None
 
     @property
     def bound(self) -> np.ndarray:
-        """Each turn's kinetic bound ψ(e′) − ψ(e) (Wh): below it no single car's turn goes."""
+        """Each turn's change of kinetic level ψ(e′) − ψ(e) (Wh): its cost less its dissipation."""
         return self.potential[self.conn_dst] - self.potential[self.conn_src]
 
+    @property
+    def dissipation(self) -> np.ndarray:
+        """Each turn's mean dissipation D = cost − (ψ(e′) − ψ(e)) (Wh; ≥ 0 on a truth)."""
+        return self.costs - self.bound
+
     def violations(self, tol: float = 1e-9) -> tuple[int, float]:
-        """The turns whose reduced cost is below −``tol``, and the sum of those (Wh, ≤ 0): means
-        over different cars going below what any one car can (:func:`evroute.world.junctions.measured_turns`)."""
-        r = self.costs - self.bound
-        bad = r < -tol
-        return int(bad.sum()), float(r[bad].sum())
+        """The turns whose dissipation is below −``tol``, and the sum of those (Wh, ≤ 0): none on a
+        truth booked per car."""
+        d = self.dissipation
+        bad = d < -tol
+        return int(bad.sum()), float(d[bad].sum())
 
 
 @dataclass
@@ -150,6 +155,13 @@ class Truth:
 
     The default observation is paper 003's: f(e) + ε, ε ~ N(0, ς²). A truth whose traversals are
     not Gaussian (a traffic simulation's recorded ones) overrides :meth:`observe`.
+
+    A truth that **conserves energy** carries its ``potential``: every edge's energy less it, and
+    every turn's dissipation, is non-negative, so Dijkstra on those reduced costs is its exact
+    least-energy route and regret is measured against it
+    (:func:`evroute.roads.walks.least_energy_walk`). The paper's Gaussian truth (003 Sec. 4.1) has
+    none: its draws fall below the physical floor and make cycles that create energy, and its
+    regret is the paper's, against the route the agents' own weight rule picks when handed f.
 
     Attributes
     ----------
@@ -166,6 +178,14 @@ class Truth:
     turns : Turns, optional
         The junctions' energies, for a truth of edges plus turns; a route's energy is then
         Σ f over its edges plus Σ over its turns.
+    potential : numpy.ndarray (E,), optional
+        A conserving truth's potential per edge (m g Δh, :func:`evroute.physics.energy.potential_energy_wh`:
+        its sum along a route depends only on the route's ends); None: the truth may create energy
+        (the paper's truths).
+    latent, transform, innovation : optional
+        A truth that drifts through a latent field (``--drift``): f = ``transform(latent)``; each
+        round the latent moves as AR(1) with innovations ``innovation(rng)`` of the latent's own
+        law (None: f itself drifts, paper 004's form).
     """
 
     values: np.ndarray
@@ -174,11 +194,31 @@ class Truth:
     description: dict = field(default_factory=dict)
     supports_drift: bool = True
     turns: Turns | None = None
+    potential: np.ndarray | None = None
+    latent: np.ndarray | None = None
+    transform: object = None
+    innovation: object = None
+
+    @property
+    def conserves(self) -> bool:
+        """Whether the truth creates no energy by construction (it carries its potential)."""
+        return self.potential is not None
 
     def observe(self, rng: np.random.Generator, path: np.ndarray, expected: np.ndarray) -> np.ndarray:
         """The energies measured on the edges of ``path`` when their expected energies are
         ``expected`` (f, or f_t under drift): Gaussian noise of :attr:`noise_std`."""
         return expected[path] + noise_at(self.noise_std, path) * rng.standard_normal(len(path))
+
+    def observe_turns(self, rng: np.random.Generator, arcs: np.ndarray) -> np.ndarray:
+        """The dissipation measured at the turns ``arcs`` (what one car spent there beyond its own
+        change of kinetic state): the turn's mean plus Gaussian noise of the cars' spread within
+        turns (:attr:`Turns.noise_std`)."""
+        if self.turns is None:
+            raise EvrouteError("this truth has no junctions to observe (a truth of edges plus turns has: --truth sumo)")
+        if self.turns.noise_std is None:
+            raise EvrouteError("the truth's junctions say nothing of how one car's dissipation at a turn spreads")
+        arcs = np.asarray(arcs, dtype=np.int64)
+        return self.turns.dissipation[arcs] + self.turns.noise_std * rng.standard_normal(len(arcs))
 
 
 def noise_std_value(name: str, value):
@@ -231,6 +271,12 @@ class Environment(ABC):
     n_edges: int
     #: Observation noise standard deviation ς.
     noise_std: float
+    #: The junctions' energies of a truth of edges plus turns (None: edges only).
+    turns: Turns | None = None
+    #: Whether regret is measured against the exact least-energy route (a truth that conserves
+    #: energy) or, as in paper 003, against the route the agents' own weight rule picks when
+    #: handed the truth (a truth that may create energy).
+    exact: bool = False
 
     @abstractmethod
     def expected(self, t: int) -> np.ndarray:
@@ -246,15 +292,18 @@ class Environment(ABC):
 
     @abstractmethod
     def reference_route(self, t: int) -> np.ndarray:
-        """The clairvoyant route of round t (the oracle handed f_t, on the available edges)."""
-
-    #: The junctions' energies of a truth of edges plus turns (None: edges only).
-    turns: Turns | None = None
+        """The route regret is measured against in round t (on the available edges): the exact
+        least-energy route where the truth conserves energy, else the clairvoyant route (the
+        agents' oracle handed f_t)."""
 
     def observe_turns(self, t: int, path: np.ndarray) -> np.ndarray:
-        """Noisy energies of the turns of ``path`` driven in round t (one fewer than its edges),
-        for agents that learn the junctions; an environment without turns has none to observe."""
-        raise EvrouteError("this environment has no junctions to observe (a truth of edges plus turns has: --truth sumo)")
+        """The dissipation measured at the turns of ``path`` driven in round t (one fewer than its
+        edges), for agents that learn the junctions; an environment without turns has none."""
+        truth = getattr(self, "_truth", None)
+        if self.turns is None or truth is None:
+            raise EvrouteError("this environment has no junctions to observe (a truth of edges plus turns has: "
+                               "--truth sumo)")
+        return truth.observe_turns(self._turn_rng, self.oracle.turn_index(path))
 
     def route_energy(self, t: int, path) -> float:
         """The true expected energy of driving ``path`` in round t: f_t over its edges, plus its
@@ -269,12 +318,44 @@ class Environment(ABC):
         """True energy of :meth:`reference_route` in round t."""
         return self.route_energy(t, self.reference_route(t))
 
-class StaticEnvironment(Environment):
-    """A static truth f and Gaussian observation noise (paper 003, Sec. 4.1).
+    def certificate(self) -> dict | None:
+        """How the exact least-energy route was found and why it is exact (the last round's;
+        :func:`evroute.roads.walks.least_energy_walk`), or None where regret is the paper's."""
+        cert = getattr(self, "_certificate", None)
+        return None if cert is None else {k: v for k, v in cert.items() if k != "johnson"}
 
-    The reference route is the one the agents' oracle returns when handed f: Dijkstra on the
-    weights of the run's rule (:func:`evroute.bandit.policies.route_weights`: paper 003's rectified
-    E[max(0, N(f_e, ς²))] by default), so that regret measures learning, not the weight rule.
+    def _exact_route(self, f, mask) -> np.ndarray:
+        """The exact least-energy route under ``f`` on the open edges ``mask`` (a conserving truth):
+        Dijkstra on its reduced costs, Johnson's potential kept while the energies stay the same."""
+        johnson = self._johnson if getattr(self, "_johnson_of", None) is f else None
+        path, cert = least_energy_walk(self.oracle, f, start=self.start, end=self.end, potential=self._truth.potential,
+                                       turn_weights=None if self.turns is None else self.turns.dissipation,
+                                       available=mask, johnson=johnson)
+        self._johnson, self._johnson_of, self._certificate = cert["johnson"], f, cert
+        path = np.asarray(path, dtype=np.int64)
+        path.flags.writeable = False
+        return path
+
+
+def _as_truth(truth):
+    """``(Truth or None, f)``: a :class:`Truth`, or an array of f (the paper's Gaussian
+    observations)."""
+    own = truth if isinstance(truth, Truth) else None
+    f = np.array(own.values if own is not None else truth, dtype=np.float64)
+    if f.ndim != 1 or not np.all(np.isfinite(f)):
+        raise EvrouteError("the truth must be a 1-d array of finite numbers")
+    return own, f
+
+
+class StaticEnvironment(Environment):
+    """A static truth f and its observations (paper 003, Sec. 4.1).
+
+    Regret's reference route: where the truth conserves energy (:attr:`Truth.conserves`), its
+    exact least-energy route (Dijkstra on reduced costs, :func:`evroute.roads.walks.least_energy_walk`);
+    else (the paper's Gaussian truth, or f given as an array) the one the agents' oracle returns
+    when handed f: Dijkstra on the weights of the run's rule
+    (:func:`evroute.bandit.policies.route_weights`: paper 003's rectified E[max(0, N(f_e, ς²))] by
+    default), so that regret measures learning, not the weight rule.
 
     Parameters
     ----------
@@ -287,9 +368,9 @@ class StaticEnvironment(Environment):
     start, end : int
         Start and end edge of the trip.
     seed : int
-        Seeds the noise generator (stream ``[seed, 2]``).
+        Seeds the noise generator (stream ``[seed, 2]``; the turns' ``[seed, 6]``).
     rectify : bool
-        Reference route on the agents' weights (default) or on f itself.
+        The paper's reference route on the agents' weights (default) or on f itself.
     weigh : callable, optional
         ``weigh(f) -> (edge weights, turn weights)``: the agents' weight rule
         (:func:`evroute.bandit.policies.route_weights` with the run's rule); default paper 003's
@@ -299,10 +380,7 @@ class StaticEnvironment(Environment):
     def __init__(self, truth, noise_std: float, oracle, start: int, end: int, seed: int, rectify: bool = True,
                  *,
                  weigh=None):
-        self._truth = truth if isinstance(truth, Truth) else None
-        f = np.array(truth.values if self._truth is not None else truth, dtype=np.float64)
-        if f.ndim != 1 or not np.all(np.isfinite(f)):
-            raise EvrouteError("the truth must be a 1-d array of finite numbers")
+        self._truth, f = _as_truth(truth)
         f.flags.writeable = False
         self._f = f
         self.n_edges = int(f.size)
@@ -311,6 +389,7 @@ class StaticEnvironment(Environment):
         self.start, self.end = int(start), int(end)
         self.rectify = bool(rectify)
         self.turns = self._truth.turns if self._truth is not None else None
+        self.exact = self._truth is not None and self._truth.conserves
         self._weigh = weigh or (lambda f: route_weights(f, "rectified", self.noise_std, turns=self.turns))
         self._rng = np.random.default_rng([int(seed), 2])
         self._turn_rng = np.random.default_rng([int(seed), 6])  # its own stream: the edges' draws stay as they were
@@ -328,19 +407,11 @@ class StaticEnvironment(Environment):
             return self._truth.observe(self._rng, path, self._f)
         return self._f[path] + noise_at(self.noise_std, path) * self._rng.standard_normal(len(path))
 
-    def observe_turns(self, t: int, path: np.ndarray) -> np.ndarray:
-        """A turn's mean cost plus Gaussian noise of the cars' spread within turns
-        (:attr:`Turns.noise_std`)."""
-        if self.turns is None:
-            return super().observe_turns(t, path)
-        if self.turns.noise_std is None:
-            raise EvrouteError("the truth's junctions say nothing of how one car's cost of a turn spreads "
-                               "(Turns.noise_std)")
-        arcs = self.oracle.turn_index(np.asarray(path, dtype=np.int64))
-        return self.turns.costs[arcs] + self.turns.noise_std * self._turn_rng.standard_normal(len(arcs))
-
     def reference_route(self, t: int) -> np.ndarray:
         if self._reference is None:
+            if self.exact:
+                self._reference = self._exact_route(self._f, None)
+                return self._reference
             if self.rectify:
                 w, arc = self._weigh(self._f)
             else:
@@ -349,6 +420,7 @@ class StaticEnvironment(Environment):
                                          dtype=np.int64)
             self._reference.flags.writeable = False
         return self._reference
+
 
 def truth_kernel(net, mean, prior_var: float, *, lengthscale: float = 1.0) -> NetworkPrior:
     """The prior the Gaussian truths are drawn from: GP(mean, σ₀² k) with the paper's combined
@@ -449,8 +521,75 @@ def _rkhs(setup: TruthSetup, B: float, anchors: int) -> Truth:  # noqa: N803 (th
     return Truth(f, setup.noise_std, float(B))
 
 
-register_truth("gp", _gp_truth, description="a draw of GP(E_det, sigma_0^2 k) per seed, Gaussian noise "
-               "(003 Sec. 4.1)")
+def _unit_latent(net, *, seed: int, lengthscale: float):
+    """The paper's truth's draw (stream ``[seed, 1]``, the combined kernel of unit mean variance)
+    scaled to unit variance on every edge, and the scale (cached on disk with the draw: the
+    kernel's diagonal costs what the draw does), and the kernel (for drift's innovations)."""
+    kernel = truth_kernel(net, np.zeros(net.n_edges), 1.0, lengthscale=lengthscale)
+
+    def build():
+        with stage(f"drawing the ground truth of seed {seed} on {net.n_edges:,} edges (cached)"):
+            scale = 1.0 / np.sqrt(np.asarray(kernel.diag(), dtype=np.float64))
+            return {"value": kernel.sample(np.random.default_rng([seed, 1])) * scale, "scale": scale}
+
+    params = {"network": net.cache_key, "seed": int(seed), "lengthscale": float(lengthscale), "sampler": kernel.sampler,
+              "what": "unit-latent-v1"}
+    got = cached_arrays("truth", params, build, names=("value", "scale"))
+    return got["value"], got["scale"], kernel
+
+
+def lognormal_truth(net, prior_mean, prior_var: float, *, floor, seed: int, lengthscale: float = 1.0):
+    """The physical form of paper 003's Gaussian truth: each edge's energy floor plus a log-normal
+    excess whose mean is E_det's, f = floor + (E_det − floor) · exp(s z − s²/2).
+
+    z is the paper's truth's draw (stream ``[seed, 1]``: :func:`gp_truth` of the combined kernel,
+    κ = 1, ν = 2, context lengthscale ``lengthscale``) scaled to unit variance on every edge, so
+    E[f] = E_det exactly and the edges' correlations are the kernel's; one log-scale s for the
+    network, chosen so that the mean variance of f over the edges is the paper's σ₀²:
+    exp(s²) − 1 = σ₀² / mean((E_det − floor)²). f never falls below the floor (the energy no
+    driving avoids, :func:`evroute.physics.energy.energy_floor_wh`), so no cycle creates energy.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, float, callable, callable)
+        f (E,), the latent z (E,), s, ``transform(z) -> f`` and ``innovation(rng) -> z′`` (a fresh
+        latent of the same law, for drift).
+    """
+    m = np.asarray(prior_mean, dtype=np.float64)
+    floor = np.asarray(floor, dtype=np.float64)
+    excess = np.maximum(m - floor, 0.0)
+    ms = float(np.mean(excess ** 2))
+    if not ms > 0:
+        raise EvrouteError("the log-normal truth: E_det equals the energy floor on every edge (no excess to vary)")
+    s = math.sqrt(math.log1p(float(prior_var) / ms))
+    z, scale, kernel = _unit_latent(net, seed=seed, lengthscale=lengthscale)
+
+    def transform(latent):
+        return floor + excess * np.exp(s * np.asarray(latent) - 0.5 * s * s)
+
+    def innovation(rng):
+        return kernel.sample(rng) * scale
+
+    return transform(z), z, s, transform, innovation
+
+
+def _lognormal(setup: TruthSetup) -> Truth:
+    """The default truth: the floor plus a log-normal excess with mean E_det (:func:`lognormal_truth`)."""
+    e = setup.net.edges
+    floor, _ = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), setup.vehicle)
+    potential = potential_energy_wh(e.length_m.to_numpy(), e.grade.to_numpy(), setup.vehicle)
+    f, z, s, transform, innovation = lognormal_truth(setup.net, setup.mean, setup.prior_var, floor=floor,
+                                                     seed=setup.seed, lengthscale=setup.lengthscale)
+    return Truth(f, setup.noise_std, description={"truth_log_sd": s}, potential=potential, latent=z,
+                 transform=transform, innovation=innovation)
+
+
+register_truth("lognormal", _lognormal, description="each edge's physical floor plus a log-normal GP excess with "
+               "mean E_det: never below the floor, so nothing creates energy and regret is against the exact "
+               "optimum (the default)")
+register_truth("gp", _gp_truth, description="paper 003's truth: a draw of GP(E_det, sigma_0^2 k) per seed, "
+               "Gaussian noise (003 Sec. 4.1); it falls below the physical floor and creates energy, so regret is "
+               "the paper's, against the route the rectified weights pick handed the truth")
 register_truth("rkhs", _rkhs,
                description="an RKHS-bounded truth with ||f - m|| = B exactly (000 Sec. 7), Gaussian noise")
 
@@ -556,24 +695,28 @@ class RoadEnvironment(Environment):
     - **Drift** ``eps`` > 0: f_{t+1} = m + √(1−ε)(f_t − m) + √ε g_t with g_t a fresh draw of
       GP(0, K) (``sample_dev(rng)``, stream ``[seed, 4, t]``): every f_t is a draw of GP(m, K) and
       Cov(f_t, f_t′) = (1−ε)^{|t−t′|/2} K, the time-varying kernel of Bogunovic et al. (2016)
-      used by paper 004.
+      used by paper 004. A truth that drifts through a latent field (:attr:`Truth.transform`, the
+      log-normal truth) moves its latent so, and f_t = transform(latent_t) stays physical.
     - **Closures**: a :class:`ClosurePattern` (``alternate``, ``random[rate=r]``; the registry
       :data:`CLOSURES`) says which edges are open in each round.
 
-    Regret is measured against each round's own clairvoyant route on the open edges (the
-    agents' oracle handed f_t, as :class:`StaticEnvironment`). Rounds are visited in order.
-    ``truth`` may be a :class:`Truth` (its :meth:`Truth.observe` draws the observations) or f.
+    Regret is measured against each round's own reference route on the open edges (the exact
+    least-energy route of a conserving truth, else the agents' oracle handed f_t, as
+    :class:`StaticEnvironment`). Rounds are visited in order. ``truth`` may be a :class:`Truth`
+    (its :meth:`Truth.observe` draws the observations) or f.
     """
 
     def __init__(self, truth, mean, sample_dev, noise_std: float, oracle, start: int, end: int, seed: int, *,
                  eps: float = 0.0, closures=None, weigh=None):
-        self._truth = truth if isinstance(truth, Truth) else None
+        self._truth, f = _as_truth(truth)
         self.turns = self._truth.turns if self._truth is not None else None
-        f = np.array(truth.values if self._truth is not None else truth, dtype=np.float64)
-        if f.ndim != 1 or not np.all(np.isfinite(f)):
-            raise EvrouteError("the truth must be a 1-d array of finite numbers")
+        self.exact = self._truth is not None and self._truth.conserves
         self._m = np.asarray(mean, dtype=np.float64)
         self._f, self._t = f, 1
+        self._latent = None
+        if self._truth is not None and self._truth.transform is not None:
+            self._latent = np.array(self._truth.latent, dtype=np.float64)
+            sample_dev = self._truth.innovation
         self.n_edges = int(f.size)
         self.noise_std = noise_std_value("noise_std", noise_std)
         self.eps = unit_rate("drift", eps)
@@ -585,6 +728,7 @@ class RoadEnvironment(Environment):
         self.seed = int(seed)
         self._weigh = weigh or (lambda f: route_weights(f, "rectified", self.noise_std, turns=self.turns))
         self._rng = np.random.default_rng([self.seed, 2])
+        self._turn_rng = np.random.default_rng([self.seed, 6])
         comp = parse_closures(closures) if not isinstance(closures, Component | ClosurePattern) else closures
         if isinstance(comp, Component):
             comp = CLOSURES.get(comp.name).factory(**comp.options)
@@ -595,24 +739,23 @@ class RoadEnvironment(Environment):
             self.closures.attach(self)
 
     def route_for(self, f, mask) -> np.ndarray:
-        """The agents' oracle's route under energies ``f`` on the open edges ``mask``."""
+        """The reference route under energies ``f`` on the open edges ``mask``."""
         return self._route(f, mask)
 
     def connected(self, mask) -> bool:
         """Whether the trip's ends are connected through the open edges ``mask``."""
-        return self._connected(mask)
-
-    def _route(self, f, mask) -> np.ndarray:
-        w, arc = self._weigh(f)
-        return np.asarray(self.oracle.shortest_path(w, self.start, self.end, available=mask, turn_weights=arc).edges,
-                          dtype=np.int64)
-
-    def _connected(self, mask) -> bool:
         try:
             self.oracle.shortest_path(np.ones(self.n_edges), self.start, self.end, available=mask)
         except EvrouteError:
             return False
         return True
+
+    def _route(self, f, mask) -> np.ndarray:
+        if self.exact:
+            return self._exact_route(f, mask)
+        w, arc = self._weigh(f)
+        return np.asarray(self.oracle.shortest_path(w, self.start, self.end, available=mask, turn_weights=arc).edges,
+                          dtype=np.int64)
 
     def _advance(self, t: int) -> None:
         t = int(t)
@@ -622,7 +765,11 @@ class RoadEnvironment(Environment):
             self._t += 1
             if self.eps > 0:
                 g = self._sample_dev(np.random.default_rng([self.seed, 4, self._t]))
-                self._f = self._m + math.sqrt(1.0 - self.eps) * (self._f - self._m) + math.sqrt(self.eps) * g
+                if self._latent is not None:  # the latent drifts; f_t follows it, physical
+                    self._latent = math.sqrt(1.0 - self.eps) * self._latent + math.sqrt(self.eps) * g
+                    self._f = self._truth.transform(self._latent)
+                else:
+                    self._f = self._m + math.sqrt(1.0 - self.eps) * (self._f - self._m) + math.sqrt(self.eps) * g
 
     def expected(self, t: int) -> np.ndarray:
         self._advance(t)

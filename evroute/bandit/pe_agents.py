@@ -16,7 +16,7 @@ from ..priors.prior import ShiftedPrior
 from ..specs import Option, declared
 from ..validate import choice, nonneg_float, positive_int
 from .agents import ONE_NOISE_LEVEL, Agent, AgentSetup, Decision, confidence_delta, register_agent
-from .bound_agents import bound_route, bound_turn_potential, bound_weights
+from .bound_agents import bound_route, bound_weights, known_turns
 from .bounds import information_logdet, q_from_mean
 
 __all__ = ["PEAgent", "pe_beta", "pe_path_beta", "pe_xi", "time_varying_backend", "TV_DENSE_MAX_EDGES"]
@@ -66,9 +66,9 @@ class PEAgent(Agent):
     def __init__(self, models: dict, means: dict, oracle, start: int, end: int, *, horizon: int,
                  noise_var: float, delta: float = 0.05, beta_scale: float = 1.0, xi_scale: float = 1.0,
                  energy_floor=None, potential=None, rule: str = "pe", test: str = "edge", priors: dict | None = None,
-                 turns=None, turn_potential=None):
+                 turns=None):
         self.rule = rule
-        self.turns, self.turn_potential = turns, turn_potential  # a truth's junctions: known costs
+        self.turns = turns  # the junctions' dissipation, taken as known (the prior's means)
         self.test = test
         self.priors = priors or {}  # each candidate's prior (for the evidence's log-determinant)
         if test == "path":
@@ -101,7 +101,7 @@ class PEAgent(Agent):
     def _lcb_route(self, p, beta, available):
         mu, sd = self.models[p].mean_std()
         lcb = np.maximum(mu - beta * sd, self.floor)
-        weights, arc = bound_weights(lcb, self.floor, self.potential, turns=self.turns, turn_potential=self.turn_potential)
+        weights, arc = bound_weights(lcb, self.floor, self.potential, turns=self.turns)
         route, cost = bound_route(self.oracle, weights, arc, start=self.start, end=self.end, available=available)
         return cost, route, mu, sd, lcb  # (the potential: one constant per trip)
 
@@ -164,7 +164,7 @@ class PEAgent(Agent):
             self._weights = dict(zip(self.names, wts.tolist(), strict=True))
             lcb = sum(w * np.maximum(self.models[q].mean_std()[0] - beta * self.models[q].mean_std()[1], self.floor)
                       for q, w in zip(self.names, wts, strict=True))
-            weights, arc = bound_weights(lcb, self.floor, self.potential, turns=self.turns, turn_potential=self.turn_potential)
+            weights, arc = bound_weights(lcb, self.floor, self.potential, turns=self.turns)
             path, _ = bound_route(self.oracle, weights, arc, start=self.start, end=self.end, available=available)
             p = self.names[int(np.argmax(wts))]
             mu, sd = self.models[p].mean_std()
@@ -292,7 +292,7 @@ def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, tv_
     return PEAgent(models, means, setup.oracle, setup.start, setup.end, horizon=setup.horizon,
                    noise_var=setup.noise_var, delta=float(delta), beta_scale=float(beta_scale),
                    xi_scale=float(xi_scale), energy_floor=setup.energy_floor, potential=setup.potential, rule=rule,
-                   test=test, priors=priors, turns=setup.turns, turn_potential=bound_turn_potential(setup))
+                   test=test, priors=priors, turns=known_turns(setup))
 
 
 #: The time-varying backend ``tv_model=auto`` picks: the exact dense Kalman filter up to this

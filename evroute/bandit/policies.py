@@ -17,18 +17,17 @@ observation noise variance, so that the weights are non-negative and Dijkstra ap
 from __future__ import annotations
 
 import math
-import warnings
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.special import erfcx, ndtr, ndtri_exp
 
-from ..errors import EvrouteError, EvrouteWarning
+from ..errors import EvrouteError
 from ..settings import WEIGHT_RULES
 from ..specs import Option, declared
 from ..validate import flag, in_range, nonneg_float, positive_float, positive_int
+from .turns import turn_weights
 
 __all__ = [
     "model_noise_std",
@@ -43,8 +42,6 @@ __all__ = [
     "rectified_mean",
     "WEIGHT_RULES",
     "route_weights",
-    "turn_potential",
-    "TurnPotential",
     "Policy",
     "UCBPolicy",
     "BayesUCBPolicy",
@@ -248,22 +245,23 @@ class Policy(ABC):
 BETA_RULES = ("003", "001", "002")
 
 
-def route_weights(index, rule: str, noise_std, *, floor=None, potential=None, turns=None, turn_potential=None):
+def route_weights(index, rule: str, noise_std, *, floor=None, potential=None, turns=None):
     """The oracle's weights of edges (and turns) from per-edge indices μ̃ under a weight rule.
 
     ``rectified`` (paper 003, Algorithm 2 line 3): U_e = E[max(0, N(μ̃_e, ς²))]
-    (:func:`rectified_mean`); a turn's cost c as max(c, 0).
+    (:func:`rectified_mean`).
 
     ``potential``: the route's energy under max(μ̃, floor), regeneration included, reweighted to
-    be non-negative so that Dijkstra finds its least-energy route. Without turns,
-    w_e = max(μ̃_e, floor_e) − potential_e, clipped at 0, where ``floor`` is a physical lower
-    bound of each edge's energy and ``potential`` (η⁻ m g Δh) sums to the same along every route
-    between the trip's ends (:func:`evroute.physics.energy.energy_floor_wh`). With turns, the floors L
-    and turn costs c of ``turn_potential`` (:func:`turn_potential`: the physical ones, unless they
-    close a cycle that creates energy) and its Johnson potential h: w_e = max(μ̃_e, L_e) − L_e
-    and a turn e → e′ weighs c + L_e′ + h_e − h_e′ ≥ 0; both sum, along a route, to its energy
-    under max(μ̃, L) less a constant of the trip. Handed the true energies (above L, on turns
-    that were not raised), it finds the least-energy route exactly.
+    be non-negative so that Dijkstra finds its least-energy route: w_e = max(μ̃_e, floor_e) −
+    potential_e, clipped at 0, where ``floor`` is a physical lower bound of each edge's energy
+    and ``potential`` (η⁻ m g Δh) sums to the same along every route between the trip's ends
+    (:func:`evroute.physics.energy.energy_floor_wh`). Handed the true energies of a truth that never
+    falls below the floor, it finds the least-energy route exactly.
+
+    With a truth of edges plus turns a turn's cost is a change of kinetic level (the same along
+    every route between two edges) plus a dissipation ≥ 0: ``turns`` are the turns' indices of
+    that dissipation, weighted max(index, 0) under either rule
+    (:func:`evroute.bandit.turns.turn_weights`).
 
     Parameters
     ----------
@@ -274,10 +272,9 @@ def route_weights(index, rule: str, noise_std, *, floor=None, potential=None, tu
         ς (or ς_e per edge), for the rectified rule.
     floor, potential : array (E,), optional
         For the potential rule.
-    turns : evroute.bandit.environments.Turns, optional
-        The junctions' energies (a truth of edges plus turns), or None.
-    turn_potential : TurnPotential, optional
-        For the potential rule with turns (:func:`turn_potential` of ``floor`` and ``turns``).
+    turns : array, optional
+        One index per legal turn of its dissipation (in the order of the network's
+        ``conn_src``), or None without turns.
 
     Returns
     -------
@@ -285,90 +282,16 @@ def route_weights(index, rule: str, noise_std, *, floor=None, potential=None, tu
         The edges' weights (E,) and the turns' weights (one per connection), both ≥ 0.
     """
     idx = np.asarray(index, dtype=np.float64)
+    arc = None if turns is None else turn_weights(turns)
     if rule == "rectified":
         edge = rectified_mean(idx, noise_std)
-        arc = None if turns is None else np.maximum(turns.costs, 0.0)
     elif rule == "potential":
-        if floor is None or potential is None or (turns is not None and turn_potential is None):
-            raise EvrouteError("the potential weights need the edges' energy floor and potential (and, with turns, "
-                               "the turns' potential)")
-        if turns is None:
-            edge, arc = np.maximum(np.maximum(idx, floor) - potential, 0.0), None
-        else:
-            tp = turn_potential
-            edge = np.maximum(idx, tp.floor) - tp.floor
-            arc = np.maximum(tp.costs + tp.floor[turns.conn_dst] + tp.h[turns.conn_src] - tp.h[turns.conn_dst], 0.0)
+        if floor is None or potential is None:
+            raise EvrouteError("the potential weights need the edges' energy floor and potential")
+        edge = np.maximum(np.maximum(idx, floor) - potential, 0.0)
     else:
         raise EvrouteError(f"unknown weight rule {rule!r}; choose one of: {', '.join(WEIGHT_RULES)}")
     return edge, arc
-
-
-@dataclass(frozen=True)
-class TurnPotential:
-    """What the potential rule weighs a truth of edges plus turns with (:func:`turn_potential`).
-
-    Attributes
-    ----------
-    floor : numpy.ndarray (E,)
-        The edges' lower limits L: their physical floors, lifted on cycles that created energy.
-    costs : numpy.ndarray
-        The turns' costs, raised on such cycles.
-    h : numpy.ndarray (E,)
-        Johnson's potential: c + L_e′ + h_e − h_e′ ≥ 0 on every turn.
-    cycles : int
-        The cycles broken (0: the physical floors and the truth's costs as they are).
-    """
-
-    floor: np.ndarray
-    costs: np.ndarray
-    h: np.ndarray
-    cycles: int = 0
-
-
-def turn_potential(floor, turns, lift_to=None, *, warn: bool = True) -> TurnPotential:
-    """The lower limits, turn costs and potential of :func:`route_weights`' potential rule with
-    turns: Johnson's reweighting (:func:`evroute.roads.walks.feasible_potential`) of the floors and the
-    turns' costs.
-
-    It exists unless the floors and the turns' costs make a cycle of negative energy (means over
-    different cars can: :func:`evroute.world.junctions.measured_turns`). Then those cycles are broken for the
-    weights only (:func:`evroute.roads.walks.break_negative_cycles`): the floors of the cycle's edges
-    are lifted toward ``lift_to`` first (the agents' prior mean: where the truth lies above it
-    the weights stay exact), then the turns below their kinetic bound are raised, with a warning;
-    a route through a lifted edge below its lifted floor, or a raised turn, may then be off the
-    least-energy one.
-
-    Parameters
-    ----------
-    floor : array (E,)
-        The edges' physical lower bounds (:func:`evroute.physics.energy.energy_floor_wh`).
-    turns : evroute.bandit.environments.Turns
-    lift_to : array (E,), optional
-        How far each edge's floor may be lifted first (default: not at all).
-    warn : bool
-        Warn where cycles are broken (default); an agent that breaks them each round does not.
-
-    Returns
-    -------
-    TurnPotential
-    """
-    from ..roads.walks import break_negative_cycles, feasible_potential
-
-    floor = np.asarray(floor, dtype=np.float64)
-    costs = np.asarray(turns.costs, dtype=np.float64)
-    h = feasible_potential(floor.size, turns.conn_src, turns.conn_dst, weights=floor, turn_weights=costs)
-    if h is not None:
-        return TurnPotential(floor, costs, h)
-    bound = turns.bound
-    room = None if lift_to is None else np.asarray(lift_to, dtype=np.float64) - floor
-    lifted, raised, n_cycles, added = break_negative_cycles(floor.size, turns.conn_src, turns.conn_dst, weights=floor, turn_weights=costs,
-                                                            weight_room=room, turn_room=bound - costs)
-    if warn:
-        warnings.warn(f"the turns' costs and the edges' floors make {n_cycles} cycles that create energy: the "
-                      f"potential weights lift {int((lifted > floor).sum())} floors and raise "
-                      f"{int((raised > costs).sum())} turns ({added:.1f} Wh in all)", EvrouteWarning, stacklevel=2)
-    return TurnPotential(lifted, raised, feasible_potential(floor.size, turns.conn_src, turns.conn_dst, weights=lifted, turn_weights=raised),
-                         n_cycles)
 
 
 def gp_beta_from_radius(radius: float, noise_var: float) -> float:

@@ -173,20 +173,27 @@ ROTATING_MASS_KG = 40.0
 
 
 def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None) -> np.ndarray:
-    """The part of each step's electricity that changed the car's kinetic energy, Wh.
+    """The part of each step's electricity booked on the car's change of kinetic energy, Wh: its
+    mechanical change ½ (m + m_rot)(v² − v₀²) plus whatever the step lost beyond what a steady car
+    would have lost, so that it is never below the mechanical change (efficiencies only lose).
 
-    SUMO's energy model (Kurczveil et al. 2014; ``HelpersEnergy``) sums a step's powers (the
-    potential, the kinetic ½ (m + m_rot)(v² − v_prev²)/Δt, drag, rolling) and divides the total by
-    η⁺ when it is drawn from the battery, multiplies it by η⁻ when it is recuperated; the sign of
-    the step's electricity says which. The step at a constant speed is the total less the kinetic
-    term, through *its own* sign's efficiency: a car braking on a climb recuperates as a whole but
-    would have drawn its climb at 1/η⁺, one accelerating downhill draws power but would have
-    recovered its descent at η⁻ (through the total's efficiency both went below what any steady
-    car pays, the physical floor). What this returns is the rest, the step's electricity less its
-    constant-speed energy (:func:`evroute.world.sumo.traversals`,
-    :func:`evroute.world.drives.trip_traversals`); where the signs agree it is the kinetic term
-    through that efficiency. With η⁻ = 0 a recuperating step says nothing of its powers: its
-    kinetic part is then 0.
+    SUMO's energy model (Kurczveil et al. 2014; ``HelpersEnergy``) sums a step's powers at the
+    wheel, x = w + ΔKE (w the potential, rolling and drag work, ΔKE the kinetic change), and draws
+    F(x) from the battery: x/η⁺ where x > 0, x η⁻ where x < 0 (the step's electricity e; its sign
+    says which). The step's loss e − x ≥ 0. A steady car doing the work w would lose
+    F(w) − w ≥ 0. The step at a constant kinetic state is booked w plus the smaller of the two
+    losses; the kinetic part is the rest:
+
+        kinetic = ΔKE + max(0, (e − x) − (F(w) − w)) ≥ ΔKE,   steady = e − kinetic ≥ w.
+
+    Where the step accelerates under power or brakes into the battery this is the usual split,
+    steady = F(w) (the steady car's battery energy) and kinetic = e − F(w); where it coasts (x ≈ 0:
+    the drag paid from the kinetic energy, no battery involved) the kinetic part is the mechanical
+    change itself, not that change through 1/η⁺. So a car's kinetic parts between two of its
+    speeds sum to at least the change of ½ (m + m_rot) v² between them, and its steady parts to
+    at least its mechanical work: booked per car, nothing creates energy
+    (:mod:`evroute.world.junctions`). With η⁻ = 0 a recuperating step says nothing of its powers:
+    its kinetic part is then its mechanical change where the car gains speed, else 0.
 
     Parameters
     ----------
@@ -207,14 +214,18 @@ def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None
     e = np.asarray(electricity, dtype=np.float64)
     dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (v * v - v0 * v0) / 3600.0
     eta_p, eta_m = vehicle.eta_plus, vehicle.eta_minus
-    # the step's power sum before the efficiency (drawn: e η⁺; recuperated: e / η⁻), less the
-    # kinetic term, is the step at a constant speed, which goes through its own sign's efficiency
-    # (a car that brakes on a climb still pays for the climb; one that accelerates downhill
-    # recovers no more than a steady one would)
-    wheel = np.where(e > 0, e * eta_p, e / (eta_m if eta_m > 0 else 1.0))
-    rest = wheel - dke
-    steady = np.where(rest > 0, rest / eta_p, rest * eta_m)
-    return np.where((e > 0) | (eta_m > 0), e - steady, 0.0)  # (η⁻ = 0 and nothing recuperated: no split)
+    x = np.where(e > 0, e * eta_p, e / (eta_m if eta_m > 0 else 1.0))  # the wheel's work: F⁻¹(e)
+    w = x - dke  # the step's work at a constant kinetic state
+    steady_loss = np.where(w > 0, w / eta_p, w * eta_m) - w
+    kinetic = dke + np.maximum(0.0, (e - x) - steady_loss)
+    return np.where((e > 0) | (eta_m > 0), kinetic, np.maximum(dke, 0.0))
+
+
+def kinetic_energy_wh(speed, vehicle: Vehicle | None = None) -> np.ndarray:
+    """½ (m + m_rot) v² (Wh): the car's kinetic energy at ``speed`` (m/s), its rotating parts
+    included (:data:`ROTATING_MASS_KG`, as SUMO counts them)."""
+    vehicle = vehicle or Vehicle()
+    return 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * np.asarray(speed, dtype=np.float64) ** 2 / 3600.0
 
 
 def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -237,6 +248,17 @@ def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np
     floor = np.where(work >= 0, work / vehicle.eta_plus, work * vehicle.eta_minus) / 3600.0
     potential = vehicle.eta_minus * mg * g * length / 3600.0
     return floor, potential
+
+
+def potential_energy_wh(length_m, grade, vehicle: Vehicle | None = None) -> np.ndarray:
+    """The change of potential energy m g Δh per edge (Wh), Δh = grade · length the rise between
+    its two nodes: its sum along a route depends only on the route's ends. No physical energy of an
+    edge falls below it plus its rolling resistance (a car's work at the wheel), so a truth's
+    energies less it are non-negative: the potential of the exact optimum's reduced costs
+    (:func:`evroute.roads.walks.least_energy_walk`)."""
+    vehicle = vehicle or Vehicle()
+    return vehicle.mass_kg * vehicle.g * np.asarray(grade, dtype=np.float64) * np.asarray(length_m, dtype=np.float64) \
+        / 3600.0
 
 
 def check_vehicle(name, value) -> str:

@@ -71,9 +71,8 @@ from scipy.sparse.csgraph import (
 
 from ..errors import EvrouteError
 from ..settings import MAX_TIME_LIMIT
-from .walks import (  # noqa: F401  (negative_cycle, feasible_potential, break_negative_cycles: the public API here too)
+from .walks import (  # noqa: F401  (negative_cycle, feasible_potential: the public API here too)
     as_int_array,
-    break_negative_cycles,
     feasible_potential,
     negative_cycle,
     reachable,
@@ -81,7 +80,7 @@ from .walks import (  # noqa: F401  (negative_cycle, feasible_potential, break_n
     walk_from_pred,
 )
 
-__all__ = ["ENDS", "OptimumResult", "exact_optimum", "is_vertex_simple", "negative_cycle", "feasible_potential", "break_negative_cycles", "path_energy",
+__all__ = ["ENDS", "OptimumResult", "exact_optimum", "is_vertex_simple", "negative_cycle", "feasible_potential", "path_energy",
            "MAX_TIME_LIMIT"]
 
 

@@ -47,6 +47,8 @@ class Oracle:
         self.n_edges = int(n_edges)
         src = np.asarray(conn_src, dtype=np.int64)
         dst = np.asarray(conn_dst, dtype=np.int64)
+        #: the legal turns, as given (turn weights are in this order)
+        self.conn_src, self.conn_dst = src, dst
         order = np.lexsort((dst, src))
         self._order = order  # CSR position → the connection's index in (conn_src, conn_dst)
         self._indices = dst[order].astype(np.int32)

@@ -6,8 +6,8 @@ weights (regeneration) Dijkstra no longer applies directly: :func:`shortest_walk
 Bellman–Ford (Shimbel 1954; Ford 1956; Bellman 1958) from one edge, :func:`negative_cycle` finds
 a cycle that creates energy anywhere (a virtual root joined to every edge),
 :func:`feasible_potential` is Johnson's reweighting (Johnson 1977) that makes Dijkstra exact
-again where no such cycle exists, and :func:`break_negative_cycles` raises costs, cycle by cycle,
-until none is left. The exact optimum over vertex-simple routes (:mod:`evroute.roads.optimum`) starts
+again where no such cycle exists, and :func:`least_energy_walk` is the exact least-energy route
+of a truth that creates no energy: Dijkstra on its reduced costs. The exact optimum over vertex-simple routes (:mod:`evroute.roads.optimum`) starts
 here: where the shortest walk is simple, it is the answer.
 """
 
@@ -20,7 +20,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from ..errors import EvrouteError
 
 __all__ = ["as_int_array", "reachable", "shortest_walk", "walk_from_pred", "negative_cycle", "feasible_potential",
-           "break_negative_cycles"]
+           "least_energy_walk"]
 
 
 def as_int_array(a, name: str) -> np.ndarray:
@@ -200,70 +200,70 @@ def feasible_potential(n_edges, conn_src, conn_dst, *, weights, turn_weights=Non
     return None if cycle is not None else dist
 
 
-def break_negative_cycles(n_edges, conn_src, conn_dst, *, weights, turn_weights, weight_room=None, turn_room=None,
-                          max_cycles: int = 100_000):
-    """Raise weights, cycle by cycle, until no cycle of L(G) has negative total weight.
+def least_energy_walk(oracle, weights, *, start: int, end: int, potential=None, turn_weights=None, available=None,
+                      johnson=None):
+    """The least-energy walk from ``start`` to ``end`` under signed energies that create no energy:
+    Dijkstra on reduced costs, certified.
 
-    For each negative cycle :func:`negative_cycle` finds, its deficit is taken from the room its
-    edges and turns have (``weight_room``, ``turn_room``: how far each may be raised, e.g. up to
-    a physical bound), in proportion to that room; what the room cannot cover is spread evenly
-    over the cycle's turns. Costs are only ever raised, and only on cycles that create energy.
+    Along any walk between two edges a potential's terms telescope, so the walk's energy is its
+    reduced costs' sum plus a constant of the trip. With the physical ``potential`` (the edges'
+    η⁻ m g Δh, :func:`evroute.physics.energy.energy_floor_wh`) a truth that never falls below its
+    edges' floors and whose turns only dissipate has every reduced cost ``weights − potential`` and
+    ``turn_weights`` non-negative: Dijkstra on them is then the exact least-energy walk (Dijkstra
+    1959). Where some reduced cost is negative (a truth measured, not built) Johnson's potential
+    (:func:`feasible_potential`, Bellman–Ford) takes over; only a cycle of negative energy makes
+    the walk undefined, and that is an error.
 
     Parameters
     ----------
-    n_edges : int
-    conn_src, conn_dst : array of int
-        The legal turns.
+    oracle : evroute.roads.oracle.Oracle
     weights : array (E,)
-        Per-edge weights.
-    turn_weights : array
-        Per-turn weights, one per connection.
-    weight_room, turn_room : array, optional
-        How far each edge and turn may be raised first (default 0: turns only, evenly).
-    max_cycles : int
-        Give up (an error) after this many cycles.
+        Each edge's energy (Wh).
+    start, end : int
+        The trip's first and last edge.
+    potential : array (E,), optional
+        A potential per edge whose sum along a walk depends only on its ends (default 0).
+    turn_weights : array, optional
+        Each legal turn's energy beyond the potential (a junction's dissipation), one per
+        connection; default none.
+    available : array of bool (E,), optional
+        The open edges.
+    johnson : array (E,), optional
+        A Johnson potential already found for these weights (:func:`feasible_potential` of the
+        reduced costs), to skip Bellman–Ford.
 
     Returns
     -------
-    (numpy.ndarray, numpy.ndarray, int, float)
-        The weights, the turn weights, the number of cycles broken and the total raise.
+    (list of int, dict)
+        The walk's edges and its certificate: ``potential`` (``physical``: every reduced cost
+        ≥ 0; ``johnson``: Bellman–Ford's), ``min_reduced_cost_wh`` (the least reduced cost
+        before Johnson) and ``johnson`` (the potential used, or None).
 
-    Examples
-    --------
-    >>> w, arc, n, added = break_negative_cycles(2, [0, 1], [1, 0], weights=[1.0, -2.0], turn_weights=[0.0, 0.0])
-    >>> n, round(added, 6), negative_cycle(2, [0, 1], [1, 0], weights=w, turn_weights=arc) is None
-    (1, 1.0, True)
+    Raises
+    ------
+    EvrouteError
+        Where a cycle of negative energy exists (no least-energy walk).
     """
-    src, dst = as_int_array(conn_src, "conn_src"), as_int_array(conn_dst, "conn_dst")
-    w = np.array(weights, dtype=np.float64)
-    arc = np.array(turn_weights, dtype=np.float64)
-    wr = np.zeros(w.size) if weight_room is None else np.maximum(np.array(weight_room, dtype=np.float64), 0.0)
-    ar = np.zeros(arc.size) if turn_room is None else np.maximum(np.array(turn_room, dtype=np.float64), 0.0)
-    n_cycles, added = 0, 0.0
-    while True:
-        _, cycle, turns = _bellman_ford_all(n_edges, src, dst, w, arc)
-        if cycle is None:
-            break
-        if n_cycles >= max_cycles or turns is None:
-            raise EvrouteError(f"more than {max_cycles} cycles of negative energy")
-        edges = np.asarray(cycle, dtype=np.int64)
-        deficit = -(float(w[edges].sum()) + float(arc[turns].sum()))
-        deficit += 1e-9 * (1.0 + deficit)  # strictly non-negative afterwards
-        room = float(wr[edges].sum() + ar[turns].sum())
-        if room > 0:
-            share = min(1.0, deficit / room)
-            w[edges] += share * wr[edges]
-            arc[turns] += share * ar[turns]
-            wr[edges] -= share * wr[edges]
-            ar[turns] -= share * ar[turns]
-            rest = deficit - share * room
-        else:
-            rest = deficit
-        if rest > 0:
-            arc[turns] += rest / turns.size
-        n_cycles += 1
-        added += deficit
-    return w, arc, n_cycles, added
+    w = np.asarray(weights, dtype=np.float64)
+    if potential is not None:
+        w = w - np.asarray(potential, dtype=np.float64)
+    arc = None if turn_weights is None else np.asarray(turn_weights, dtype=np.float64)
+    least = min(float(w.min()), float(arc.min()) if arc is not None and arc.size else np.inf)
+    if least >= 0.0:
+        path = oracle.shortest_path(w, start, end, available=available, turn_weights=arc).edges
+        return list(path), {"potential": "physical", "min_reduced_cost_wh": least, "johnson": None}
+    h = johnson
+    if h is None:
+        h = feasible_potential(oracle.n_edges, oracle.conn_src, oracle.conn_dst, weights=w, turn_weights=arc)
+    if h is None:
+        cycle = negative_cycle(oracle.n_edges, oracle.conn_src, oracle.conn_dst, weights=w, turn_weights=arc)
+        raise EvrouteError(f"the energies make a cycle of {len(cycle or [])} edges that creates energy: "
+                           "no least-energy route exists")
+    src, dst = oracle.conn_src, oracle.conn_dst
+    reduced = (0.0 if arc is None else arc) + w[dst] + h[src] - h[dst]
+    reduced = np.maximum(reduced, 0.0)  # (Bellman–Ford's tolerance: −1e-12 relative at most)
+    path = oracle.shortest_path(np.zeros(oracle.n_edges), start, end, available=available, turn_weights=reduced).edges
+    return list(path), {"potential": "johnson", "min_reduced_cost_wh": least, "johnson": h}
 
 
 def _bellman_ford_all(n_edges, conn_src, conn_dst, weights, turn_weights=None, root_cost_zero: bool = False):

@@ -114,7 +114,6 @@ class Scenario(_Part):
     prior_drives: str | None = _setting("prior_drives")
     fleet_vehicle: str | None = _setting("fleet_vehicle")
     prior_turns: str = _setting("prior_turns")
-    learn_turns: bool = _setting("learn_turns")
 
     def __post_init__(self) -> None:
         self._convert()
@@ -125,7 +124,7 @@ class Scenario(_Part):
         if self.fleet_vehicle is not None and self.prior_drives is None:
             raise EvrouteError("--fleet-vehicle names the vehicle of a fleet's drives: give them with --prior-drives")
         if self.prior_turns == "drives" and self.prior_drives is None:
-            raise EvrouteError("--prior-turns drives takes the junctions' costs from a fleet's drives: give them with "
+            raise EvrouteError("--prior-turns drives takes the junctions' prior from a fleet's drives: give them with "
                                "--prior-drives")
         TRUTHS.get(self.truth.name).check_installed()  # an extra not installed: one line now
         if self.truth_prior is not None:
@@ -179,6 +178,7 @@ class AgentSpec(PriorSpec):
     policy: Component = _setting("policy")
     model: Component = _setting("model")
     weights: str = _setting("weights")
+    turn_kernel: str = _setting("turn_kernel")
 
     def __post_init__(self) -> None:
         self._convert()
@@ -397,5 +397,9 @@ def normalise_config_json(data: dict) -> dict:
         d["model"] = resolve_model(d["model"]).label
     d["format"] = CONFIG_FORMAT
     d["truth"] = TRUTHS.resolve(d.get("truth") or "gp").label
+    # the junctions' prior by its names before the honest benchmark (learnt always, but the oracle's)
+    d["prior_turns"] = {"truth": "oracle", "speed-change": "physics"}.get(d.get("prior_turns"), d.get("prior_turns"))
+    if d["prior_turns"] is None:
+        d.pop("prior_turns")
     d["closures"] = CLOSURES.resolve(d["closures"]).label if d.get("closures") not in (None, "", "none") else None
     return d

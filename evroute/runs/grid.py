@@ -184,7 +184,7 @@ class Grid:
         if self.truth_for(cell) != 1.0:
             name += f"-tl{fmt_number(self.truth_for(cell))}"
         name += policy_tag(cell.policy)
-        if get("truth").label != "gp":
+        if get("truth").label != RUN_SETTINGS["truth"].default:  # (the paper's: -gp)
             name += f"-{_safe(get('truth').label)}"
         if get("truth_prior") is not None:
             name += f"-tp{_safe(get('truth_prior'))}"

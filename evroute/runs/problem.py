@@ -23,11 +23,11 @@ from ..bandit.environments import (
     StaticEnvironment,
     Truth,
     TruthSetup,
-    Turns,
     make_truth,
     truth_kernel,
 )
-from ..bandit.policies import route_weights, turn_potential
+from ..bandit.policies import route_weights
+from ..bandit.turns import TURN_KERNEL, TurnPrior
 from ..cache import CacheEntry, hash_bytes, make_key
 from ..errors import EvrouteError
 from ..io import atomic_write_text
@@ -47,7 +47,7 @@ from ..roads.network import load_network
 from ..roads.optimum import exact_optimum
 from ..roads.oracle import Oracle
 from ..world.drives import fleet_prior_mean, read_drives
-from ..world.junctions import MIN_TURN_CARS, fleet_turns, measured_turns, speed_change_turns
+from ..world.junctions import fleet_turns, physics_turns
 from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
@@ -90,12 +90,9 @@ class Problem:
     #: what the fleet measured beyond its own vehicle's physics, in this vehicle's units
     #: (``--fleet-vehicle``: ``prior_mean`` − E_det); None: ``prior_mean`` is the fleet's energies
     fleet_residual: np.ndarray | None = None
-    #: the junctions' costs the agents route with (``--prior-turns``: the truth's, a fleet's or the
-    #: speed change); None without turns
-    agent_turns: Turns | None = None
-    #: ``--learn-turns``: each turn's prior variance (Wh²), the agents then learn the junctions from
-    #: ``agent_turns``; None: the agents route with ``agent_turns`` as they are
-    turn_prior_var: np.ndarray | None = None
+    #: the agents' prior of the junctions' dissipation (``--prior-turns``: physics', a fleet's, or the
+    #: truth's for an oracle); None without turns
+    agent_turns: TurnPrior | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -175,30 +172,21 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
             residual = prior_mean - e_det
         fleet_var = max(fleet_var, 1e-6 * prior_var)  # (traversals that never differ: not certainty)
         fleet_scale = np.sqrt(fleet_var / (counts * prior_var + fleet_var))
-    agent_turns = truth.turns
-    if sc.prior_turns != "truth":  # the agents' own junction costs: the fleet's, or a speed change
-        if truth.turns is None:
-            raise EvrouteError(f"--prior-turns {sc.prior_turns} gives the agents junction costs, which only a truth of "
-                               "edges plus turns has (--truth sumo)")
-        by = None if sc.fleet_vehicle is None else load_vehicle(sc.fleet_vehicle)
-        if sc.prior_turns == "speed-change":
-            agent_turns = speed_change_turns(net, vehicle)
-        elif sc.learn_turns:  # a learner starts from the fleet's per-turn posterior, its mean and variance
+    agent_turns = None
+    if truth.turns is not None:  # the agents' own prior of the junctions: nothing of the truth but for an oracle
+        if sc.prior_turns == "oracle":
+            agent_turns = TurnPrior(truth.turns.dissipation, source="oracle")
+        elif sc.prior_turns == "drives":
+            by = None if sc.fleet_vehicle is None else load_vehicle(sc.fleet_vehicle)
             agent_turns = fleet_turns(table, net, vehicle, measured_by=by)
-        else:  # handed for good: the turns ten cars measured, the speed change elsewhere (it routes better)
-            agent_turns = measured_turns(table, net, vehicle, min_traversals=MIN_TURN_CARS, measured_by=by)
-    turn_prior_var = None
-    if sc.learn_turns:  # each turn's prior: the fleet's posterior variance, or one car's spread (a model's)
-        if truth.turns is None or truth.turns.noise_std is None:
-            raise EvrouteError("--learn-turns learns the junctions of a truth of edges plus turns (--truth sumo)")
-        turn_prior_var = agent_turns.variance
-        if turn_prior_var is None:  # a model's turns (counts None or 0): one car's spread, s² / max(n, 1)
-            n = 0 if agent_turns.counts is None else agent_turns.counts
-            turn_prior_var = np.broadcast_to(truth.turns.noise_std ** 2 / np.maximum(n, 1), agent_turns.costs.shape)
-        agent_turns = replace(agent_turns, noise_std=truth.turns.noise_std)
+        else:
+            agent_turns = physics_turns(net, vehicle)
+    elif sc.prior_turns == "drives":
+        raise EvrouteError("--prior-turns drives is the agents' prior of the junctions, which only a truth of edges "
+                           "plus turns has (--truth sumo)")
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
-                   counts, residual, agent_turns, turn_prior_var)
+                   counts, residual, agent_turns)
 
 
 def _world(scenario: Scenario | SimulationConfig) -> Scenario:
@@ -313,23 +301,14 @@ def fleet_ratio(e_det, fleet_mean) -> float:
     return float(e_det @ fleet_mean) / denom if denom > 0 else 1.0
 
 
-def weight_inputs(weights: str, problem: Problem, *, turns_of: str = "agents") -> dict:
-    """What the run's weight rule needs (:func:`evroute.bandit.policies.route_weights`): the edges'
-    floor and potential, the junctions' costs (None without turns: the agents' own,
-    ``--prior-turns``, or with ``turns_of="truth"`` the truth's, for the clairvoyant route) and, for
-    the potential rule with turns, their potential (:func:`evroute.bandit.policies.turn_potential`;
-    None for agents that learn the turns, whose potential is each round's)."""
-    key = ("weights", weights, turns_of)
-    if key not in problem.derived:
+def weight_inputs(problem: Problem) -> dict:
+    """What the weight rules need (:func:`evroute.bandit.policies.route_weights`): the edges' floor and
+    potential of the agents' vehicle (:func:`evroute.physics.energy.energy_floor_wh`), computed once."""
+    if "weights" not in problem.derived:
         e = problem.net.edges
         floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), problem.vehicle)
-        truth_turns = problem.ground_truth.turns if problem.ground_truth is not None else None
-        turns = truth_turns if turns_of == "truth" or problem.agent_turns is None else problem.agent_turns
-        learnt = turns_of == "agents" and problem.turn_prior_var is not None  # (their potential: each round's)
-        h = turn_potential(floor, turns, lift_to=problem.prior_mean) \
-            if turns is not None and weights == "potential" and not learnt else None
-        problem.derived[key] = {"floor": floor, "potential": potential, "turns": turns, "turn_potential": h}
-    return problem.derived[key]
+        problem.derived["weights"] = {"floor": floor, "potential": potential}
+    return problem.derived["weights"]
 
 
 def make_environment(cfg: SimulationConfig, problem: Problem):
@@ -343,9 +322,9 @@ def make_environment(cfg: SimulationConfig, problem: Problem):
     StaticEnvironment or RoadEnvironment
     """
     truth = problem.ground_truth if problem.ground_truth is not None else problem.truth
-    w = weight_inputs(cfg.weights, problem, turns_of="truth")
+    w = weight_inputs(problem)
 
-    def weigh(f):  # the agents' weight rule, for the clairvoyant route
+    def weigh(f):  # the agents' weight rule, for the paper's clairvoyant route (a truth that creates energy)
         return route_weights(f, cfg.weights, problem.observation_noise, **w)
 
     world = cfg.scenario
@@ -372,7 +351,7 @@ def make_agent(cfg: SimulationConfig, problem: Problem, prior: NetworkPrior | No
         The registered agent's factory's result.
     """
     agent, control = cfg.agent, cfg.control
-    w = weight_inputs(agent.weights, problem)
+    w = weight_inputs(problem)
     prior = prior if prior is not None else agent_prior(agent, problem)
     # the candidate priors (paper 004): E vectors and lazily built kernels, for the agents using them
     candidates = candidate_priors(cfg.scenario.candidates(), problem.net, prior, kernel=agent.kernel,
@@ -381,15 +360,12 @@ def make_agent(cfg: SimulationConfig, problem: Problem, prior: NetworkPrior | No
     setup = AgentSetup(prior=prior, noise_var=problem.noise_var, oracle=problem.oracle, start=problem.route.start,
                        end=problem.route.end, model=agent.model, seed=control.seed,
                        truth_rkhs_norm=problem.truth_rkhs_norm, energy_floor=w["floor"], potential=w["potential"],
-                       candidates=candidates, horizon=int(control.horizon), weights=agent.weights, turns=w["turns"],
-                       turn_potential=w["turn_potential"],
+                       candidates=candidates, horizon=int(control.horizon), weights=agent.weights,
+                       turns=problem.agent_turns if agent.turn_kernel != "fixed" or problem.agent_turns is None
+                       else replace(problem.agent_turns, var=None),
                        edge_noise_var=None if problem.edge_noise_std is None else problem.edge_noise_std ** 2,
-                       turn_prior_var=problem.turn_prior_var)
-    made = make_named_agent(agent.policy, setup)
-    if problem.turn_prior_var is not None and not getattr(made, "learns_turns", False):
-        raise EvrouteError(f"--learn-turns: {agent.policy.label} does not learn the junctions; the index agents "
-                           "(gp-ucb, gp-bucb, gp-ts, bi-ucb, bi-bucb, bi-ts) do")
-    return made
+                       turn_kernel=TURN_KERNEL if agent.turn_kernel == "shared" else {"junction": 0.0, "kind": 0.0})
+    return make_named_agent(agent.policy, setup)
 
 
 def exact_optimum_cached(problem: Problem, time_limit: float) -> dict:

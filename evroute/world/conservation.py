@@ -7,33 +7,32 @@ A truth of expected energies is physical when
   potential energy and rolling resistance, which no driving avoids);
 - no cycle of the network has negative total energy (a car driving it would come back with more
   charge than it left with: energy created);
-- the kinetic part of its junction costs telescopes (:class:`evroute.bandit.environments.Turns`: a
-  turn's cost minus the rise of the kinetic potential is not negative).
+- no turn dissipates a negative energy (:class:`evroute.bandit.environments.Turns`: a turn's cost
+  less its change of kinetic level).
 
 Booking a traversal's whole measured energy on its edge breaks the first two: a car that
 brakes for a light at the end of an edge recovers its kinetic energy there, although it paid
-for it on the edge before. Booking it at the junction instead (edges plus turns) keeps them
-(:func:`evroute.world.sumo.traversals`, the kinetic split).
+for it on the edge before. Booking it per car at the junction instead, as a change of kinetic
+level plus a dissipation (:mod:`evroute.world.junctions`), keeps all three by construction.
 
 :func:`truth_checks` measures the three, :func:`trip_checks` compares, on one trip, the exact
-optimum (:func:`evroute.roads.optimum.exact_optimum`, turns included) with the routes of the weight
+optimum (:func:`evroute.roads.walks.least_energy_walk`, turns included) with the routes of the weight
 rules handed the truth (:func:`evroute.bandit.policies.route_weights`) and the fastest and shortest.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ..bandit.environments import Turns
-from ..bandit.policies import route_weights, turn_potential
+from ..bandit.policies import route_weights
+from ..errors import EvrouteError
 from ..physics.energy import Vehicle, energy_floor_wh
-from ..roads.optimum import exact_optimum, is_vertex_simple
-from ..roads.walks import break_negative_cycles, negative_cycle
+from ..roads.optimum import exact_optimum
+from ..roads.walks import least_energy_walk, negative_cycle
 from ..settings import WEIGHT_RULES
 
-__all__ = ["truth_checks", "trip_checks", "route_energy", "conserve_energy"]
+__all__ = ["truth_checks", "trip_checks", "route_energy"]
 
 
 def route_energy(oracle, values, path, *, turns: Turns | None = None) -> float:
@@ -62,44 +61,8 @@ def route_energy(oracle, values, path, *, turns: Turns | None = None) -> float:
     return energy
 
 
-def conserve_energy(net, values, turns: Turns, *, covered=None, vehicle: Vehicle | None = None):
-    """Make a truth of edges plus turns create no energy, raising as little as it takes.
-
-    Measured means can make a cycle of negative energy although no single car could drive one:
-    a turn's mean over the few cars that took it beside the typical speeds of the roads it joins
-    (:func:`evroute.world.junctions.measured_turns`), an edge's mean below its physical floor. Each such cycle
-    is broken by :func:`evroute.roads.walks.break_negative_cycles`, which raises first the turns on
-    it that lie below their kinetic bound (ψ_next − ψ_prev) and the measured edges below their
-    floor (:func:`evroute.physics.energy.energy_floor_wh`), in proportion to how far below they are.
-    Everything off such cycles is kept as measured.
-
-    Parameters
-    ----------
-    net : evroute.roads.network.Network
-    values : array (E,)
-        Expected energy per edge (Wh).
-    turns : Turns
-    covered : array of bool (E,), optional
-        The measured edges (the others' values come from a model and are not raised first).
-    vehicle : Vehicle, optional
-
-    Returns
-    -------
-    (numpy.ndarray, Turns, int, float)
-        The values, the turns, the number of cycles broken and the energy added to them (Wh).
-    """
-    f = np.asarray(values, dtype=np.float64)
-    e = net.edges
-    floor, _ = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), vehicle)
-    measured = np.ones(f.size, dtype=bool) if covered is None else np.asarray(covered, dtype=bool)
-    bound = turns.bound
-    f2, costs, n, added = break_negative_cycles(f.size, turns.conn_src, turns.conn_dst, weights=f, turn_weights=turns.costs,
-                                                weight_room=np.where(measured, floor - f, 0.0), turn_room=bound - turns.costs)
-    return f2, replace(turns, costs=costs), n, added
-
-
 def truth_checks(net, values, turns: Turns | None = None, *, covered=None, vehicle: Vehicle | None = None) -> dict:
-    """Physical checks of a truth: the floor, negative cycles, the turns' potential.
+    """Physical checks of a truth: the floor, negative cycles, the turns' dissipation.
 
     Parameters
     ----------
@@ -119,8 +82,8 @@ def truth_checks(net, values, turns: Turns | None = None, *, covered=None, vehic
     dict
         ``edges_checked``; ``below_floor_share`` (of the checked edges; 1e-6 Wh of slack);
         ``negative_cycle`` (bool), ``cycle_edges`` and ``cycle_energy_wh`` (None without one);
-        ``turn_violations`` and ``turn_violation_wh`` (turns whose cost minus the rise of the
-        kinetic potential is negative, and the sum of those; 0 without turns).
+        ``turn_violations`` and ``turn_violation_wh`` (turns whose dissipation is negative, and
+        the sum of those; 0 without turns).
     """
     f = np.asarray(values, dtype=np.float64)
     e = net.edges
@@ -135,22 +98,18 @@ def truth_checks(net, values, turns: Turns | None = None, *, covered=None, vehic
         closed = np.asarray(cycle + cycle[:1], dtype=np.int64)
         cycle_energy = float(f[cycle].sum())
         if turns is not None:
-            oracle_free = _turn_lookup(net, turns)
-            cycle_energy += sum(oracle_free[(int(a), int(b))] for a, b in zip(closed[:-1], closed[1:], strict=True))
+            arc_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(np.asarray(net.conn_src).tolist(),
+                                                                         np.asarray(net.conn_dst).tolist(), strict=True))}
+            cycle_energy += sum(float(turns.costs[arc_of[(int(a), int(b))]])
+                                for a, b in zip(closed[:-1], closed[1:], strict=True))
     n_bad, bad_wh = turns.violations() if turns is not None else (0, 0.0)
     return {"edges_checked": n, "below_floor_share": below, "negative_cycle": cycle is not None,
             "cycle_edges": None if cycle is None else len(cycle), "cycle_energy_wh": cycle_energy,
             "turn_violations": n_bad, "turn_violation_wh": bad_wh}
 
 
-def _turn_lookup(net, turns: Turns) -> dict:
-    return {(int(a), int(b)): float(c) for a, b, c in zip(np.asarray(net.conn_src).tolist(),
-                                                          np.asarray(net.conn_dst).tolist(), turns.costs.tolist(),
-                                                          strict=True)}
-
-
 def trip_checks(net, oracle, values, *, start: int, end: int, turns: Turns | None = None, noise_std: float = 0.0,
-                vehicle: Vehicle | None = None, time_limit: float = 60.0, prior_mean=None) -> dict:
+                vehicle: Vehicle | None = None, time_limit: float = 60.0) -> dict:
     """One trip under a truth: the exact optimum against the routes a driver or an agent would
     take knowing the truth.
 
@@ -169,34 +128,35 @@ def trip_checks(net, oracle, values, *, start: int, end: int, turns: Turns | Non
     vehicle : Vehicle, optional
         For the potential rule's floor and potential.
     time_limit : float
-        Seconds for the exact optimum (a MILP where the truth has negative cycles).
-    prior_mean : array (E,), optional
-        The agents' prior mean, for the potential rule with turns (:func:`evroute.bandit.policies.turn_potential`).
+        Seconds for the exact optimum where the truth creates energy (a MILP over vertex-simple
+        routes).
 
     Returns
     -------
     dict
         ``optimum_wh``, ``optimum_status`` (``optimal`` or ``time_limit``), ``optimum_method``
-        (with turns, the best walk where no cycle creates energy: the route the oracle can
-        drive; :func:`evroute.roads.optimum.exact_optimum` with ``walks``), ``simple_optimum_wh`` and
-        its status (the best vertex-simple route, paper 003 Eq. 1); for each weight rule ``<rule>_wh`` (the route it picks handed the truth; its energy under
-        the truth, turns included) and for ``fastest`` and ``shortest`` ``<name>_wh``.
+        (``dijkstra on reduced costs`` where no cycle creates energy: the least-energy walk the
+        oracle can drive; else :func:`evroute.roads.optimum.exact_optimum`'s); for each weight rule
+        ``<rule>_wh`` (the route it picks handed the truth, its energy under the truth, turns
+        included) and for ``fastest`` and ``shortest`` ``<name>_wh``.
     """
     f = np.asarray(values, dtype=np.float64)
     e = net.edges
     floor, potential = energy_floor_wh(e.length_m.to_numpy(), e.grade.to_numpy(), vehicle)
-    graph = (net.n_edges, net.conn_src, net.conn_dst)
-    trip = {"edge_u": e.u.to_numpy(), "edge_v": e.v.to_numpy(), "weights": f, "start": start, "end": end}
-    arcs = None if turns is None else turns.costs
-    res = exact_optimum(*graph, **trip, time_limit=time_limit, ends="auto", turn_weights=arcs, walks=turns is not None)
-    simple = exact_optimum(*graph, **trip, time_limit=time_limit, ends="auto", turn_weights=arcs) \
-        if res.path and not is_vertex_simple(res.path, e.u.to_numpy(), e.v.to_numpy(), ends=res.ends) else res
-    out = {"optimum_wh": float(res.energy) if res.path else None, "optimum_status": res.status,
-           "optimum_method": res.method,
-           "simple_optimum_wh": float(simple.energy) if simple.path else None, "simple_optimum_status": simple.status}
-    h = None if turns is None else turn_potential(floor, turns, lift_to=prior_mean)
+    try:
+        path, _ = least_energy_walk(oracle, f, start=start, end=end, potential=potential,
+                                    turn_weights=None if turns is None else turns.dissipation)
+        out = {"optimum_wh": route_energy(oracle, f, path, turns=turns), "optimum_status": "optimal",
+               "optimum_method": "dijkstra on reduced costs"}
+    except EvrouteError:  # the truth creates energy: the best vertex-simple route
+        res = exact_optimum(net.n_edges, net.conn_src, net.conn_dst, edge_u=e.u.to_numpy(), edge_v=e.v.to_numpy(),
+                            weights=f, start=start, end=end, time_limit=time_limit, ends="auto",
+                            turn_weights=None if turns is None else turns.costs)
+        out = {"optimum_wh": float(res.energy) if res.path else None, "optimum_status": res.status,
+               "optimum_method": res.method}
+    d = None if turns is None else turns.dissipation
     for rule in WEIGHT_RULES:
-        w, arc = route_weights(f, rule, noise_std, floor=floor, potential=potential, turns=turns, turn_potential=h)
+        w, arc = route_weights(f, rule, noise_std, floor=floor, potential=potential, turns=d)
         path = oracle.shortest_path(w, start, end, turn_weights=arc).edges
         out[f"{rule}_wh"] = route_energy(oracle, f, path, turns=turns)
     length = e.length_m.to_numpy()

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..bandit.policies import route_weights, turn_potential
+from ..bandit.policies import route_weights
 from ..errors import EvrouteError
 from ..geo import EARTH_RADIUS_M
 from ..physics.energy import Vehicle, energy_floor_wh, kinetic_wh
@@ -43,7 +43,7 @@ from ..physics.routes import edge_energies
 from ..priors.prior import PRIOR_SCALE
 from ..roads.oracle import Oracle
 from ..validate import choice
-from .junctions import MIN_TURN_CARS, measured_turns
+from .junctions import fleet_turns, physics_turns
 from .matching import HMMMatcher, local_metres
 
 __all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_traversals", "odometry_positions",
@@ -872,26 +872,21 @@ def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, *, column: st
 
 
 def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = None, prior_std: float | None = None,
-                 oracle=None, min_traversals: int = MIN_TURN_CARS) -> dict:
+                 oracle=None) -> dict:
     """The least-energy route of a trip under what drives measured, its edges and its junctions.
 
     An edge weighs its posterior mean at a constant kinetic state (:func:`fleet_prior_mean`: the
     physics prior E_det updated by the drives' ``edge_wh``), with sd √(σ₀² ς² / (n σ₀² + ς²)) (σ₀
-    where nobody drove); a junction, what the drives paid there braking and accelerating
-    (:func:`evroute.world.junctions.measured_turns`: the mean of ``kin_out`` + ``kin_in`` over the
-    cars that took the turn, at least ``min_traversals`` of them, else the speed change between the
-    two roads' typical speeds), as the SUMO truth of edges plus turns books them. A turn's cost
-    varies a lot from car to car (an sd of about 21 Wh among the cars of a Monaco fleet that took
-    the same turn, against a mean of 2 Wh), so a turn few cars took is not trusted: on SUMO's truth
-    of Monaco and Luxembourg (a fleet of 150 cars of another seed), trusting turns of 3 cars made
-    the route 18.4 % dearer than the exact optimum on monaco:B where the edges alone gave 11.6 %;
-    of 10 cars, 10.0 % on monaco:A (edges alone 12.7 %) and within 0.9 % of the edges' route on
-    the other three (docs/guide/drives.md, "A route from your drives";
-    scripts/route_under_drives.py).
+    where nobody drove); a junction, the fleet's posterior of its dissipation
+    (:func:`evroute.world.junctions.fleet_turns`: what the cars that took it dissipated beyond their
+    own change of kinetic energy, shrunk towards physics by as much as the fleet's turns say; physics
+    alone where no two cars took the same turn), as the SUMO truth of edges plus turns books them.
+    The change of kinetic level a turn also costs is the same along every route between two edges
+    and is left out.
 
-    The route minimises Σ max(μ_e, floor_e) over its edges plus its turns' costs, regeneration kept
-    (the potential weight rule with turns, :func:`evroute.bandit.policies.route_weights`; Dijkstra on
-    non-negative weights): exact where those energies create no energy on any cycle.
+    The route minimises Σ max(μ_e, floor_e) over its edges plus its turns' dissipation,
+    regeneration kept (the potential weight rule, :func:`evroute.bandit.policies.route_weights`;
+    Dijkstra on non-negative weights).
 
     Parameters
     ----------
@@ -901,19 +896,17 @@ def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = No
     table : pandas.DataFrame
         Traversals (:func:`read_drives`).
     vehicle : Vehicle, optional
-        For E_det, the floors and the kinetic potential (default the paper's EV).
+        For E_det, the floors and the junctions' physics (default the paper's EV).
     prior_std : float, optional
         σ₀ (Wh; default the paper's 0.25 σ_det).
-    min_traversals : int
-        The cars a turn needs for its measured cost.
 
     Returns
     -------
     dict
-        ``kind`` ("drives"), ``energy_wh`` (Σ posterior means plus the junctions), ``edges_wh`` and
-        ``junctions_wh`` (the two parts), ``energy_sd_wh`` (independent edges), ``length_m``,
-        ``time_s``, ``n_edges``, ``edges``, per edge ``edge_mean_wh``, ``edge_sd_wh`` and
-        ``edge_traversals``, per turn ``turn_wh`` (one fewer), and ``edges_driven_share`` (of the
+        ``kind`` ("drives"), ``energy_wh`` (Σ posterior means plus the junctions' dissipation),
+        ``edges_wh`` and ``junctions_wh`` (the two parts), ``energy_sd_wh`` (independent edges),
+        ``length_m``, ``time_s``, ``n_edges``, ``edges``, per edge ``edge_mean_wh``, ``edge_sd_wh``
+        and ``edge_traversals``, per turn ``turn_wh`` (one fewer), and ``edges_driven_share`` (of the
         route's length, driven by the fleet).
     """
     e_det = edge_energies(net, vehicle)
@@ -923,12 +916,14 @@ def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = No
     e = net.edges
     length = e.length_m.to_numpy(np.float64)
     floor, potential = energy_floor_wh(length, e.grade.to_numpy(), vehicle)
-    turns = measured_turns(table, net, vehicle, min_traversals=min_traversals)
-    w, arc = route_weights(mean, "potential", 0.0, floor=floor, potential=potential, turns=turns,
-                           turn_potential=turn_potential(floor, turns, lift_to=mean))
+    try:
+        turns = fleet_turns(table, net, vehicle).mean
+    except EvrouteError:  # no two cars took the same turn: physics alone
+        turns = physics_turns(net, vehicle).mean
+    w, arc = route_weights(mean, "potential", 0.0, floor=floor, potential=potential, turns=turns)
     oracle = oracle or Oracle.from_network(net)
     p = oracle.shortest_path(w, spec.start, spec.end, turn_weights=arc).edges
-    turn_wh = turns.costs[oracle.turn_index(p)]
+    turn_wh = arc[oracle.turn_index(p)]
     time_s = length / e.speed_mps.to_numpy()
     driven = counts[p] > 0
     edges_wh = float(mean[p].sum())

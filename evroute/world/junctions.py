@@ -1,164 +1,261 @@
 """The energy of the junctions: what a car pays where it turns from one edge into the next.
 
-A truth of edges plus turns (the "energy conserved" bookkeeping) books each traversal's kinetic
-energy at the junctions: braking into one (``kin_out`` of the edge before) and accelerating out
-of it (``kin_in`` of the edge after). Here: the kinetic potential ψ of an edge
-(:func:`kinetic_potential_wh`), over which no single car's turn goes below ψ_next − ψ_prev; the
-battery's energy of a speed change (:func:`speed_change_wh`); and the turns' costs that
-traversals measured, an energy atlas's or a fleet's drives (:func:`measured_turns`).
+Booked per car, so that nothing creates energy. A car's traversals split its energy into the
+edge at a constant kinetic state and its kinetic parts (:func:`evroute.physics.energy.kinetic_wh`);
+at a junction it spends ``kin_out`` of the edge before, the junction's internal lanes and
+``kin_in`` of the edge after. That is its own change of kinetic state, ½ (m + m_rot)(v′² − v²)
+between its top speeds on the two edges, plus a dissipation D that the efficiencies make
+non-negative (:func:`junction_dissipation`). A truth's turn then costs ψ(e′) − ψ(e) plus the mean
+D of the cars that took it, ψ one kinetic level per edge over all its cars
+(:func:`truth_turns`): the ψ terms telescope along any route, so every cycle costs at least its
+edges.
+
+An agent knows none of a truth's junctions: it starts from what physics says a turn dissipates
+(:func:`physics_turns`: the speed change between the two roads, a stop's chance at a signal or
+a yield, the turn's angle) or from a fleet's drives (:func:`fleet_turns`), and learns the turns
+it drives (:class:`evroute.bandit.turns.TurnBelief`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
 
 from ..bandit.environments import Turns
+from ..bandit.turns import TurnPrior
 from ..errors import EvrouteError
-from ..physics.energy import ROTATING_MASS_KG, Vehicle
+from ..physics.energy import Vehicle, kinetic_energy_wh
 
-__all__ = ["kinetic_potential_wh", "speed_change_wh", "measured_turns", "fleet_turns", "speed_change_turns",
-           "MIN_TURN_CARS"]
+__all__ = ["junction_dissipation", "truth_turns", "physics_turns", "fleet_turns", "turn_geometry", "speed_change_wh",
+           "speed_change_loss_wh", "STOP_CHANCE", "JUNCTION_M", "JUNCTION_SD", "LATERAL_ACCEL"]
 
-#: The cars a turn of a fleet's drives needs before its measured cost is trusted over the speed
-#: change (a turn's cost varies by about 21 Wh from car to car on Monaco; see
-#: :func:`evroute.world.drives.drives_route`).
-MIN_TURN_CARS = 10
+#: The chance that a car stops at a junction (physics prior): at a traffic signal half the time;
+#: where it turns across the oncoming traffic, onto a road of a higher class or makes a U-turn
+#: (it yields) a fifth; elsewhere one in twenty.
+STOP_CHANCE = {"signal": 0.5, "yield": 0.2, "free": 0.05}
+
+#: The length of a junction's internal lanes the physics prior charges rolling and drag on (m).
+JUNCTION_M = 10.0
+
+#: What physics does not know of a junction, beside whether the car stops (Wh): how long its
+#: internal lanes are, how the car brakes and accelerates through it.
+JUNCTION_SD = 1.5
+
+#: The lateral acceleration a car takes a turn with (m/s²): it slows to √(a r) for a curve of
+#: radius r (:func:`physics_turns`).
+LATERAL_ACCEL = 2.5
+
+#: The classes of road, highest first (a turn onto a higher class yields).
+_ROAD_RANK = {"motorway": 0, "trunk": 1, "primary": 2, "secondary": 3, "tertiary": 4, "unclassified": 5,
+              "residential": 6, "living_street": 7, "service": 8}
 
 
-@dataclass(frozen=True)
-class _Driven:
-    """What traversals measured of the turns: the cars per turn and their mean cost, the pooled
-    spread of one car's cost within turns, the edges' rms top speed and kinetic potential, and
-    each turn's speed change at those speeds."""
-
-    n_arc: np.ndarray
-    mean_arc: np.ndarray
-    noise: float | None
-    v_rms: np.ndarray
-    psi: np.ndarray
-    model: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
+def speed_change_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:
+    """The battery's energy for a car to change speed from ``v_from`` to ``v_to`` (m/s) without
+    stopping: ½ (m + m_rot)(v_to² − v_from²) over η⁺ when it speeds up, times η⁻ when it brakes
+    (Wh)."""
+    vehicle = vehicle or Vehicle()
+    dke = kinetic_energy_wh(v_to, vehicle) - kinetic_energy_wh(v_from, vehicle)
+    return np.where(dke > 0, dke / vehicle.eta_plus, dke * vehicle.eta_minus)
 
 
-def _turns_driven(table: pd.DataFrame, net, vehicle: Vehicle, min_traversals: int) -> _Driven:
-    n = net.n_edges
+def speed_change_loss_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:
+    """What a speed change from ``v_from`` to ``v_to`` dissipates (Wh, ≥ 0): its battery energy
+    (:func:`speed_change_wh`) less the change of kinetic energy."""
+    vehicle = vehicle or Vehicle()
+    return speed_change_wh(v_from, v_to, vehicle) - (kinetic_energy_wh(v_to, vehicle) - kinetic_energy_wh(v_from, vehicle))
+
+
+def _arc_index(net):
     src, dst = np.asarray(net.conn_src, np.int64), np.asarray(net.conn_dst, np.int64)
-    arc_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src.tolist(), dst.tolist(), strict=True))}
+    return {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src.tolist(), dst.tolist(), strict=True))}, src, dst
+
+
+def junction_dissipation(table: pd.DataFrame, net, vehicle: Vehicle | None = None) -> pd.DataFrame:
+    """Each car's dissipation at each junction it drove through: for consecutive traversals e, e′
+    of one car (``next_edge`` of e is e′), D = ``kin_out`` of e + the junction's internal lanes
+    (``junction_wh``, 0 where the table has none) + ``kin_in`` of e′ − the car's change of kinetic
+    energy ½ (m + m_rot)(v_top′² − v_top²)/3600.
+
+    Each step's kinetic part is at least its mechanical change (:func:`evroute.physics.energy.kinetic_wh`),
+    so D is at least the steady work on the junction's internal lanes: never negative where the
+    junction is flat.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Traversals (:data:`evroute.world.sumo.ATLAS_COLUMNS` or :data:`evroute.world.drives.TRAVERSAL_COLUMNS`),
+        each car's rows in time order.
+    net : evroute.roads.network.Network
+    vehicle : Vehicle, optional
+        Its mass (default the paper's EV).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per junction driven through a legal turn: ``row`` (the traversal before it),
+        ``arc`` (the turn's index in ``conn_src``/``conn_dst``), ``vehicle`` and ``dissipation_wh``.
+    """
+    arc_of, _, _ = _arc_index(net)
     t = table.reset_index(drop=True)
     e, nxt, car = t.edge.to_numpy(), t.next_edge.to_numpy(), t.vehicle.to_numpy()
     k = np.flatnonzero(nxt[:-1] >= 0) if len(t) > 1 else np.zeros(0, np.int64)
     k = k[(nxt[k] == e[k + 1]) & (car[k] == car[k + 1])]  # rows are per car, in time order
     arcs = np.array([arc_of.get((int(a), int(b)), -1) for a, b in zip(e[k], e[k + 1], strict=True)], dtype=np.int64)
-    cost = (t.kin_out_wh.to_numpy()[k] + t.kin_in_wh.to_numpy()[k + 1])[arcs >= 0]
-    arcs = arcs[arcs >= 0]
-    n_arc = np.bincount(arcs, minlength=src.size)
-    mean_arc = np.bincount(arcs, weights=cost, minlength=src.size) / np.maximum(n_arc, 1)
+    junction = t.junction_wh.to_numpy(np.float64)[k] if "junction_wh" in t else np.zeros(k.size)
+    ke = kinetic_energy_wh(t.v_top.to_numpy(np.float64), vehicle)
+    d = (t.kin_out_wh.to_numpy(np.float64)[k] + np.nan_to_num(junction) + t.kin_in_wh.to_numpy(np.float64)[k + 1]
+         - (ke[k + 1] - ke[k]))
+    ok = arcs >= 0
+    return pd.DataFrame({"row": k[ok], "arc": arcs[ok], "vehicle": car[k][ok], "dissipation_wh": d[ok]})
+
+
+def _kinetic_levels(table: pd.DataFrame, net, vehicle: Vehicle | None) -> np.ndarray:
+    """ψ per edge: the mean ½ (m + m_rot) v_top² of its traversals (Wh), at its speed limit where
+    nobody drove it."""
+    n = net.n_edges
+    e = table.edge.to_numpy(np.int64)
     counts = np.bincount(e, minlength=n)
-    v2 = np.bincount(e, weights=t.v_top.to_numpy() ** 2, minlength=n) / np.maximum(counts, 1)
-    v_rms = np.sqrt(np.where(counts >= min_traversals, v2, net.edges.speed_mps.to_numpy() ** 2))
-    dev = cost - mean_arc[arcs]  # the cars' spread within turns, pooled where two or more took one
-    dof = int((n_arc[n_arc > 1] - 1).sum())
-    noise = float(np.sqrt(dev @ dev / dof)) if dof > 0 else None
-    return _Driven(n_arc, mean_arc, noise, v_rms, kinetic_potential_wh(v_rms, vehicle),
-                   speed_change_wh(v_rms[src], v_rms[dst], vehicle), src, dst)
+    ke = np.bincount(e, weights=kinetic_energy_wh(table.v_top.to_numpy(np.float64), vehicle), minlength=n)
+    limit = kinetic_energy_wh(net.edges.speed_mps.to_numpy(np.float64), vehicle)
+    return np.where(counts > 0, ke / np.maximum(counts, 1), limit)
 
 
-def _turn_ratio(seen: _Driven, measured_by: Vehicle, used: np.ndarray) -> tuple[float, np.ndarray]:
-    """ρ, this vehicle's speed changes over ``measured_by``'s by least squares over the ``used``
-    turns, and ``measured_by``'s speed change of every turn."""
-    theirs = speed_change_wh(seen.v_rms[seen.src], seen.v_rms[seen.dst], measured_by)
-    denom = float(theirs[used] @ theirs[used])
-    return (float(theirs[used] @ seen.model[used]) / denom if denom > 0 else 1.0), theirs
-
-
-def kinetic_potential_wh(v_top: np.ndarray, vehicle: Vehicle | None = None) -> np.ndarray:
-    """η⁻ ½ (m + m_rot) v² per edge (Wh) at its typical top speed v: the energy a car recovers
-    braking from it to a stop, at best. Between two edges' potentials a junction's cost telescopes: braking
-    from v₁ to v_j recovers at most η⁻ of the drop, accelerating to v₂ costs at least the rise, so
-    cost(1 → 2) ≥ ψ₂ − ψ₁ wherever 1/η⁺ ≥ η⁻."""
-    vehicle = vehicle or Vehicle()
-    return vehicle.eta_minus * 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * np.asarray(v_top, dtype=np.float64) ** 2 / 3600.0
-
-
-def measured_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, min_traversals: int = 3,
-                   measured_by: Vehicle | None = None) -> Turns:
-    """The junctions' costs measured by traversals: an atlas's (:data:`evroute.world.sumo.ATLAS_COLUMNS`) or a
-    fleet's drives (:data:`evroute.world.drives.TRAVERSAL_COLUMNS`), each car's rows in time order.
-
-    The kinetic potential ψ of an edge is η⁻ ½ (m + m_rot) E[v_top²] over its traversals (its
-    speed limit's where it has fewer than ``min_traversals``): :func:`kinetic_potential_wh`. A
-    legal turn e → e′ costs the mean over the cars that took it of ``kin_out`` on e plus
-    ``kin_in`` on e′ (braking into the junction, accelerating out of it); with fewer than
-    ``min_traversals`` such cars, a car that goes from e's typical speed to e′'s without stopping
-    (:func:`speed_change_wh` of the two edges' root mean square top speeds): the cost of a turn
-    depends on the speed it is entered with, which the edges' marginal means of ``kin_in`` (cars
-    from other edges) do not know (they made cycles of turns that create energy).
-
-    Measured costs are kept as measured: a mean over some cars may fall below ψ(e′) − ψ(e), over
-    which no single car can go (it cannot recover more than η⁻ of its kinetic energy, nor pay
-    less than its rise), because the cars that take a turn are not those that set the edges'
-    ψ; :meth:`Turns.violations` counts them (raising them to the bound made the truth
-    predict SUMO's drives worse: median error 9.1 % → 11.3 %, bias +2.7 % → +8.5 %, on the
-    synthetic city's test atlas), and :func:`evroute.world.conservation.truth_checks` checks that
-    no cycle of edges and turns creates energy all the same.
-
-    Traversals of another vehicle (``measured_by``, e.g. a fleet of cars for a van) lend what they
-    measured beyond their own physics, as the edges' residuals do (``--fleet-vehicle``): a turn
-    costs this vehicle's speed change S plus ρ (mean − S′), S′ the measuring vehicle's speed change
-    at the same speeds and ρ the least-squares ratio of S to S′ over the measured turns (the two
-    vehicles' kinetic masses and efficiencies).
+def truth_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, min_traversals: int = 3):
+    """The junctions of a truth booked per car (see the module docstring): each turn costs
+    ψ(e′) − ψ(e) + D̄, ψ the mean kinetic energy of each edge's cars at their top speed, D̄ the mean
+    dissipation of the cars that took the turn (:func:`junction_dissipation`) where at least
+    ``min_traversals`` did, else what the speed change between the two edges' typical speeds
+    dissipates (:func:`speed_change_loss_wh`, ≥ 0).
 
     Parameters
     ----------
     table : pandas.DataFrame
-        Traversals with ``edge``, ``next_edge`` (−1 where the next traversal is not complete),
-        ``vehicle``, ``kin_in_wh``, ``kin_out_wh`` and ``v_top``.
+        An atlas's traversals (:data:`evroute.world.sumo.ATLAS_COLUMNS`), each car's rows in time order.
     net : evroute.roads.network.Network
     vehicle : Vehicle, optional
-        For the kinetic potential and the speed changes (default the paper's EV).
+        The atlas's car (default the paper's EV).
     min_traversals : int
-        The cars a turn needs for its measured mean (and an edge for its measured top speed).
-    measured_by : Vehicle, optional
-        The vehicle that drove ``table`` where it is not ``vehicle`` (default: ``vehicle``).
+        The cars a turn needs for its measured mean.
 
     Returns
     -------
-    Turns
-        One cost per legal turn of ``net``, the edges' kinetic potential.
+    (Turns, numpy.ndarray, numpy.ndarray)
+        The turns (``noise_std`` the cars' pooled spread of D within turns, ``counts`` the cars of
+        each measured turn), and the cars' dissipations sorted by turn with each turn's offset into
+        them (empty for a turn of the model): what one car's turn is observed as.
     """
     vehicle = vehicle or Vehicle()
-    seen = _turns_driven(table, net, vehicle, min_traversals)
-    n_arc, mean_arc, model = seen.n_arc, seen.mean_arc, seen.model
+    src, dst = np.asarray(net.conn_src, np.int64), np.asarray(net.conn_dst, np.int64)
+    psi = _kinetic_levels(table, net, vehicle)
+    cars = junction_dissipation(table, net, vehicle)
+    arcs, d = cars.arc.to_numpy(np.int64), cars.dissipation_wh.to_numpy(np.float64)
+    n_arc = np.bincount(arcs, minlength=src.size)
+    mean = np.bincount(arcs, weights=d, minlength=src.size) / np.maximum(n_arc, 1)
+    v = np.sqrt(psi / kinetic_energy_wh(1.0, vehicle))  # each edge's rms top speed
     measured = n_arc >= min_traversals
-    if measured_by is not None and measured_by != vehicle:  # another vehicle's: its residuals, scaled
-        rho, theirs = _turn_ratio(seen, measured_by, measured)
-        mean_arc = mean_arc.copy()
-        mean_arc[measured] = model[measured] + rho * (mean_arc[measured] - theirs[measured])
-    costs = np.where(measured, mean_arc, model)
-    return Turns(costs, seen.psi, seen.src, seen.dst, noise_std=seen.noise, counts=np.where(measured, n_arc, 0))
+    dissipation = np.where(measured, mean, speed_change_loss_wh(v[src], v[dst], vehicle))
+    dev = d - mean[arcs]
+    dof = int((n_arc[n_arc > 1] - 1).sum())
+    noise = float(np.sqrt(dev @ dev / dof)) if dof > 0 else None
+    keep = measured[arcs]
+    order = np.lexsort((np.arange(arcs.size)[keep], arcs[keep]))
+    samples = d[keep][order]
+    used = np.where(measured, n_arc, 0)
+    offsets = np.concatenate([[0], np.cumsum(used)[:-1]]).astype(np.int64)
+    turns = Turns(psi[dst] - psi[src] + dissipation, psi, src, dst, noise_std=noise, counts=used)
+    return turns, samples, offsets
+
+
+def turn_geometry(net) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per legal turn: its junction (the node the two edges meet at, as an index), its angle
+    (degrees, left positive, from the bearing at the end of the edge before to the bearing at the
+    start of the edge after) and its kind (:data:`evroute.bandit.turns.TURN_KINDS`: straight within
+    30°, right, left, or a U-turn beyond 150°).
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, numpy.ndarray)
+        ``junction`` (int64), ``angle_deg`` (float64), ``kind`` (int64).
+    """
+    src, dst = np.asarray(net.conn_src, np.int64), np.asarray(net.conn_dst, np.int64)
+    head = np.array([_bearing(g[-2], g[-1]) for g in net.geometry])
+    tail = np.array([_bearing(g[0], g[1]) for g in net.geometry])
+    angle = (head[src] - tail[dst] + 180.0) % 360.0 - 180.0  # bearings clockwise: left turns positive
+    kind = np.where(np.abs(angle) <= 30.0, 0, np.where(np.abs(angle) >= 150.0, 3, np.where(angle < 0, 1, 2)))
+    _, junction = np.unique(net.edges.v.to_numpy()[src], return_inverse=True)
+    return junction.astype(np.int64), angle, kind.astype(np.int64)
+
+
+def _bearing(a, b) -> float:
+    """The compass bearing (degrees clockwise from north) from (lon, lat) ``a`` to ``b``."""
+    lat = math.radians(0.5 * (a[1] + b[1]))
+    return math.degrees(math.atan2((b[0] - a[0]) * math.cos(lat), b[1] - a[1]))
+
+
+def physics_turns(net, vehicle: Vehicle | None = None) -> TurnPrior:
+    """What physics says each legal turn dissipates, with an honest variance: the agents' prior of
+    the junctions when nothing was measured.
+
+    A car leaves the edge before at its speed limit v₁ and reaches the next one's, v₂. It takes
+    the turn at v_c = min(v₁, v₂, √(a r)), a the lateral acceleration :data:`LATERAL_ACCEL` and
+    r = 6 m / tan(|θ|/2) for a turn of angle θ (at least 3 m), and dissipates the losses of its
+    speed changes (:func:`speed_change_loss_wh`) v₁ → v_c → v₂; with chance p it stops instead,
+    v₁ → 0 → v₂ (p of :data:`STOP_CHANCE`: a traffic signal on the edge before, a yield where it
+    turns left, makes a U-turn or joins a road of a higher class, else free), plus the rolling
+    resistance and drag over :data:`JUNCTION_M` metres at v_c. The mean is the mixture's; its
+    variance is the stop's Bernoulli variance plus the mean squared (the model's own uncertainty:
+    how often and how hard cars brake, how long the junction is) plus (:data:`JUNCTION_SD` Wh)².
+    One car's dissipation about its turn's mean (the observations' noise) spreads by the stop's
+    Bernoulli variance, averaged over the turns, plus the same (:data:`JUNCTION_SD` Wh)².
+
+    Returns
+    -------
+    evroute.bandit.turns.TurnPrior
+        Per turn its mean and variance of the dissipation (Wh, Wh²), its junction and kind, and
+        the observations' noise variance.
+    """
+    vehicle = vehicle or Vehicle()
+    src, dst = np.asarray(net.conn_src, np.int64), np.asarray(net.conn_dst, np.int64)
+    e = net.edges
+    v = e.speed_mps.to_numpy(np.float64)
+    junction, angle, kind = turn_geometry(net)
+    half = np.radians(np.minimum(np.abs(angle), 179.0)) / 2.0
+    radius = np.maximum(6.0 / np.maximum(np.tan(half), 1e-9), 3.0)
+    vc = np.minimum(np.minimum(v[src], v[dst]), np.sqrt(LATERAL_ACCEL * radius))
+    go = speed_change_loss_wh(v[src], vc, vehicle) + speed_change_loss_wh(vc, v[dst], vehicle)
+    stop = speed_change_loss_wh(v[src], 0.0, vehicle) + speed_change_loss_wh(0.0, v[dst], vehicle)
+    rank = np.array([_ROAD_RANK.get(str(h), 6) for h in e.highway.to_numpy()])
+    signal = e.signals.to_numpy()[src] > 0
+    yields = (kind >= 2) | (rank[dst] < rank[src])
+    p = np.where(signal, STOP_CHANCE["signal"], np.where(yields, STOP_CHANCE["yield"], STOP_CHANCE["free"]))
+    steady = (vehicle.mass_kg * vehicle.g * vehicle.rolling_resistance
+              + 0.5 * vehicle.air_density * vehicle.frontal_area_m2 * vehicle.drag_coefficient * vc**2) \
+        * JUNCTION_M / 3600.0 / vehicle.eta_plus
+    mean = (1.0 - p) * go + p * stop + steady
+    bernoulli = p * (1.0 - p) * (stop - go) ** 2
+    return TurnPrior(mean, bernoulli + mean**2 + JUNCTION_SD**2, junction=junction, kind=kind,
+                     noise_var=float(np.mean(bernoulli)) + JUNCTION_SD**2)
 
 
 def fleet_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *,
-                measured_by: Vehicle | None = None, min_traversals: int = MIN_TURN_CARS) -> Turns:
-    """The fleet's per-turn posterior: every turn's cost estimated from all the cars that took
-    it, each shrunk towards the speed change by as much as the fleet's turns say it should be (an
-    empirical-Bayes hierarchical model, as the edges' conjugate update is a per-edge one).
+                measured_by: Vehicle | None = None) -> TurnPrior:
+    """The fleet's per-turn posterior of the dissipation: every turn estimated from all the cars
+    that took it, each shrunk towards physics (:func:`physics_turns`) by as much as the fleet's turns
+    say it should be (an empirical-Bayes hierarchical model, as the edges' conjugate update is a
+    per-edge one).
 
-    A turn j's mean cost μ_j is this vehicle's speed change S_j (:func:`speed_change_wh` of
-    the two roads' rms top speeds) plus an offset b common to all turns (the stops the speed
-    change ignores) plus N(0, τ²); its n_j cars' mean m_j (in this vehicle's units: S_j + ρ (m′_j −
-    S′_j) for another vehicle's, as :func:`measured_turns` moves them) is μ_j plus N(0, ρ² s² / n_j),
-    s the pooled spread of one car's cost within turns. b and τ² maximise the marginal likelihood
-    of the driven turns' means, Π_j N(m_j − S_j; b, τ² + ρ² s² / n_j) (type II); each turn's
-    posterior is then the conjugate one: precision 1/τ² + n_j / (ρ² s²), mean S_j + b + (the
-    data's share of the precision) (m_j − S_j − b). A turn nobody took keeps S_j + b with
-    variance τ²: how far the fleet's turns stray from the speed change, not one car's spread.
+    A turn j's mean dissipation μ_j is physics' P_j plus an offset b common to all turns plus
+    N(0, τ²); its n_j cars' mean m_j (in this vehicle's units: another vehicle's dissipations times
+    the ratio ρ of the two vehicles' kinetic masses over their efficiencies' losses) is μ_j plus
+    N(0, s² / n_j), s the pooled spread of one car's dissipation within turns. b and τ² maximise the
+    marginal likelihood of the driven turns' means, Π_j N(m_j − P_j; b, τ² + s² / n_j) (type II);
+    each turn's posterior is then the conjugate one: precision 1/τ² + n_j / s², mean
+    P_j + b + (the data's share of the precision)(m_j − P_j − b). A turn nobody took keeps P_j + b
+    with variance τ²: how far the fleet's turns stray from physics, not one car's spread.
 
     Parameters
     ----------
@@ -169,15 +266,12 @@ def fleet_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *,
         This vehicle (default the paper's EV).
     measured_by : Vehicle, optional
         The vehicle that drove ``table`` where it is not ``vehicle``.
-    min_traversals : int
-        The traversals an edge needs for its measured rms top speed (its speed limit otherwise).
 
     Returns
     -------
-    Turns
-        ``costs`` the posterior means, ``variance`` their posterior variances (Wh²), ``counts``
-        the cars each turn's mean is over, ``noise_std`` ρ s (one car's spread in this vehicle's
-        units); the edges' kinetic potential.
+    evroute.bandit.turns.TurnPrior
+        Per turn the posterior mean and variance, the cars each turn's mean is over, one car's
+        spread (``noise_var``) in this vehicle's units; the junctions and kinds.
 
     Raises
     ------
@@ -185,27 +279,35 @@ def fleet_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *,
         Where no two cars took the same turn (no spread within turns to weigh the means by).
     """
     vehicle = vehicle or Vehicle()
-    seen = _turns_driven(table, net, vehicle, min_traversals)
-    n_arc, model = seen.n_arc, seen.model
-    driven = n_arc > 0
-    if seen.noise is None or not seen.noise > 0:
+    by = measured_by or vehicle
+    physics = physics_turns(net, vehicle)
+    cars = junction_dissipation(table, net, by)
+    a, d = cars.arc.to_numpy(np.int64), cars.dissipation_wh.to_numpy(np.float64)
+    n_turns = physics.mean.size
+    n_arc = np.bincount(a, minlength=n_turns)
+    mean_arc = np.bincount(a, weights=d, minlength=n_turns) / np.maximum(n_arc, 1)
+    dev = d - mean_arc[a]
+    dof = int((n_arc[n_arc > 1] - 1).sum())
+    if dof <= 0 or not dev @ dev > 0:
         raise EvrouteError("the fleet's turns: no two cars took the same turn, so nothing says how much one car's "
-                           "cost of a turn varies")
-    mean_arc, rho = seen.mean_arc, 1.0
-    if measured_by is not None and measured_by != vehicle:
-        rho, theirs = _turn_ratio(seen, measured_by, driven)
-        mean_arc = model + rho * (mean_arc - theirs)
-    noise_var = (rho * seen.noise) ** 2
-    d = (mean_arc - model)[driven]
+                           "dissipation at a turn varies")
+    rho = 1.0
+    if by != vehicle:  # another vehicle's losses, in this one's: the ratio of what a speed change dissipates
+        mine = float(speed_change_loss_wh(0.0, 13.9, vehicle)) + float(speed_change_loss_wh(13.9, 0.0, vehicle))
+        theirs = float(speed_change_loss_wh(0.0, 13.9, by)) + float(speed_change_loss_wh(13.9, 0.0, by))
+        rho = mine / theirs if theirs > 0 else 1.0
+    noise_var = rho * rho * float(dev @ dev / dof)
+    driven = n_arc > 0
+    y = rho * mean_arc[driven] - physics.mean[driven]
     v = noise_var / n_arc[driven]
 
     def offset(tau2):  # the marginal likelihood's b for a given τ² (a weighted mean)
         w = 1.0 / (tau2 + v)
-        return float(w @ d / w.sum())
+        return float(w @ y / w.sum())
 
-    def nll(log_tau2):  # −log Π N(d_j; b, τ² + v_j), up to a constant
+    def nll(log_tau2):  # −log Π N(y_j; b, τ² + v_j), up to a constant
         tau2 = math.exp(log_tau2)
-        r = d - offset(tau2)
+        r = y - offset(tau2)
         return 0.5 * float(np.sum(np.log(tau2 + v) + r * r / (tau2 + v)))
 
     scale = math.log(noise_var)
@@ -213,24 +315,7 @@ def fleet_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *,
     tau2 = math.exp(fit.x)
     b = offset(tau2)
     prec = 1.0 / tau2 + n_arc / noise_var
-    costs = model + b + (n_arc / noise_var) / prec * np.where(driven, mean_arc - model - b, 0.0)
-    return Turns(costs, seen.psi, seen.src, seen.dst, noise_std=rho * seen.noise, counts=n_arc, variance=1.0 / prec)
-
-
-def speed_change_wh(v_from, v_to, vehicle: Vehicle | None = None) -> np.ndarray:
-    """The battery's energy for a car to change speed from ``v_from`` to ``v_to`` (m/s) without
-    stopping: ½ (m + m_rot)(v_to² − v_from²) over η⁺ when it speeds up, times η⁻ when it brakes
-    (Wh)."""
-    vehicle = vehicle or Vehicle()
-    dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (np.asarray(v_to, np.float64) ** 2
-                                                         - np.asarray(v_from, np.float64) ** 2) / 3600.0
-    return np.where(dke > 0, dke / vehicle.eta_plus, dke * vehicle.eta_minus)
-
-
-def speed_change_turns(net, vehicle: Vehicle | None = None) -> Turns:
-    """The junctions' costs without drives: each legal turn the speed change between its two roads'
-    speed limits (:func:`speed_change_wh`), the edges' kinetic potential at them; what
-    :func:`measured_turns` gives where no car drove."""
-    src, dst = np.asarray(net.conn_src, np.int64), np.asarray(net.conn_dst, np.int64)
-    v = net.edges.speed_mps.to_numpy(np.float64)
-    return Turns(speed_change_wh(v[src], v[dst], vehicle), kinetic_potential_wh(v, vehicle), src, dst)
+    resid = np.where(driven, rho * mean_arc - physics.mean - b, 0.0)
+    post = physics.mean + b + (n_arc / noise_var) / prec * resid
+    return TurnPrior(post, 1.0 / prec, junction=physics.junction, kind=physics.kind, noise_var=noise_var,
+                     counts=n_arc, source="drives")

@@ -57,7 +57,7 @@ from ..cache import CacheEntry, make_key
 from ..errors import EvrouteError, EvrouteWarning
 from ..geo import EARTH_RADIUS_M
 from ..io import atomic_path, atomic_write_text, generator
-from ..physics.energy import ROTATING_MASS_KG, Vehicle, kinetic_wh
+from ..physics.energy import ROTATING_MASS_KG, Vehicle, kinetic_wh, potential_energy_wh
 from ..priors.fitting import FIT_LENGTHSCALES, fit_prior
 from ..priors.noise import edge_noise_std, fit_noise_model
 from ..progress import stage
@@ -68,7 +68,7 @@ from ..roads.synthetic import synthetic_graph
 from ..settings import SUMO_TRUTH_OPTIONS
 from ..specs import declared
 from .drives import degrade
-from .junctions import measured_turns
+from .junctions import truth_turns
 
 __all__ = ["SUMO_INSTALL", "Atlas", "user_demand", "district_weights", "AtlasTruth", "sumo_truth", "build_atlas",
            "kinetic_wh", "atlas_conservation", "drive_predictions",
@@ -82,17 +82,21 @@ SUMO_INSTALL = 'pip install "evroute[sumo]"'
 #: measured it (``energy_wh``), and split (:func:`traversals`) into the part spent at a constant
 #: kinetic state (``edge_wh``) and the kinetic-energy changes moved out of it, the one before the
 #: traversal's top speed (``kin_in_wh``: leaving the junction behind) and the one after it
-#: (``kin_out_wh``: arriving at the next), with the speeds at entry, top and exit and the edge the
-#: car drove next (``next_edge``, −1 where its next traversal is not complete or not adjacent).
+#: (``kin_out_wh``: arriving at the next), with the speeds at entry, top and exit, the edge the
+#: car drove next (``next_edge``, −1 where its next traversal is not complete or not adjacent) and
+#: the energy on the internal lanes of the junction between them (``junction_wh``, NaN without).
 ATLAS_COLUMNS = ("edge", "vehicle", "enter_s", "seconds", "energy_wh", "edge_wh", "kin_in_wh", "kin_out_wh",
-                 "v_in", "v_top", "v_out", "next_edge")
+                 "v_in", "v_top", "v_out", "next_edge", "junction_wh")
 # 2: no auxiliary power; 3: probes on short walks; 5: teleports counted, their edges dropped;
 # 6: speeds recorded, kinetic energy split out of the edges (the rotating mass pinned in the vType)
 # 7: the vType's energy parameters also as params, where SUMO 1.28 reads them (a vehicle other than
 #    the paper's was simulated with SUMO's defaults for some of them)
 # 8: a step's constant-speed part through its own sign's efficiency (a car braking on a climb, or
 #    accelerating downhill, no longer puts its edge below the physical floor)
-ATLAS_VERSION = 8
+# 9: booked per car so that nothing creates energy: a coasting step's kinetic part is its mechanical
+#    change; a junction's internal lanes booked on the junction (junction_wh), not on the edge
+#    before it; SUMO's node elevations evroute's own (smoothed) on every network
+ATLAS_VERSION = 9
 
 
 def sumo_home() -> Path:
@@ -246,85 +250,117 @@ def map_edges(net, sumo_edges: pd.DataFrame) -> dict[int, list[str]]:
     return out
 
 
+#: The largest change of speed in one 1 s step that is driving (m/s): above SUMO's emergency
+#: deceleration (9 m/s²); a larger one is SUMO placing the car (:func:`traversals`).
+MAX_SPEED_STEP = 10.0
+
+
 def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]], vehicle: Vehicle | None = None) -> pd.DataFrame:
     """One row per complete traversal of an evroute edge (:data:`ATLAS_COLUMNS`) from SUMO's
     per-second emission rows (``time``, ``vehicle``, ``lane``, ``electricity`` in Wh per second of
     a 1 s step, and ``speed`` in m/s).
 
-    Rows on a junction's internal lanes (``:...``) count for the edge before them; a vehicle's
-    first and last SUMO edge are partial (it departs and arrives inside them) and dropped; an
-    evroute edge's traversal is its whole chain, in order, by the same vehicle.
+    A traversal is its edge's whole chain of SUMO edges, in order, by the same vehicle, with the
+    junctions SUMO keeps inside the chain; a vehicle's first and last SUMO edge are partial (it
+    departs and arrives inside them) and dropped. The rows on the internal lanes of the junction
+    after a traversal, up to the next traversal of the same car, are that junction's
+    (``junction_wh``; with ``next_edge``, the edge the car drove next; −1 and NaN where the next
+    traversal is not complete or does not follow at once).
 
     The kinetic split (:func:`kinetic_wh`, ``vehicle``'s mass and efficiencies): each step's
     kinetic part is moved out of the edge, the steps up to the traversal's top speed into
-    ``kin_in_wh`` (accelerating away from the junction behind, or braking from a faster entry),
-    the later ones into ``kin_out_wh`` (braking for the junction ahead); ``edge_wh`` is what is
-    left, the traversal at a constant kinetic state, and ``energy_wh = edge_wh + kin_in_wh +
-    kin_out_wh`` exactly. A step whose previous second is missing (a departure, a teleport) has no
-    kinetic part. Without a ``speed`` column nothing is split.
+    ``kin_in_wh``, the later ones into ``kin_out_wh``; ``edge_wh`` is what is left, the traversal
+    at a constant kinetic state, and ``energy_wh = edge_wh + kin_in_wh + kin_out_wh`` exactly. A
+    step whose previous second is missing (a departure, a teleport) has no kinetic part. Without a
+    ``speed`` column nothing is split. A car's junction between two traversals then costs
+    ``kin_out_wh + junction_wh + kin_in_wh`` of the next, which is its change of kinetic energy
+    between the two top speeds plus a dissipation that is never negative where the junction is
+    flat (:func:`evroute.world.junctions.junction_dissipation`).
     """
     d = emissions.sort_values(["vehicle", "time"], kind="stable").reset_index(drop=True)
     lane = d.lane.astype(str)
-    edge = lane.str.rsplit("_", n=1).str[0].where(~lane.str.startswith(":"))
-    d["sumo_edge"] = edge.groupby(d.vehicle, sort=False).ffill()
+    internal = lane.str.startswith(":").to_numpy()
+    same = (d.vehicle == d.vehicle.shift()) & (d.time == d.time.shift() + 1)
     if "speed" in d:
-        same = (d.vehicle == d.vehicle.shift()) & (d.time == d.time.shift() + 1)
+        # a speed that jumps by more than any car brakes or accelerates (SUMO inserting a car at its
+        # departure speed, a teleport) is no driving: its step has no kinetic part, and no traversal
+        # or junction spans it (its kinetic energy came from nowhere)
+        same &= (d.speed - d.speed.shift()).abs() <= MAX_SPEED_STEP
         last = np.where(same, d.speed.shift(), d.speed).astype(np.float64)
         d["kin"] = kinetic_wh(d.speed.to_numpy(np.float64), last, d.electricity.to_numpy(np.float64), vehicle=vehicle)
         d["v_last"] = last
     else:
         d["speed"], d["kin"], d["v_last"] = np.nan, 0.0, np.nan
-    d = d[d.sumo_edge.notna()].reset_index(drop=True)
+    # segments: runs of one SUMO edge (a junction's internal lanes are one run, marked "")
+    d["sumo_edge"] = np.where(internal, "", lane.str.rsplit("_", n=1).str[0])
     new = (d.sumo_edge != d.sumo_edge.shift()) | (d.vehicle != d.vehicle.shift())
-    d = d.assign(seg=new.cumsum())
+    new |= ~same  # (a gap or a jump: a teleport, a departure)
+    steady_run = same.to_numpy()  # each row follows the one before in the same car's drive
+    d["seg"] = new.cumsum()
     seg = d.groupby("seg", sort=True).agg(vehicle=("vehicle", "first"), sumo_edge=("sumo_edge", "first"),
                                           enter=("time", "min"), leave=("time", "max"))
     seg["first_row"] = np.flatnonzero(new.to_numpy())
     seg["last_row"] = np.r_[seg.first_row.to_numpy()[1:] - 1, len(d) - 1]
     seg["leave"] += 1.0  # the last second of the edge ends a step later
-    # a vehicle that leaves an edge by a teleport (stuck for --time-to-teleport seconds) has no
-    # rows until it reappears downstream: its edge did not end where the next one starts
-    same = seg.vehicle.shift(-1) == seg.vehicle
-    seg["continues"] = same & (seg.enter.shift(-1) == seg.leave)
-    first = seg.groupby("vehicle", sort=False).cumcount() == 0
-    last = seg.groupby("vehicle", sort=False).cumcount(ascending=False) == 0
-    seg = seg[~first & ~last].reset_index(drop=True)
+    real = seg.sumo_edge != ""
+    # a vehicle's first and last real edge are partial (it departs and arrives inside them)
+    rank = seg[real].groupby("vehicle", sort=False).cumcount()
+    rank_back = seg[real].groupby("vehicle", sort=False).cumcount(ascending=False)
+    partial = pd.Series(False, index=seg.index)
+    partial[rank.index[(rank == 0).to_numpy() | (rank_back == 0).to_numpy()]] = True
     where = {s: (edge_id, k, len(chain)) for edge_id, chain in chains.items() for k, s in enumerate(chain)}
-    info = [where.get(s, (-1, -1, 0)) for s in seg.sumo_edge]
-    seg["edge"] = np.array([x[0] for x in info], dtype=np.int64)
-    seg["pos"] = np.array([x[1] for x in info], dtype=np.int64)
-    seg["n"] = np.array([x[2] for x in info], dtype=np.int64)
-    seg = seg[seg.edge >= 0].reset_index(drop=True)
+    info = [where.get(x, (-1, -1, 0)) if x else (-2, -1, 0) for x in seg.sumo_edge]
+    e_ = np.array([x[0] for x in info], dtype=np.int64)  # −2: a junction's internal lanes
+    pos = np.array([x[1] for x in info], dtype=np.int64)
+    n = np.array([x[2] for x in info], dtype=np.int64)
+    veh, enter, leave = seg.vehicle.to_numpy(), seg.enter.to_numpy(), seg.leave.to_numpy()
+    r0, r1, bad = seg.first_row.to_numpy(), seg.last_row.to_numpy(), partial.to_numpy()
     energy_cum = np.r_[0.0, np.cumsum(d.electricity.to_numpy(np.float64))]
     kin_cum = np.r_[0.0, np.cumsum(d.kin.to_numpy(np.float64))]
     speed, v_last = d.speed.to_numpy(np.float64), d.v_last.to_numpy(np.float64)
-    rows = []
-    veh, e_, pos, n = seg.vehicle.to_numpy(), seg.edge.to_numpy(), seg.pos.to_numpy(), seg.n.to_numpy()
-    enter, leave = seg.enter.to_numpy(), seg.leave.to_numpy()
-    r0, r1 = seg.first_row.to_numpy(), seg.last_row.to_numpy()
-    continues = seg.continues.to_numpy()
+    rows, spans = [], []
     i = 0
     while i < len(seg):
-        if pos[i] == 0:
-            j = i
-            while j + 1 < len(seg) and veh[j + 1] == veh[i] and e_[j + 1] == e_[i] and pos[j + 1] == pos[j] + 1 \
-                    and enter[j + 1] == leave[j]:
-                j += 1
-            if pos[j] == n[i] - 1 and continues[j]:
-                a, b = int(r0[i]), int(r1[j])  # the traversal's rows
-                top = a + (int(np.nanargmax(speed[a:b + 1])) if np.isfinite(speed[a:b + 1]).any() else b - a)
-                kin_in, kin_out = kin_cum[top + 1] - kin_cum[a], kin_cum[b + 1] - kin_cum[top + 1]
-                energy = energy_cum[b + 1] - energy_cum[a]
-                rows.append((int(e_[i]), str(veh[i]), float(enter[i]), float(leave[j] - enter[i]), float(energy),
-                             float(energy - kin_in - kin_out), float(kin_in), float(kin_out), float(v_last[a]),
-                             float(speed[top]), float(speed[b])))
-            i = j + 1
-        else:
+        if e_[i] < 0 or pos[i] != 0 or bad[i]:
             i += 1
-    out = pd.DataFrame(rows, columns=list(ATLAS_COLUMNS[:-1]))
-    # the next edge the car drove, where its next traversal begins as this one ends
-    nxt = (out.vehicle.shift(-1) == out.vehicle) & (out.enter_s.shift(-1) == out.enter_s + out.seconds)
-    out["next_edge"] = np.where(nxt, out.edge.shift(-1).fillna(-1), -1).astype(np.int64)
+            continue
+        j, k = i, 0  # k: the chain's position reached
+        while k < n[i] - 1:  # on through the chain, junctions inside it included
+            nxt = j + 1
+            if nxt < len(seg) and e_[nxt] == -2 and veh[nxt] == veh[i] and enter[nxt] == leave[j]:
+                nxt += 1
+            if nxt < len(seg) and veh[nxt] == veh[i] and e_[nxt] == e_[i] and pos[nxt] == k + 1 \
+                    and enter[nxt] == leave[nxt - 1] and not bad[nxt]:
+                j, k = nxt, k + 1
+            else:
+                break
+        ends = j + 1 < len(seg) and veh[j + 1] == veh[i] and enter[j + 1] == leave[j]  # (not stuck: no teleport)
+        if k == n[i] - 1 and ends:
+            a, b = int(r0[i]), int(r1[j])  # the traversal's rows
+            top = a + (int(np.nanargmax(speed[a:b + 1])) if np.isfinite(speed[a:b + 1]).any() else b - a)
+            kin_in, kin_out = kin_cum[top + 1] - kin_cum[a], kin_cum[b + 1] - kin_cum[top + 1]
+            energy = energy_cum[b + 1] - energy_cum[a]
+            rows.append((int(e_[i]), str(veh[i]), float(enter[i]), float(leave[j] - enter[i]), float(energy),
+                         float(energy - kin_in - kin_out), float(kin_in), float(kin_out), float(v_last[a]),
+                         float(speed[top]), float(speed[b])))
+            spans.append((a, b, j))
+        i = j + 1
+    out = pd.DataFrame(rows, columns=list(ATLAS_COLUMNS[:-2]))
+    # the next edge the car drove: its next traversal starts as this one ends, or right after the
+    # junction's internal lanes (booked on the junction)
+    nxt = np.full(len(out), -1, dtype=np.int64)
+    junction = np.full(len(out), np.nan)
+    for t in range(len(out) - 1):
+        a, b, j = spans[t]
+        a2 = spans[t + 1][0]
+        if out.vehicle.iat[t] != out.vehicle.iat[t + 1] or out.enter_s.iat[t + 1] < out.enter_s.iat[t] + out.seconds.iat[t]:
+            continue
+        between = np.arange(b + 1, a2)
+        if steady_run[b + 1:a2 + 1].all() and internal[between].all():
+            nxt[t] = out.edge.iat[t + 1]
+            junction[t] = energy_cum[a2] - energy_cum[b + 1]
+    out["next_edge"] = nxt
+    out["junction_wh"] = junction
     return out.astype({"edge": np.int64, "enter_s": np.float64, "seconds": np.float64, "energy_wh": np.float64})
 
 
@@ -396,26 +432,45 @@ def _osm_input(net, network: str | None, osm: str | None, folder: Path) -> Path:
 _NODE = re.compile(r"<node\b([^>]*?)(/?)>")
 _ATTR = re.compile(r"""\b(id|lat|lon)=(?:'([^']*)'|"([^"]*)")""")
 _ELE_TAG = re.compile(r"""<tag\s+k=['"]ele['"][^>]*/>""")
+#: A node element with its ele tag inside: its id and the elevation.
+_NODE_ELE = re.compile(r"""<node\b[^>]*?\bid=['"](-?\d+)['"][^>]*?(?<!/)>(?:(?!</node>).)*?<tag\s+k=['"]ele['"]\s+v=['"]([^'"]*)['"]""",
+                       re.S)
 
 
-def osm_with_elevations(src: Path, dst: Path, net, *, dem) -> Path:
-    """A copy of the OSM file ``src`` whose every node carries an ``ele`` tag: evroute's own node
-    elevation where the network kept the node (so SUMO's grades are evroute's), the DEM sampled
-    as evroute samples it elsewhere (netconvert of eclipse-sumo 1.28 reads no GeoTIFF). Other
-    ``ele`` tags are dropped."""
-    text = _ELE_TAG.sub("", src.read_text(encoding="utf-8"))
-    found = []
-    for m in _NODE.finditer(text):
+def osm_with_elevations(src: Path, dst: Path, net, *, dem=None) -> Path:
+    """A copy of the OSM file ``src`` whose nodes carry evroute's elevations, so that SUMO's grades
+    are evroute's: evroute's own node elevation where the network kept the node (smoothed:
+    :func:`evroute.roads.network.lipschitz_envelope`), linear along the edge between its two ends
+    for a node inside one of the network's edges; elsewhere (roads the network left out) the DEM
+    sampled as evroute samples it where one is given (netconvert of eclipse-sumo 1.28 reads no
+    GeoTIFF), else the node's own ``ele`` tag."""
+    raw = src.read_text(encoding="utf-8")
+    found, own = [], {}
+    for m in _NODE.finditer(raw):
         attrs = {k: a or b for k, a, b in _ATTR.findall(m.group(1))}
         if {"id", "lat", "lon"} <= set(attrs):
             found.append((int(attrs["id"]), float(attrs["lat"]), float(attrs["lon"])))
-    kept = net.nodes.elevation_m.to_dict()
-    missing = [(i, lat, lon) for i, lat, lon in found if i not in kept]
-    ele = dict(kept)
-    if missing:
+    for m in _NODE_ELE.finditer(raw):  # the file's own ele tags, for the nodes evroute did not keep
+        try:
+            own[int(m.group(1))] = float(m.group(2))
+        except ValueError:
+            pass
+    text = _ELE_TAG.sub("", raw)
+    ele = dict(net.nodes.elevation_m.to_dict())
+    inside = _elevations_inside_edges(net)
+    for i, lat, lon in found:
+        if i not in ele:
+            h = inside.get((round(lon, 7), round(lat, 7)))
+            if h is not None:
+                ele[i] = h
+    missing = [(i, lat, lon) for i, lat, lon in found if i not in ele]
+    if missing and dem is not None:
         g = nx.Graph()
         g.add_nodes_from((i, {"x": lon, "y": lat}) for i, lat, lon in missing)
         ele.update(node_elevations(g, Path(dem))[0])
+    for i, _, _ in missing:
+        if i not in ele and i in own:
+            ele[i] = own[i]
 
     def tagged(m):
         attrs = {k: a or b for k, a, b in _ATTR.findall(m.group(1))}
@@ -425,6 +480,25 @@ def osm_with_elevations(src: Path, dst: Path, net, *, dem) -> Path:
         return f"<node{m.group(1)}>{tag}</node>" if m.group(2) else f"<node{m.group(1)}>{tag}"
     dst.write_text(_NODE.sub(tagged, text), encoding="utf-8")
     return dst
+
+
+def _elevations_inside_edges(net) -> dict:
+    """The elevation of every inner point of the network's edges' geometries, linear in the
+    distance along the edge between its two ends' elevations, by (lon, lat) rounded to 1e-7°."""
+    h = net.nodes.elevation_m
+    out = {}
+    for geom, u, v in zip(net.geometry, net.edges.u.to_numpy(), net.edges.v.to_numpy(), strict=True):
+        g = np.asarray(geom, dtype=np.float64)
+        if len(g) < 3:
+            continue
+        lat0 = math.radians(float(g[:, 1].mean()))
+        step = np.hypot(np.diff(g[:, 0]) * math.cos(lat0), np.diff(g[:, 1]))
+        along = np.r_[0.0, np.cumsum(step)]
+        share = along / along[-1] if along[-1] > 0 else np.zeros(len(g))
+        hu, hv = float(h.loc[u]), float(h.loc[v])
+        for (lon, lat), q in zip(g[1:-1], share[1:-1], strict=True):
+            out.setdefault((round(float(lon), 7), round(float(lat), 7)), hu + float(q) * (hv - hu))
+    return out
 
 
 #: Edges a probe vehicle drives: it enters on the first (partial), drives the rest whole but the
@@ -476,7 +550,7 @@ def _sumo_network(net, network: str | None, osm: str | None, dem: str | None, fo
     evroute edge (:func:`map_edges`; a warning names the share without one). Returns
     ``(sumolib net, chains, share mapped)``."""
     osm_path = _osm_input(net, network, osm, folder)
-    if dem is not None:  # SUMO's elevations from the same DEM evroute sampled
+    if net.meta.get("elevation_source", "none") != "none":  # one elevation model: SUMO's grades are evroute's
         osm_path = osm_with_elevations(osm_path, folder / "elevated.osm", net, dem=dem)
     with stage(f"SUMO network of {net.name}: netconvert"):
         args = [str(sumo_home() / "bin" / "netconvert"), "--osm-files", str(osm_path), "--osm.elevation", "true",
@@ -487,7 +561,7 @@ def _sumo_network(net, network: str | None, osm: str | None, dem: str | None, fo
 
     snet = sumolib.net.readNet(str(folder / "net.net.xml"))
     sedges = pd.DataFrame([(x.getID(), x.getFromNode().getID(), x.getToNode().getID(), x.getLength())
-                           for x in snet.getEdges()], columns=["id", "from", "to", "length"])
+                           for x in snet.getEdges(withInternal=False)], columns=["id", "from", "to", "length"])
     chains = map_edges(net, sedges)
     mapped = len(chains) / max(net.n_edges, 1)
     if len(chains) < net.n_edges:
@@ -542,7 +616,8 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
         params["rate"] = None
     key = make_key(params)
     entry = CacheEntry("atlas", key)
-    if use_cache and entry.is_valid(["atlas.parquet", "atlas.json"]):
+    files = ["atlas.parquet", "atlas.json"]
+    if use_cache and entry.is_valid(files):
         return Atlas(pd.read_parquet(entry.path("atlas.parquet")), json.loads(entry.path("atlas.json").read_text()),
                      key)
     home = sumo_home()
@@ -587,7 +662,7 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
         entry.prepare()
         table.to_parquet(entry.path("atlas.parquet"), index=False)
         atomic_write_text(entry.path("atlas.json"), json.dumps(summary))
-        entry.commit(["atlas.parquet", "atlas.json"])
+        entry.commit(files)
     except OSError:
         pass
     return Atlas(table, summary, key)
@@ -812,15 +887,17 @@ class AtlasTruth(Truth):
     """f from an energy atlas; an observation of an edge is one of its recorded traversals,
     drawn uniformly (real, heteroscedastic, heavy-tailed noise). Edges with fewer than
     ``min_traversals`` traversals keep E_det with Gaussian noise of ς (the fallback). With
-    ``turns`` the truth is edges plus turns: f and the observations are the traversals at a
-    constant kinetic state, the junctions' costs the kinetic energy moved out of them; ``shift``
-    per edge is what conserving energy added to an edge's mean (its draws move with it)."""
+    ``turns`` the truth is edges plus turns booked per car (:func:`evroute.world.junctions.truth_turns`):
+    f and the observations are the traversals at a constant kinetic state, a turn's observation
+    one recorded car's dissipation there (Gaussian about the model's where too few cars took it)."""
 
     def __init__(self, values, noise_std, energies: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
-                 description: dict, turns: Turns | None = None, shift: np.ndarray | None = None):
-        super().__init__(values, noise_std, float("nan"), description, supports_drift=False, turns=turns)
+                 description: dict, turns: Turns | None = None, potential: np.ndarray | None = None,
+                 turn_samples: tuple | None = None):
+        super().__init__(values, noise_std, float("nan"), description, supports_drift=False, turns=turns,
+                         potential=potential)
         self._energies, self._offsets, self._counts = energies, offsets, counts
-        self._shift = np.zeros(len(values)) if shift is None else np.asarray(shift, dtype=np.float64)
+        self._turn_samples = turn_samples
 
     def observe(self, rng, path, expected):
         path = np.asarray(path, dtype=np.int64)
@@ -829,20 +906,35 @@ class AtlasTruth(Truth):
         n = self._counts[path]
         drawn = self._energies[np.minimum(self._offsets[path] + (u * n).astype(np.int64), len(self._energies) - 1)] \
             if len(self._energies) else np.zeros(len(path))
-        return np.where(n > 0, drawn + self._shift[path], expected[path] + noise_at(self.noise_std, path) * noise)
+        return np.where(n > 0, drawn, expected[path] + noise_at(self.noise_std, path) * noise)
+
+    def observe_turns(self, rng, arcs):
+        """One recorded car's dissipation at each turn of ``arcs`` (drawn uniformly among the cars
+        that took it), the model's mean plus Gaussian noise where too few did."""
+        arcs = np.asarray(arcs, dtype=np.int64)
+        samples, offsets = self._turn_samples
+        u = rng.random(len(arcs))
+        noise = rng.standard_normal(len(arcs))
+        n = self.turns.counts[arcs]
+        drawn = samples[np.minimum(offsets[arcs] + (u * n).astype(np.int64), len(samples) - 1)] \
+            if len(samples) else np.zeros(len(arcs))
+        spread = self.turns.noise_std if self.turns.noise_std is not None else 0.0
+        return np.where(n > 0, drawn, self.turns.dissipation[arcs] + spread * noise)
 
 
 @declared(*SUMO_TRUTH_OPTIONS)
 def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int, hour, min_traversals: int,
                demand: str | None = None, turns: bool = True):
     """``--truth sumo[...]``: the atlas of the run's network, vehicle (the truth's) and trip; with
-    ``turns`` (default) the truth is edges at a constant kinetic state plus the junctions'
-    costs, its cycles that create energy broken (:func:`evroute.world.conservation.conserve_energy`),
-    else the traversals' whole energies booked on edges (as before the kinetic split)."""
+    ``turns`` (default) the truth is edges at a constant kinetic state plus the junctions booked
+    per car (:func:`evroute.world.junctions.truth_turns`), which creates no energy by construction,
+    else the traversals' whole energies booked on edges (which does: a paper-style truth, its regret
+    the rectified one)."""
     if hour is not None and not 0 <= hour < hours:  # before the atlas is built
         raise EvrouteError(f"sumo truth: hour={hour:g} is outside the atlas's {hours:g} simulated hours")
     route = setup.route
-    atlas = build_atlas(setup.net, setup.network, setup.vehicle or Vehicle(), oracle=Oracle.from_network(setup.net),
+    vehicle = setup.vehicle or Vehicle()
+    atlas = build_atlas(setup.net, setup.network, vehicle, oracle=Oracle.from_network(setup.net),
                         start=None if route is None else route.start, end=None if route is None else route.end,
                         rate=rate, hours=hours, probes=probes, seed=atlas_seed, osm=setup.osm, dem=setup.dem,
                         demand=demand)
@@ -852,16 +944,12 @@ def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int
     covered = ~np.isnan(mean)
     values = np.where(covered, mean, setup.mean)
     window = atlas.window(hour)
-    junctions, shift, conserved = None, None, {}
+    junctions, samples, potential = None, None, None
     if turns:
-        from .conservation import conserve_energy
-
-        measured = values
-        values, junctions, n_cycles, added = conserve_energy(setup.net, values,
-                                                             measured_turns(window, setup.net, setup.vehicle,
-                                                                         min_traversals=min_traversals), covered=covered, vehicle=setup.vehicle)
-        shift = values - measured
-        conserved = {"truth_cycles_broken": n_cycles, "truth_energy_added_wh": added}
+        junctions, turn_samples, turn_offsets = truth_turns(window, setup.net, vehicle, min_traversals=min_traversals)
+        samples = (turn_samples, turn_offsets)
+        e = setup.net.edges
+        potential = potential_energy_wh(e.length_m.to_numpy(), e.grade.to_numpy(), vehicle)
     t = window[covered[window.edge.to_numpy()]].sort_values(["edge", "vehicle", "enter_s"], kind="stable")
     used = np.bincount(t.edge.to_numpy(), minlength=n)
     offsets = np.concatenate([[0], np.cumsum(used)[:-1]]).astype(np.int64)
@@ -869,11 +957,13 @@ def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int
     description = {"truth_atlas": atlas.key, "atlas_traversals": int(len(t)),
                    "atlas_edges_covered_share": float(covered.mean()), "atlas_teleports": atlas.summary["teleports"],
                    "atlas_edges_mapped_share": atlas.summary["edges_mapped_share"], "atlas_trip_ends_covered": on_route,
-                   "truth_turns": bool(turns), **conserved}
-    if junctions is not None and junctions.noise_std is not None:  # how one car's cost of a turn spreads
-        description["truth_turn_noise_wh"] = junctions.noise_std
+                   "truth_turns": bool(turns)}
+    if junctions is not None:
+        description["truth_turns_measured"] = int((junctions.counts > 0).sum())
+        if junctions.noise_std is not None:  # how one car's dissipation at a turn spreads
+            description["truth_turn_noise_wh"] = junctions.noise_std
     return AtlasTruth(values, setup.noise_std, t[column].to_numpy(np.float64), offsets, used, description,
-                      turns=junctions, shift=shift)
+                      turns=junctions, potential=potential, turn_samples=samples)
 
 
 def drive_predictions(table: pd.DataFrame, edge_mean: np.ndarray, turns: Turns | None, *, kin_in: np.ndarray | None = None,
@@ -881,8 +971,9 @@ def drive_predictions(table: pd.DataFrame, edge_mean: np.ndarray, turns: Turns |
     """Each drive of an atlas (a car's run of consecutive traversals, at least ``min_edges``
     long) beside what a truth predicts for it: with ``turns``, the edges' means plus the turns'
     costs plus the mean ``kin_in`` of its first edge and ``kin_out`` of its last (its ends); without,
-    the edges' means (``edge_mean``: of whole traversals). Drives over an edge without a mean
-    are left out.
+    the edges' means (``edge_mean``: of whole traversals). A drive's measured energy includes the
+    junctions' internal lanes between its traversals (``junction_wh``). Drives over an edge without
+    a mean are left out.
 
     Returns
     -------
@@ -906,7 +997,10 @@ def drive_predictions(table: pd.DataFrame, edge_mean: np.ndarray, turns: Turns |
         np.add.at(part, k, turn_cost)
         last = np.r_[~chained[:-1], True] if len(t) else first
         part = part + np.where(first, np.asarray(kin_in)[e], 0.0) + np.where(last, np.asarray(kin_out)[e], 0.0)
-    d = pd.DataFrame({"drive": drive, "vehicle": car, "measured_wh": t.energy_wh.to_numpy(), "predicted_wh": part})
+    measured = t.energy_wh.to_numpy(np.float64).copy()
+    if "junction_wh" in t:  # a junction's internal lanes between two traversals of the drive
+        measured[chained] += np.nan_to_num(t.junction_wh.to_numpy(np.float64)[chained])
+    d = pd.DataFrame({"drive": drive, "vehicle": car, "measured_wh": measured, "predicted_wh": part})
     out = d.groupby("drive", sort=True).agg(vehicle=("vehicle", "first"), edges=("measured_wh", "size"),
                                             measured_wh=("measured_wh", "sum"),
                                             predicted_wh=("predicted_wh", lambda x: x.sum(min_count=len(x))))
@@ -917,15 +1011,12 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, *, e_d
                        start: int | None = None, end: int | None = None, min_traversals: int = 3,
                        noise_std: float | None = None, time_limit: float = 60.0) -> dict:
     """The two truths an atlas gives, side by side: ``whole`` (each traversal's measured energy
-    booked on its edge) and ``split`` (edges at a constant kinetic state plus the junctions'
-    costs, as ``--truth sumo`` is by default). For each, :func:`evroute.world.conservation.truth_checks`
-    as measured (the floor on the edges the atlas measured, negative cycles, the turns'
-    potential); for ``split`` then the cycles that :func:`evroute.world.conservation.conserve_energy`
-    broke (``cycles_broken``, ``energy_added_wh``, ``negative_cycle_after``), and, on the truth as
-    the runs get it, the drives' energies it predicts against SUMO's (:func:`drive_predictions`;
-    in-sample: the means include the drive) and, with a trip,
-    :func:`evroute.world.conservation.trip_checks`. Uncovered edges fall back on ``e_det`` (Eq. 8) as
-    in the truth.
+    booked on its edge) and ``split`` (edges at a constant kinetic state plus the junctions booked
+    per car, as ``--truth sumo`` is by default). For each, :func:`evroute.world.conservation.truth_checks`
+    (the floor on the edges the atlas measured, negative cycles, the turns' dissipation), the
+    drives' energies it predicts against SUMO's (:func:`drive_predictions`; in-sample: the means
+    include the drive) and, with a trip, :func:`evroute.world.conservation.trip_checks`. Uncovered
+    edges fall back on ``e_det`` (Eq. 8) as in the truth.
 
     Returns
     -------
@@ -934,8 +1025,7 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, *, e_d
         ``drive_error_median`` (median |predicted − measured| / |measured| over drives) and
         ``drive_bias`` ((Σ predicted − Σ measured) / Σ |measured|).
     """
-    from ..roads.walks import negative_cycle
-    from .conservation import conserve_energy, trip_checks, truth_checks
+    from .conservation import trip_checks, truth_checks
 
     vehicle = vehicle or Vehicle()
     n = net.n_edges
@@ -953,16 +1043,10 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, *, e_d
     mean_out = np.bincount(t.edge.to_numpy(), weights=t.kin_out_wh.to_numpy(), minlength=n) / np.maximum(counts, 1)
     out = {}
     for booking, column, turns in (("whole", "energy_wh", None),
-                                   ("split", "edge_wh", measured_turns(t, net, vehicle, min_traversals=min_traversals))):
+                                   ("split", "edge_wh", truth_turns(t, net, vehicle, min_traversals=min_traversals)[0])):
         mean, _ = atlas.mean_energy(n, min_traversals=min_traversals, column=column)
         values = np.where(covered, mean, e_det)
         checks = truth_checks(net, values, turns, covered=covered, vehicle=vehicle)
-        if turns is not None:  # the truth: its cycles broken
-            values, turns, n_cycles, added = conserve_energy(net, values, turns, covered=covered, vehicle=vehicle)
-            mean = np.where(covered, values, np.nan)
-            checks.update({"cycles_broken": n_cycles, "energy_added_wh": added,
-                           "negative_cycle_after": negative_cycle(n, net.conn_src, net.conn_dst, weights=values,
-                                                                  turn_weights=turns.costs) is not None})
         drives = drive_predictions(t, np.where(covered, mean, np.nan), turns, kin_in=np.where(covered, mean_in, np.nan),
                                    kin_out=np.where(covered, mean_out, np.nan))
         err = np.abs(drives.predicted_wh - drives.measured_wh) / np.maximum(np.abs(drives.measured_wh), 1e-9)
@@ -970,7 +1054,8 @@ def atlas_conservation(atlas: Atlas, net, vehicle: Vehicle | None = None, *, e_d
                        "drive_bias": float((drives.predicted_wh.sum() - drives.measured_wh.sum())
                                            / max(float(np.abs(drives.measured_wh).sum()), 1e-9)) if len(drives) else None})
         if start is not None and end is not None:
-            checks.update(trip_checks(net, oracle, values, start=start, end=end, turns=turns, noise_std=noise_std, vehicle=vehicle, time_limit=time_limit, prior_mean=e_det))
+            checks.update(trip_checks(net, oracle, values, start=start, end=end, turns=turns, noise_std=noise_std,
+                                      vehicle=vehicle, time_limit=time_limit))
         out[booking] = checks
     return out
 
