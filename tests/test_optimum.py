@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 
 import networkx as nx
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from scipy.optimize import Bounds, LinearConstraint
 
 from evroute.errors import EvrouteError
 from evroute.roads import optimum
@@ -548,3 +554,204 @@ def test_auto_ends_falls_back_to_open_only_when_needed():
     auto = exact_optimum(n, cs, cd, edge_u=eu, edge_v=ev, weights=w, start=0, end=2, ends="auto")
     assert auto.ends == "strict" and auto.path == [0, 1, 2]
     assert is_vertex_simple(auto.path, eu, ev, ends="strict")
+
+
+# --------------------------------------------------------------------------------------
+# Ctrl-C
+# --------------------------------------------------------------------------------------
+
+
+def _knapsack(n=60, seed=0):
+    """scipy.optimize.milp's keyword arguments for a small 0/1 knapsack with side rows."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(1.0, 10.0, (3, n))
+    return {"c": -rng.uniform(1.0, 10.0, n), "integrality": np.ones(n), "bounds": Bounds(0.0, 1.0),
+            "constraints": LinearConstraint(a, -np.inf, a.sum(axis=1) / 3), "options": {"time_limit": 60.0}}
+
+
+def _same_milp_result(a, b):
+    assert a.status == b.status == 0
+    assert a.fun == b.fun and a.mip_dual_bound == b.mip_dual_bound
+    np.testing.assert_array_equal(a.x, b.x)
+
+
+def test_milp_in_its_process_gives_the_same_result():
+    """The main thread's MILP runs in a child process (Ctrl-C kills it): the same SciPy call, the
+    same result to the bit; in a worker thread, or where SIGINT is ignored (a compare pool worker),
+    it runs in this process; a child that died is replaced by this process."""
+    assert optimum._ctrl_c_stops_here()  # pytest's main thread: KeyboardInterrupt on SIGINT
+    here = optimum._milp_here(**_knapsack())
+    with optimum._MilpSolver() as solver:
+        _same_milp_result(solver(**_knapsack()), here)
+        proc = solver._proc
+        assert proc is not None and proc.poll() is None  # one child serves every round
+        _same_milp_result(solver(**_knapsack()), here)
+        assert solver._proc is proc
+        proc.kill()
+        proc.wait()
+        _same_milp_result(solver(**_knapsack()), here)  # the child died: solved here
+        assert solver._proc is None
+    assert proc.poll() is not None
+
+    seen = []
+
+    def in_a_thread():
+        with optimum._MilpSolver() as solver:
+            seen.append((solver(**_knapsack()), solver._proc))
+
+    worker = threading.Thread(target=in_a_thread)
+    worker.start()
+    worker.join()
+    _same_milp_result(seen[0][0], here)
+    assert seen[0][1] is None
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with optimum._MilpSolver() as solver:
+            _same_milp_result(solver(**_knapsack()), here)
+            assert solver._proc is None
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _interrupted_lp(sig):
+    """A highspy LP whose first simplex iterations send ``sig`` to this process."""
+    highs_cls, _ = optimum._highs_class()
+    rng = np.random.default_rng(0)
+    n, m = 300, 150
+    with optimum._quiet_stdout():
+        h = highs_cls()
+    h.setOptionValue("output_flag", False)
+    h.addVars(n, np.zeros(n), np.full(n, 10.0))
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), -rng.uniform(1.0, 2.0, n))
+    a = sp.csr_matrix(rng.uniform(0.0, 1.0, (m, n)))
+    h.addRows(m, np.full(m, -h.getInfinity()), np.full(m, 10.0), a.nnz, a.indptr[:-1].astype(np.int32),
+              a.indices.astype(np.int32), a.data)
+    sent = []
+
+    def send(event):
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), sig)
+
+    h.cbSimplexInterrupt.subscribe(send)
+    return h, send, sent
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_highs_stops_at_a_signal_and_its_handler_runs_after(sig):
+    """Ctrl-C (and SIGTERM, which the CLI turns into KeyboardInterrupt) during a warm LP: HiGHS stops
+    (status interrupt, not a solver error) and the handler's KeyboardInterrupt follows; the
+    handlers and callbacks are back as they were. A handler that returns lets the solve finish."""
+    import highspy
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def terminate(signum, frame):  # the CLI's SIGTERM handler
+        raise KeyboardInterrupt
+
+    calls = []
+    try:
+        if sig == signal.SIGTERM:
+            signal.signal(signal.SIGTERM, terminate)
+        h, send, sent = _interrupted_lp(sig)
+        with pytest.raises(KeyboardInterrupt):
+            optimum._run_highs(h)
+        assert sent and h.getModelStatus() == highspy.HighsModelStatus.kInterrupt
+        assert signal.getsignal(signal.SIGINT) is before[signal.SIGINT]
+        assert signal.getsignal(signal.SIGTERM) is (terminate if sig == signal.SIGTERM else before[signal.SIGTERM])
+        assert h.cbSimplexInterrupt.callbacks == [send] and not h.cbMipInterrupt.callbacks
+        # a handler that returns: the solve goes on to the optimum
+        signal.signal(sig, lambda signum, frame: calls.append(signum))
+        h, send, sent = _interrupted_lp(sig)
+        optimum._run_highs(h)
+        assert sent and calls == [sig] and h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+# the exact optimum of simulate's default run (synthetic:A, its GP truth of seed 0): the LP rounds
+# leave a MILP that runs ~30 s (45 s on a busy 2-core machine); "milp" is printed as it starts
+_SLOW_MILP = """
+import os, sys, time
+import numpy as np
+import evroute
+from evroute.bandit.environments import gp_truth
+from evroute.roads import optimum
+
+net = evroute.load_network("synthetic")
+e_det = evroute.edge_energies(net, evroute.load_vehicle("sumo-ev"))
+truth = gp_truth(net, e_det, (0.25 * np.std(e_det)) ** 2, seed=0)
+route = evroute.resolve_route(net, "A")
+solve = optimum._MilpSolver.__call__
+
+def announce(self, **kwargs):
+    print("milp", flush=True)
+    return solve(self, **kwargs)
+
+optimum._MilpSolver.__call__ = announce
+try:
+    optimum.exact_optimum(net.n_edges, net.conn_src, net.conn_dst, edge_u=net.edges.u.to_numpy(),
+                          edge_v=net.edges.v.to_numpy(), weights=truth, start=route.start, end=route.end,
+                          time_limit=300.0, ends="auto")
+except KeyboardInterrupt:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+        print("KeyboardInterrupt; a child process is left")
+    except ChildProcessError:
+        print("KeyboardInterrupt; no child process left")
+    sys.exit(130)
+print("finished")
+"""
+
+
+def _interrupt_at_milp(args, marker_stream: str, **popen):
+    """Start ``args``, wait for its line "milp", then 1.5 s; send SIGINT: (seconds from the signal
+    to the process's end, return code, stdout, stderr)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    try:
+        stream = getattr(proc, marker_stream)
+        lines = []
+        while not lines or lines[-1] != "milp\n":
+            lines.append(stream.readline())
+            assert lines[-1], f"no MILP: {''.join(lines)}{proc.communicate(timeout=60)}"
+        time.sleep(1.5)
+        assert proc.poll() is None, "the MILP finished before the interrupt"
+        tic = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        return time.monotonic() - tic, proc.returncode, out, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_stops_a_long_milp_within_two_seconds():
+    """Ctrl-C 1.5 s into a MILP that needs ~30 s more: KeyboardInterrupt within 2 s (measured
+    ~0.2 s; 22–40 s before the MILP ran in a child process), its child process gone."""
+    seconds, code, out, err = _interrupt_at_milp([sys.executable, "-c", _SLOW_MILP], "stdout")
+    assert code == 130 and out.splitlines()[-1] == "KeyboardInterrupt; no child process left", err
+    assert seconds < 2.0, f"{seconds:.1f} s from Ctrl-C to the end"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_stops_simulate_in_its_exact_optimum(tmp_path):
+    """`evroute simulate --exact-optimum` (its default run: the MILP above) stopped in the MILP:
+    exit 130 within 2 s, one `interrupted:` line, nothing written."""
+    announce = ("import sys\nfrom evroute.roads import optimum\nsolve = optimum._MilpSolver.__call__\n"
+                "def announce(self, **kwargs):\n    print('milp', file=sys.stderr, flush=True)\n"
+                "    return solve(self, **kwargs)\n"
+                "optimum._MilpSolver.__call__ = announce\nfrom evroute.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    out_dir = tmp_path / "run"
+    args = [sys.executable, "-c", announce, "simulate", "--exact-optimum", "--horizon", "1", "--no-progress",
+            "--out", str(out_dir)]
+    env = {**os.environ, "EVROUTE_CACHE_DIR": str(tmp_path / "cache")}  # no cached optimum
+    seconds, code, out, err = _interrupt_at_milp(args, "stderr", env=env)
+    lines = err.splitlines()
+    assert code == 130 and len(lines) == 1 and lines[0].startswith("interrupted: the run stopped before the "
+                                                                    "first round; nothing was written"), err
+    assert seconds < 2.0, f"{seconds:.1f} s from Ctrl-C to the end"
+    assert out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["cache"]

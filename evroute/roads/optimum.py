@@ -47,6 +47,10 @@ start edge's tail or the end edge's head once more, which is needed when the sta
 edge leads into (out of) a dead-end spur, e.g. a route snapped to a cul-de-sac, or when
 turn restrictions leave no way on but around a block back through the start's tail (as
 for monaco:B). ``"auto"`` tries ``"strict"`` and, only if no strict route exists, ``"open"``.
+
+Ctrl-C stops the solvers within a fraction of a second (:class:`_MilpSolver`, :func:`_run_highs`):
+HiGHS looks for a user interrupt only between iterations, nodes and heuristics, at times seconds
+apart, and Python's signal handlers wait for it to return.
 """
 
 from __future__ import annotations
@@ -55,7 +59,11 @@ import contextlib
 import heapq
 import math
 import os
+import pickle
+import signal
+import subprocess
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -484,7 +492,9 @@ class _CutModel:
         self.active |= viol
         return int(viol.sum())
 
-    def solve_milp(self, time_limit: float):
+    def solve_milp(self, time_limit: float, solver=None):
+        """The MILP with the active cuts, :func:`scipy.optimize.milp`'s result; ``solver`` (a
+        :class:`_MilpSolver`) runs it, else this process."""
         cuts = self._cut_matrix()[np.flatnonzero(self.active)]
         A = sp.vstack(self.blocks[:2] + [cuts], format="csr")
         lb = np.concatenate(self.lbs[:2] + [np.zeros(cuts.shape[0])])
@@ -500,16 +510,13 @@ class _CutModel:
             "mip_rel_gap": 0.0,
             "mip_abs_gap": 0.0,  # HiGHS's default 1e-6 would leave near-ties unresolved
         }
-        with warnings.catch_warnings():
-            # scipy hands options it does not know (mip_abs_gap) to HiGHS verbatim, and warns
-            warnings.simplefilter("ignore", RuntimeWarning)
-            res = milp(
-                np.concatenate([self.c, np.zeros(n_var - self.n_c)]),
-                integrality=integrality,
-                bounds=Bounds(0.0, upper),
-                constraints=LinearConstraint(A, lb, ub),
-                options=options,
-            )
+        res = (solver or _milp_here)(
+            c=np.concatenate([self.c, np.zeros(n_var - self.n_c)]),
+            integrality=integrality,
+            bounds=Bounds(0.0, upper),
+            constraints=LinearConstraint(A, lb, ub),
+            options=options,
+        )
         if res.x is not None:
             res.x = res.x[: self.n_c]
         return res
@@ -680,6 +687,188 @@ def _quiet_stdout():
         os.close(saved)
 
 
+# --------------------------------------------------------------------------------------
+# Ctrl-C: the solvers stop within a fraction of a second
+# --------------------------------------------------------------------------------------
+
+
+# the signals whose Python handlers stop a command (the CLI turns SIGTERM into KeyboardInterrupt)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _ctrl_c_stops_here() -> bool:
+    """True in the main thread while SIGINT has a Python handler (KeyboardInterrupt by default):
+    there Ctrl-C must stop a solver at once. Elsewhere (another thread, where no handler can be set;
+    a pool worker of ``evroute compare``, which ignores SIGINT) the solvers run undisturbed."""
+    return threading.current_thread() is threading.main_thread() and callable(signal.getsignal(signal.SIGINT))
+
+
+def _run_highs(h) -> None:
+    """``h.run()`` on a :class:`highspy.Highs`, stopped within milliseconds by Ctrl-C.
+
+    Python runs a signal's handler only between two bytecodes of the main thread, so while HiGHS
+    runs there Ctrl-C waits for it. Here, while it runs, the Python handlers of SIGINT and SIGTERM
+    only note the signal; Python runs that note in HiGHS's interrupt callbacks (between simplex and
+    IPM iterations and MIP nodes), which then stop the solver; once it has returned the noted
+    signal's own handler runs: Ctrl-C's raises KeyboardInterrupt (one that returns lets the solve
+    go on). A raising handler must not run inside a callback: HiGHS would swallow its exception and
+    report a solver error. The handlers and callbacks are put back whatever happens; where Ctrl-C
+    does not stop anything (:func:`_ctrl_c_stops_here`) it is ``h.run()``.
+    """
+    if not _ctrl_c_stops_here():
+        h.run()
+        return
+    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    handlers = {sig: handler for sig, handler in handlers.items() if callable(handler)}
+    caught: list[int] = []
+
+    def note(signum, frame):
+        caught.append(signum)
+
+    def check(event):
+        if event.data_in is not None:  # (HiGHS keeps the flag from an earlier interrupted run)
+            event.data_in.user_interrupt = bool(caught)
+
+    events = (h.cbSimplexInterrupt, h.cbIpmInterrupt, h.cbMipInterrupt)
+    while True:
+        try:
+            _set_handlers(dict.fromkeys(handlers, note))
+            for event in events:
+                event.subscribe(check)
+            h.run()
+        finally:
+            for event in events:
+                event.unsubscribe(check)
+            _set_handlers(handlers)
+        if not caught:
+            return
+        signum = caught[0]
+        caught.clear()
+        handlers[signum](signum, None)
+
+
+def _set_handlers(handlers: dict) -> None:
+    """``signal.signal(sig, handler)`` for each item, every one of them even where a handler set
+    first runs in between and raises (Ctrl-C's KeyboardInterrupt): that is raised at the end."""
+    raised = None
+    done = False
+    while not done:
+        try:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            done = True
+        except BaseException as exc:
+            raised = exc
+    if raised is not None:
+        raise raised
+
+
+def _milp_here(**kwargs):
+    """:func:`scipy.optimize.milp` in this process."""
+    with warnings.catch_warnings():
+        # scipy hands options it does not know (mip_abs_gap) to HiGHS verbatim, and warns
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return milp(**kwargs)
+
+
+# the child process of _MilpSolver: sys.path, then requests (milp's keyword arguments) on standard
+# input, each answered by milp's result (or its exception) on the original standard output; it
+# ends at the end of its input (the parent closed the pipe or died)
+_MILP_PROCESS = r"""
+import os, pickle, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills this process
+try:
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing a library prints may enter the answers
+    requests = sys.stdin.buffer
+    sys.path[:] = pickle.load(requests)
+    import warnings
+    from scipy.optimize import milp
+    while True:
+        kwargs = pickle.load(requests)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            try:
+                out = milp(**kwargs)
+            except Exception as exc:
+                out = exc
+        pickle.dump(out, answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+except (EOFError, OSError):
+    pass
+"""
+
+
+class _MilpSolver:
+    """:func:`scipy.optimize.milp` in a child process that Ctrl-C kills at once.
+
+    HiGHS checks for a user interrupt only between nodes and heuristics, which can be seconds apart
+    (5.4 s in the root's sub-MIP heuristics on synthetic:A; highspy 1.16's parallel search checks
+    every ~100 nodes, 2–3 s), so a MILP in this process cannot promise to stop within 2 s of
+    Ctrl-C. The child makes the very same call (the same SciPy and HiGHS: the same results, the
+    same time limit); Ctrl-C (or SIGTERM) interrupts the wait for its answer and kills it. It
+    starts at the first MILP (~0.6 s, not taken from the MILP's time), serves every MILP round
+    of one :func:`exact_optimum` call and ends with it (:meth:`close`). Where Ctrl-C stops nothing
+    (:func:`_ctrl_c_stops_here`), or the child cannot start or dies, the MILP runs in this process.
+    """
+
+    def __init__(self):
+        self._proc = None
+        self._here = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __call__(self, **kwargs):
+        if self._proc is None and not self._here:
+            self._start()
+        if self._proc is None:
+            return _milp_here(**kwargs)
+        try:
+            pickle.dump(kwargs, self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self._proc.stdin.flush()
+            out = pickle.load(self._proc.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError):  # the child died: solve here
+            self.close()
+            self._here = True
+            return _milp_here(**kwargs)
+        except BaseException:  # Ctrl-C: stop the solver now
+            self.close()
+            raise
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def _start(self) -> None:
+        self._here = not (_ctrl_c_stops_here() and sys.executable)
+        if self._here:
+            return
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-I", "-c", _MILP_PROCESS],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            pickle.dump(list(sys.path), self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        except OSError:
+            self.close()
+            self._here = True
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Kill the child (idle or not) and wait for it."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
 class _WarmLP:
     """The LP relaxation of a :class:`_CutModel` kept in one HiGHS instance.
 
@@ -744,7 +933,7 @@ class _WarmLP:
             self._add_cuts(np.arange(m.n_cuts - n_new, m.n_cuts))
         # HiGHS measures time_limit on a clock that runs across calls
         h.setOptionValue("time_limit", float(h.getRunTime() + max(time_limit, 1e-3)))
-        h.run()
+        _run_highs(h)
         st = h.getModelStatus()
         if st == self.status_enum.kInfeasible:
             return "infeasible", None, None
@@ -772,7 +961,7 @@ def _relative_gap(best: float, bound: float) -> float:
 
 
 def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, stats,
-                warm_lp=True, arc=None):
+                warm_lp=True, arc=None, milp_solver=None):
     def result(path, energy, status, gap):
         stats["cuts"] = model.n_cuts if model is not None else 0
         return OptimumResult(path, energy, "milp", status, gap, time.perf_counter() - t0, stats, ends)
@@ -853,7 +1042,7 @@ def _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends, deadline, t0, st
                 break
         if left() <= 0:
             break
-        res = model.solve_milp(left())
+        res = model.solve_milp(left(), milp_solver)
         stats["milp_rounds"] += 1
         if res.status == 2:
             if best_path:  # pragma: no cover - only by numerical trouble
@@ -948,6 +1137,8 @@ def exact_optimum(
     ------
     EvrouteError
         On malformed input, or when ``end`` cannot be reached from ``start`` at all.
+    KeyboardInterrupt
+        Within a fraction of a second of Ctrl-C in the main thread, the solvers stopped.
     """
     t0 = time.perf_counter()
     if method not in ("auto", "milp"):
@@ -987,5 +1178,6 @@ def exact_optimum(
             if stats["walk_vertex_simple"] or walks:
                 return OptimumResult(path, path_energy(path, w, turns), "bellman-ford", "optimal",
                                      0.0, time.perf_counter() - t0, stats, ends)
-    return _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends,
-                       t0 + float(time_limit), t0, stats, arc=arc)
+    with _MilpSolver() as solver:
+        return _solve_milp(n_edges, src, dst, eu, ev, w, start, end, ends,
+                           t0 + float(time_limit), t0, stats, arc=arc, milp_solver=solver)
