@@ -739,14 +739,14 @@ def test_ctrl_c_stops_a_long_milp_within_two_seconds():
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_stops_simulate_in_its_exact_optimum(tmp_path):
-    """`evroute simulate --exact-optimum` (its default run: the MILP above) stopped in the MILP:
+    """`evroute simulate --truth gp --exact-optimum` (the MILP above: the paper's truth) stopped in the MILP:
     exit 130 within 2 s, one `interrupted:` line, nothing written."""
     announce = ("import sys\nfrom evroute.roads import optimum\nsolve = optimum._MilpSolver.__call__\n"
                 "def announce(self, **kwargs):\n    print('milp', file=sys.stderr, flush=True)\n"
                 "    return solve(self, **kwargs)\n"
                 "optimum._MilpSolver.__call__ = announce\nfrom evroute.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     out_dir = tmp_path / "run"
-    args = [sys.executable, "-c", announce, "simulate", "--exact-optimum", "--horizon", "1", "--no-progress",
+    args = [sys.executable, "-c", announce, "simulate", "--truth", "gp", "--exact-optimum", "--horizon", "1", "--no-progress",
             "--out", str(out_dir)]
     env = {**os.environ, "EVROUTE_CACHE_DIR": str(tmp_path / "cache")}  # no cached optimum
     seconds, code, out, err = _interrupt_at_milp(args, "stderr", env=env)
