@@ -295,7 +295,8 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
                                f"{first['error']}); finished runs are kept, run the same command again to resume")
         runs = collect_runs(out, grid)
         table = summarize(runs)
-        files = write_summaries(out, table, grid, energy=summarize_energy(runs))
+        files = write_summaries(out, table, grid, energy=summarize_energy(runs),
+                                references=runs.regret_reference.dropna().tolist())
     return CompareResult(out, len(cells), len(status.finished), len(pending_cells),
                          time.perf_counter() - t_start, table, files)
 

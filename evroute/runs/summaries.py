@@ -31,7 +31,7 @@ TIMING_COLUMNS = ("seconds_per_round_mean",)
 
 RUN_COLUMNS = ("name", "network", "route", "policy", "policy_name", "model", "lengthscale", "truth_lengthscale",
                "omega", "xi", "beta_scale", "seed", "horizon", "final_regret_wh", "seconds_per_round", "variant",
-               "total_energy_wh", "fastest_total_energy_wh", "shortest_total_energy_wh")
+               "total_energy_wh", "fastest_total_energy_wh", "shortest_total_energy_wh", "regret_reference")
 
 
 def read_run(run_dir: str | os.PathLike) -> dict:
@@ -54,14 +54,17 @@ def read_run(run_dir: str | os.PathLike) -> dict:
     if route and ":" not in route:
         route = f"{network}:{route}"
     backend = cfg.get("resolved", {}).get("backend") or summary.get("model") or cfg.get("model")
+    # an agent told the truth's turns is named so in every table (it is an oracle, not a benchmark)
+    label = policy.label + (" (oracle turns)" if summary.get("prior_turns") == "oracle" else "")
     return {"name": run_dir.name, "network": network, "route": route or summary.get("route"),
-            "policy": policy.label, "policy_name": policy.name, "model": backend,
+            "policy": label, "policy_name": policy.name, "model": backend,
             "lengthscale": float(cfg.get("lengthscale", 1.0)),
             "truth_lengthscale": float(cfg.get("truth_lengthscale", 1.0)), "omega": float(policy.get("omega", 1.0)),
             "xi": float(policy.get("xi", 1.0)), "beta_scale": float(policy.get("beta_scale", 1.0)),
             "seed": int(cfg.get("seed", summary.get("seed", 0))), "horizon": int(cfg.get("horizon", summary["horizon"])),
             "final_regret_wh": float(summary["final_cumulative_regret_wh"]),
             "seconds_per_round": float(summary.get("mean_seconds_per_round", float("nan"))),
+            "regret_reference": summary.get("regret_reference", "paper's rectified route"),
             # the energy driven and the baselines' (runs of earlier versions have none: NaN)
             **{k: _number(summary.get(k)) for k in ("total_energy_wh", "fastest_total_energy_wh",
                                                     "shortest_total_energy_wh")}}
@@ -172,13 +175,28 @@ def _pm(mean: float, se: float) -> str:
     return f"{mean:.1f} ± {se:.1f}" if math.isfinite(se) else f"{mean:.1f}"
 
 
-def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str | None = None) -> str:
-    """The summary as Markdown: long form, or route × policy by lengthscale for a sweep."""
+#: What each regret reference means, for the summaries (``summary.json``'s ``regret_reference``).
+REGRET_REFERENCES = {
+    "exact optimum": "Regret against the exact least-energy route of each run's truth (Dijkstra on reduced costs, "
+                     "certified per run; never negative).",
+    "paper's rectified route": "The paper's regret: against the route the rectified weights pick handed the truth "
+                               "(the truth creates energy; 003 Sec. 4.1).",
+}
+
+
+def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str | None = None, *,
+                     references=()) -> str:
+    """The summary as Markdown: long form, or route × policy by lengthscale for a sweep;
+    ``references``: the runs' regret references (:data:`REGRET_REFERENCES`), said once."""
     lines = []
     if title:
         lines += [f"## {title}", ""]
     if table.empty:
         return "\n".join(lines + ["(no finished runs)", ""])
+    lines += [REGRET_REFERENCES.get(r, r) for r in dict.fromkeys(references)]
+    if table.policy.astype(str).str.contains("(oracle turns)", regex=False).any():
+        lines.append("Policies marked (oracle turns) were told the truth's junctions (--prior-turns oracle): "
+                     "an oracle, not a benchmark.")
     if "variant" in table:  # swept settings: shown with the policy (``gp-ts kappa=0.5``)
         table = table.assign(policy=[f"{p} {v}".strip() for p, v in zip(table.policy, table.variant, strict=True)])
     hz = sorted(set(table.horizon))
@@ -213,13 +231,13 @@ def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str |
 
 def write_summaries(out: Path, table: pd.DataFrame, grid: Grid | None = None,
                     *,
-                    energy: pd.DataFrame | None = None) -> list[Path]:
+                    energy: pd.DataFrame | None = None, references=()) -> list[Path]:
     """``summary.csv`` and ``summary.md`` in ``out`` (atomic writes), and ``energy.csv`` (the energy
     saved, :func:`summarize_energy`) when ``energy`` is given."""
     csv_path, md_path = out / "summary.csv", out / "summary.md"
     atomic_write_with(csv_path, lambda p: table.to_csv(p, index=False, float_format="%.10g"))
     title = f"evroute compare{' --preset ' + grid.preset if grid is not None and grid.preset else ''}"
-    text = summary_markdown(table, grid, title=title)
+    text = summary_markdown(table, grid, title=title, references=references)
     files = [csv_path, md_path]
     if energy is not None and not energy.empty:
         energy_path = out / "energy.csv"
