@@ -627,3 +627,18 @@ def test_make_grid_takes_lists_where_the_command_line_takes_commas():
                       lengthscales=[0.5, 1.0], sweep={"kappa": [0.5, 2]}, horizon=5)
     assert lists.to_dict() == text.to_dict()
     assert [lists.config(c).to_json() for c in lists.cells()] == [text.config(c).to_json() for c in text.cells()]
+
+
+def test_the_summary_says_which_regret_and_names_an_oracle(dear_truth, synthetic, tmp_path):
+    """A run told the truth's turns is named so in the summary tables, and the summary says once
+    which regret its runs measured."""
+    from evroute.runs.summaries import REGRET_REFERENCES, read_run, summarize, summary_markdown
+
+    for turns in ("physics", "oracle"):
+        simulate(SimulationConfig(truth="dear", horizon=3, prior_turns=turns), tmp_path / turns, net=synthetic)
+    runs = pd.DataFrame([read_run(tmp_path / t) for t in ("physics", "oracle")])
+    assert runs.policy.tolist() == ["gp-ts", "gp-ts (oracle turns)"]
+    text = summary_markdown(summarize(runs), references=runs.regret_reference.tolist())
+    assert text.count(REGRET_REFERENCES["exact optimum"]) == 1 and "not a benchmark" in text
+    gp = simulate(SimulationConfig(truth="gp", horizon=3), tmp_path / "gp", net=synthetic)
+    assert read_run(tmp_path / "gp")["regret_reference"] == "paper's rectified route" == gp.summary["regret_reference"]

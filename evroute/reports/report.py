@@ -40,9 +40,9 @@ def describe_run(summary: dict) -> list[str]:
     if "trip_climb_m" in s:  # what the trip is, physically, beside what the truth says of it
         slope = f"descends {-s['trip_climb_m']:.0f} m" if s["trip_climb_m"] < 0 else f"climbs {s['trip_climb_m']:.0f} m"
         uses = "recovers" if fastest < 0 else "uses"
-        lines.append(f"this trip {slope}: the fastest route {uses} {abs(fastest):,.1f} Wh a trip under the truth "
-                     f"({s.get('truth', 'gp')}, seed {s['seed']}); physics (E_det) says "
-                     f"{s['fastest_energy_det_wh']:+,.1f} Wh")
+        lines.append(f"this trip {slope}: under the truth ({s.get('truth', 'gp')}, seed {s['seed']}) the fastest route "
+                     f"{uses} {abs(fastest):,.1f} Wh a trip; physics' prior mean E_det says "
+                     f"{s['fastest_energy_det_wh']:,.1f} Wh")
     lines.append(f"energy driven: {_energy(s['total_energy_wh'])} in all, {s['total_energy_wh'] / trips:,.1f} Wh a trip")
     parts = []
     for k in ("fastest", "shortest"):
