@@ -25,8 +25,17 @@ import pandas as pd
 
 from evroute.physics.energy import load_vehicle
 from evroute.roads.network import load_network
-from evroute.world import drives
-from evroute.world.drives import MATCHERS, degrade, make_matcher, match_trip
+from evroute.world import drives, matching
+from evroute.world.drives import (
+    MATCHERS,
+    TRAVERSAL_COLUMNS,
+    ImportReport,
+    degrade,
+    make_matcher,
+    match_trip,
+    plausible_traversals,
+    trip_speeds,
+)
 from evroute.world.sumo import sumo_drives
 
 
@@ -55,7 +64,13 @@ def compare(answer: pd.DataFrame, got: pd.DataFrame, length: np.ndarray) -> dict
             if abs(r.edge_wh) >= 5.0:
                 err_edge.append(abs(float(g.edge_wh.iat[j]) - r.edge_wh) / abs(r.edge_wh))
     driven = length[a.edge.to_numpy()]
-    return {"length_right": float(driven[right].sum() / driven.sum()), "traversals_right": float(right.mean()),
+    keys = {k: g.enter_s.to_numpy() for k, g in a.groupby(["trip", "edge"])}
+    phantom = 0
+    for r in got.itertuples(index=False):
+        enter = keys.get((r.trip, r.edge))
+        if enter is None or np.abs(enter - r.enter_s).min() > max(5.0, 0.5 * r.seconds):
+            phantom += 1
+    return {"phantom": phantom / max(1, len(got)),"length_right": float(driven[right].sum() / driven.sum()), "traversals_right": float(right.mean()),
             "energy_err_median": float(np.median(err)) if err else float("nan"),
             "energy_err_wh_median": float(np.median(err_wh)) if err_wh else float("nan"),
             "edge_err_median": float(np.median(err_edge)) if err_edge else float("nan"),
@@ -75,10 +90,21 @@ def main() -> None:
                          "as SUMO's answer key does (steps booked whole, edges ending past the junction)")
     ap.add_argument("--matcher", default="hmm", choices=tuple(MATCHERS),
                     help="evroute's own hidden Markov matcher (hmm, the import's default) or leuvenmapmatching's")
+    ap.add_argument("--no-speed", action="store_true",
+                    help="drop the logged speed from the degraded traces (a phone's trace: positions and energy "
+                         "only); the reference of the exact positions keeps it")
     ap.add_argument("--odometry", metavar="FLOOR,SHARE",
                     help="the odometer's error a step for the import's smoother, metres and share of the step "
                          "(evroute.world.drives.ODOMETRY_FLOOR_M and ODOMETRY_SHARE; default: theirs)")
+    ap.add_argument("--keep-implausible", action="store_true",
+                    help="keep what the import drops as implausible (evroute.world.plausibility): the matcher's raw "
+                         "traversals")
+    ap.add_argument("--acceleration", type=float,
+                    help="the random acceleration of the speed estimated from positions where a trace has none, m²/s³ "
+                         "(evroute.world.matching.ACCELERATION_NOISE; default: theirs)")
     args = ap.parse_args()
+    if args.acceleration is not None:
+        matching.ACCELERATION_NOISE = args.acceleration
     if args.odometry:
         floor, share = (float(x) for x in args.odometry.split(","))
         drives.ODOMETRY_FLOOR_M, drives.ODOMETRY_SHARE = floor, share
@@ -93,24 +119,34 @@ def main() -> None:
 
     def imported(noise: float, rate: float, exact: bool = False) -> tuple[pd.DataFrame, int, float]:
         traces = degrade(d.traces, noise, rate, seed=args.seed)
+        if args.no_speed and not exact:
+            traces = traces.assign(speed_mps=np.nan)
         matcher = make_matcher(args.matcher, net, max(noise, 5.0))
         t0 = time.perf_counter()
-        rows = []
+        rows, report = [], ImportReport()
         for name, g in traces.groupby("trip", sort=True):
-            got, _ = match_trip(matcher, g.assign(energy_wh=g.energy_wh - g.energy_wh.iat[0]), veh,
-                                boundary=args.boundary, smooth=not exact)  # exact positions: as they are
-            rows.extend((name, *r[:6]) for r in got)
+            g = g.assign(energy_wh=g.energy_wh - g.energy_wh.iat[0])
+            got, _ = match_trip(matcher, g, veh, boundary=args.boundary, smooth=not exact)  # exact positions: as they are
+            got = pd.DataFrame(got, columns=list(TRAVERSAL_COLUMNS[2:]))
+            if not (exact or args.keep_implausible):  # what the import writes
+                got = plausible_traversals(got, g, net, speed=trip_speeds(g, matcher.noise), report=report)
+            rows.extend((name, *r[:6]) for r in got.itertuples(index=False))
         got = pd.DataFrame(rows, columns=["trip", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh"])
+        got.attrs["dropped"] = sum(n for k, n in report.dropped.items())
+        if report.dropped:
+            print(f"# {noise:g} m, {rate:g} Hz: dropped {dict(sorted(report.dropped.items()))}", flush=True)
         return got, len(traces), time.perf_counter() - t0
 
     own, _, _ = imported(0.0, 1.0, exact=True)  # the exact positions every second: the import's own accounting of SUMO's energy
     key_match = compare(d.answer, own, length)
     print(f"# the import's own accounting: the 1 Hz drives without noise, {100 * key_match['length_right']:.1f} % of the "
-          f"driven length on the right edge")
+          f"driven length on the right edge, {100 * key_match['phantom']:.1f} % of its traversals pairing with none of the "
+          "answer key's")
     print("| GPS noise (m) | rate (Hz) | driven length on the right edge | traversals found | energy error "
           "(median, ≥ 5 Wh) | energy error (median Wh) | edge_wh error (median, ≥ 5 Wh) | the found traversals' "
-          "energy summed | fixes a second | against the exact positions: energy error, edge_wh error |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "energy summed | fixes a second | against the exact positions: energy error, edge_wh error | traversals "
+          "pairing with none of the answer key's | dropped as implausible |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for rate in [float(x) for x in args.rates.split(",")]:
         for noise in [float(x) for x in args.noise.split(",")]:
             got, fixes, seconds = imported(noise, rate)
@@ -119,8 +155,8 @@ def main() -> None:
             print(f"| {noise:g} | {rate:g} | {100 * c['length_right']:.1f} % | {100 * c['traversals_right']:.1f} % | "
                   f"{100 * c['energy_err_median']:.1f} % | {c['energy_err_wh_median']:.2f} | "
                   f"{100 * c['edge_err_median']:.1f} % | {100 * c['total_err']:+.2f} % | "
-                  f"{fixes / seconds:,.0f} | {100 * o['energy_err_median']:.1f} %, {100 * o['edge_err_median']:.1f} % |",
-                  flush=True)
+                  f"{fixes / seconds:,.0f} | {100 * o['energy_err_median']:.1f} %, {100 * o['edge_err_median']:.1f} % | "
+                  f"{100 * c['phantom']:.1f} % | {got.attrs['dropped']:,} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -67,16 +67,17 @@ def main() -> None:
            "--gps-noise", f"{args.noise:g}", "--jobs", str(args.jobs), "--matcher", args.matcher, "--out", str(out),
            "--overwrite", "--json", "--no-progress"]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    total = 0.0
-    while proc.poll() is None:  # the command and its workers together, sampled
-        total = max(total, tree_rss_mb(proc.pid))
-        time.sleep(0.2)
-    wall = time.perf_counter() - t0
-    _, err = proc.communicate()
-    if proc.returncode:
-        sys.exit(err[-2000:])
+    with tempfile.TemporaryFile("w+") as errors:  # (a pipe nobody reads would block the command once full)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors, text=True,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        total = 0.0
+        while proc.poll() is None:  # the command and its workers together, sampled
+            total = max(total, tree_rss_mb(proc.pid))
+            time.sleep(0.2)
+        wall = time.perf_counter() - t0
+        if proc.returncode:
+            errors.seek(0)
+            sys.exit(errors.read()[-2000:])
     largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"| {args.network} | {n:,} | {args.matcher} | {args.jobs} | {wall:.1f} s | {n / wall:,.0f} | "
           f"{n / wall / args.jobs:,.0f} | {total:,.0f} MB | {largest:,.0f} MB |")

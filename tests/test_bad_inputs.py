@@ -140,6 +140,7 @@ def real(*args: str) -> list[str]:
 OUT = ["--out", "new-run"]
 SIM = ["simulate", "--horizon", "3", "--no-progress"]
 CMP = ["compare", "--out", "new-cmp", "--horizon", "3", "--seeds", "1", "--jobs", "1", "--no-progress"]
+DRV = ["drives", "import", "nope.csv", "--network", "synthetic", "--out", "new-drives", "--no-progress"]
 
 #: (arguments, a phrase the one error line must hold)
 CASES = [
@@ -404,6 +405,22 @@ CASES = [
     (["export", "bad-edges", "--geojson", "x.geojson"], "not a readable run"),
     (["export", "bad-config", "--geojson", "x.geojson"], "not a readable run"),
     (["export", "bad-route", "--geojson", "x.geojson"], "outside"),
+    # ---- drives import
+    (DRV, "no such trace file: nope.csv"),
+    ([*DRV, "--units", "speed=kmh"], "--units: speed must be one of m/s, km/h, mph, got 'kmh'"),
+    ([*DRV, "--units", "volts=V"], "--units: unknown field 'volts'"),
+    ([*DRV, "--units", "speed"], "--units: expected FIELD=UNIT"),
+    ([*DRV, "--units", "time=hours"], "--units: time must be one of s, ms"),
+    ([*DRV, "--columns", "when=t"], "--columns: unknown field 'when'"),
+    ([*DRV, "--capacity-kwh", "0"], "--capacity-kwh"),
+    ([*DRV, "--gps-noise", "0"], "--gps-noise"),
+    ([*DRV, "--jobs", "-1"], "--jobs"),
+    ([*DRV, "--matcher", "fmm"], "unknown --matcher"),
+    ([*DRV, "--boundary", "edge"], "--boundary"),
+    (["drives", "import", "run", "--network", "synthetic", "--out", "new-drives"], "no trace files in the folder run"),
+    (["drives", "import", "notes.txt", "--network", "synthetic", "--out", "new-drives", "--sumo-net", "nope.net.xml"],
+     "no such SUMO network"),
+    (["drives", "import", "notes.txt", "--network", "synthetic", "--out", "notes.txt"], "not a directory"),
 ]
 
 

@@ -179,9 +179,11 @@ def test_bad_rows_and_trips_are_named_and_the_good_ones_kept(tmp_path):
 
     report = ImportReport()
     out = read_traces(path, report=report)
-    assert out.trip.unique().tolist() == ["a"] and len(out) == 3
+    # the bad row dropped, not its trip; of b's two fixes at one time the later dropped, not the trip
+    assert out.trip.tolist() == ["a"] * 3 + ["b"] * 2 and out.time_s.tolist() == [0, 2, 3, 0, 1]
     assert any(p.startswith(f"{path} row 3:") for p in report.problems)  # the row with "x" (line 3 of the file)
-    assert any(p.startswith(f"{path} row 8:") and "'b'" in p for p in report.problems)
+    assert any(p.startswith(f"{path} row 8:") and "'b'" in p and "later dropped" in p for p in report.problems)
+    assert report.flags == {"bad rows": 1, "same time": 1}
     with pytest.raises(EvrouteError, match="no column 'lat'"):
         pd.DataFrame({"time_s": [0], "lon": [7.4], "energy_wh": [0]}).to_csv(tmp_path / "m.csv", index=False)
         read_traces(tmp_path / "m.csv")
@@ -231,7 +233,10 @@ def test_drives_import_command(synthetic, tmp_path):
 
 def test_the_guide_page_runs(tmp_path, monkeypatch, capsys):
     """docs/guide/drives.md's example: a drive at 0.15 Wh a metre comes back at 0.15 Wh a metre
-    on every edge it found (within the interpolation across a junction)."""
+    on every edge it found (within the interpolation across a junction, and, the trace having no
+    speed, within the speed of its smoothed track: its positions run along the straight lines
+    between junctions while the roads bend, so that along one road the car seems to slow down
+    and speed up again: 5 % on one edge, under 2 % on the others)."""
     import re
     from pathlib import Path
 
@@ -244,7 +249,8 @@ def test_the_guide_page_runs(tmp_path, monkeypatch, capsys):
     table, route, net = scope["table"], scope["route"], scope["net"]
     assert len(table) >= len(route) - 4 and set(table.edge) <= set(route)
     per_metre = table.energy_wh / net.edges.length_m.to_numpy()[table.edge]
-    np.testing.assert_allclose(per_metre, 0.15, rtol=0.02)
+    np.testing.assert_allclose(per_metre, 0.15, rtol=0.06)
+    assert np.median(np.abs(per_metre / 0.15 - 1)) < 0.01
     assert "traversals of" in capsys.readouterr().out
 
 
@@ -715,8 +721,11 @@ def test_sumo_battery_output_imports_as_the_trace(synthetic, tmp_path):
     assert p.returncode == 0, p.stderr
     with pytest.raises(EvrouteError, match="not SUMO's battery output"):
         read_sumo_battery(out / "net.net.xml", out / "net.net.xml")
-    with pytest.raises(EvrouteError, match="--sumo-net"):
-        import_traces([out / "battery.xml"], synthetic)
+    _, report = import_traces([out / "battery.xml"], synthetic)  # a file of a run: skipped, named
+    assert report.skipped == [str(out / "battery.xml")] and "(--sumo-net)" in report.problems[0]
+    p = subprocess.run([sys.executable, "-m", "evroute", "drives", "import", str(out / "battery.xml"), "--network",
+                        "synthetic", "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip().endswith("needs the SUMO network it was recorded on (--sumo-net)")
 
 
 def test_odometry_positions_are_the_weighted_least_squares_of_gps_and_speed():

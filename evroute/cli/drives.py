@@ -25,10 +25,11 @@ app = typer.Typer(help="Drives in: GPS traces with energy map-matched into the n
 
 @app.command("import")
 def drives_import_cmd(
-    files: Annotated[list[Path], typer.Argument(help="CSV or GPX traces: time (s), lat, lon and the energy used "
-                                                "so far (Wh), the power (W) or the state of charge (%); "
-                                                "optional speed (m/s), trip and vehicle (GPX: extensions of "
-                                                "those names); or SUMO's battery output (.xml, with --sumo-net).",
+    files: Annotated[list[Path], typer.Argument(help="CSV or GPX traces (gzipped or not, or folders of them): "
+                                                "time, lat, lon and the energy used so far, the power or the state "
+                                                "of charge; optional speed, trip and vehicle (GPX: extensions of "
+                                                "those names), found by their usual names (docs/guide/drives.md); "
+                                                "or SUMO's battery output (.xml, with --sumo-net).",
                                                 show_default=False)],
     network: Annotated[str, typer.Option("--network", help="Network name or OSM file the traces drove on.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for traversals.parquet (one row per complete "
@@ -37,6 +38,11 @@ def drives_import_cmd(
                                                 help="Column names where they differ from the defaults, e.g. "
                                                 "time=t,lat=latitude,lon=longitude,soc=battery (fields: time, lat, "
                                                 "lon, energy, power, soc, speed, trip, vehicle).")] = None,
+    units: Annotated[str | None, typer.Option("--units", metavar="FIELD=UNIT,...",
+                                              help="Units where a column's name does not say them (speed_kmh, "
+                                              "power_kw, energy_kwh, time_ms do), e.g. speed=km/h,power=kW,energy=kWh "
+                                              "(speed: m/s, km/h, mph; power: W, kW; energy: Wh, kWh; soc: %, "
+                                              "fraction; time: s, ms; default the first of each).")] = None,
     capacity_kwh: Annotated[float | None, typer.Option("--capacity-kwh", help="The battery's capacity, to read a "
                                                        "state of charge; in (0, 1e4].")] = None,
     gps_noise: Annotated[float, typer.Option("--gps-noise", help="The fixes' noise, metres, for the map "
@@ -58,8 +64,13 @@ def drives_import_cmd(
     overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """Map-match GPS traces with energy onto a network: one row per complete traversal of an edge
-    (energy, its kinetic split as the SUMO truth books it, speeds, match distance)."""
-    from ..errors import EvrouteError
+    (energy, its kinetic split as the SUMO truth books it, speeds, match distance). What cannot be
+    right is dropped with a warning line; a file that cannot be read is skipped with one. Exit
+    code 1 when nothing was imported (no traversal), with a line saying why."""
+    import sys
+    import warnings
+
+    from ..errors import EvrouteError, EvrouteWarning
     from ..io import atomic_write_json, atomic_write_parquet, generator, usable_cpus
     from ..physics.energy import load_vehicle
     from ..progress import configure as configure_progress
@@ -68,6 +79,7 @@ def drives_import_cmd(
     from ..runs.directory import check_output_file
     from ..validate import choice
     from ..world.drives import BOUNDARIES, MATCHERS, import_traces, parse_columns
+    from ..world.traces import parse_units, trace_files, trace_kind
 
     if capacity_kwh is not None and not 0 < capacity_kwh <= 1e4:
         raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
@@ -78,31 +90,42 @@ def drives_import_cmd(
     boundary = choice("--boundary", boundary, BOUNDARIES)
     matcher = choice("--matcher", matcher, tuple(MATCHERS))
     names = parse_columns(columns)
-    for f in files:
-        if not f.is_file():
-            raise EvrouteError(f"no such trace file: {f}")
+    unit_names = parse_units(units)
+    paths = trace_files(files)
+    if sumo_net is not None and not sumo_net.is_file():
+        raise EvrouteError(f"no such SUMO network: {sumo_net}")
+    named_xml = [f for f in files if f.is_file() and trace_kind(f) == "xml"]
+    if named_xml and sumo_net is None:
+        raise EvrouteError(f"{named_xml[0]}: SUMO's battery output needs the SUMO network it was recorded on "
+                           "(--sumo-net)")
     configure_progress(progress)
     for name in ("traversals.parquet", "report.json"):
         check_output_file(out / name, overwrite)  # before any work
     veh = load_vehicle(vehicle)
     net = load_network(network, osm=osm, dem=dem)
     with counter("matching trips") as tick:
-        table, report = import_traces(files, net, columns=names, capacity_kwh=capacity_kwh, gps_noise_m=gps_noise,
-                                      vehicle=veh, progress=tick, jobs=jobs or usable_cpus(), sumo_net=sumo_net,
-                                      boundary=boundary, matcher=matcher)
+        table, report = import_traces(paths, net, columns=names, capacity_kwh=capacity_kwh, units=unit_names,
+                                      gps_noise_m=gps_noise, vehicle=veh, progress=tick, jobs=jobs or usable_cpus(),
+                                      sumo_net=sumo_net, boundary=boundary, matcher=matcher)
     summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
-               "matcher": matcher, "boundary": boundary,
-               "files": [str(f) for f in files], **report.to_dict()}
+               "matcher": matcher, "boundary": boundary, "units": unit_names,
+               "files": [str(f) for f in paths], **report.to_dict(), "paths": [str(f) for f in paths]}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_parquet(out / "traversals.parquet", table)
     atomic_write_json(out / "report.json", summary)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", EvrouteWarning)
+        for line in report.problems[:20]:
+            warnings.warn(line, EvrouteWarning, stacklevel=1)
+        if len(report.problems) > 20:
+            warnings.warn(f"and {len(report.problems) - 20:,} more (report.json)", EvrouteWarning, stacklevel=1)
     if as_json:
         print(json.dumps(summary))
+    if not report.traversals:
+        print(f"error: nothing imported: {report.why_empty()} ({out / 'report.json'})", file=sys.stderr)
+        raise typer.Exit(1)
+    if as_json:
         return
-    for line in report.problems[:20]:
-        print(f"warning: {line}")
-    if len(report.problems) > 20:
-        print(f"warning: and {len(report.problems) - 20} more (report.json)")
     print(f"{report.trips_kept:,} of {report.trips_read:,} trips matched on {net.name}: {report.traversals:,} "
           f"traversals; {report.fixes_matched:,} of {report.fixes_read:,} fixes matched"
           + (f", {report.fixes_dropped:,} dropped" if report.fixes_dropped else ""))

@@ -1,8 +1,10 @@
 """Drives in: GPS traces with energy, map-matched into traversals of the network's edges.
 
 A driver's logger (or the car) records, every second or few, the time, the position and the
-energy: a trip meter in Wh, the battery power, or the state of charge. :func:`read_traces` reads
-such a CSV into one table of fixes; :func:`match_trip` snaps a trip's fixes to the network with a
+energy: a trip meter, the battery power, or the state of charge. :func:`read_traces`
+(:mod:`evroute.world.traces`) reads such a CSV or GPX file into one table of fixes, whatever
+separator, decimal mark, encoding, time format, column names and units the fleet exports;
+:func:`match_trip` snaps a trip's fixes to the network with a
 hidden-Markov map matcher (:class:`evroute.world.matching.HMMMatcher` by default, after Newson &
 Krumm 2009, or leuvenmapmatching's ``DistanceMatcher``, Meert & Verbeke 2018: the state is a point
 on an edge, the emission the fix's distance to it, the transition the difference between the
@@ -21,15 +23,17 @@ edge (:data:`TRAVERSAL_COLUMNS`):
 
 The first and the last edge of a trip are partial (the car starts and stops inside them) and
 dropped, as in the atlas. :func:`import_traces` does it for many files and reports what it kept,
-dropped and why. What the traversals measured becomes a prior (:func:`fleet_prior_mean`) or a
-route with its junctions (:func:`drives_route`).
+dropped and why: what cannot be right (a jump between fixes no car makes, a trip meter's reset, an
+energy coarser than an edge's, a traversal faster than its road allows, a U-turn loop the car did
+not drive: :mod:`evroute.world.plausibility`) is named and dropped, never averaged in. What the
+traversals measured becomes a prior (:func:`fleet_prior_mean`) or a route with its junctions
+(:func:`drives_route`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +48,22 @@ from ..priors.prior import PRIOR_SCALE
 from ..roads.oracle import Oracle
 from ..validate import choice
 from .junctions import fleet_turns, physics_turns
-from .matching import HMMMatcher, local_metres
+from .matching import HMMMatcher, fix_speeds, local_metres
+from .plausibility import SPEED_FACTOR, SPEED_SLACK_MPS, phantom_loops, too_fast
+from .traces import (
+    TRACE_FIELDS,
+    ImportReport,
+    parse_columns,
+    read_gpx,
+    read_sumo_battery,
+    read_traces,
+    trace_files,
+    trace_kind,
+    write_gpx,
+)
 
-__all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_traversals", "odometry_positions",
-           "import_traces", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
+__all__ = ["TRAVERSAL_COLUMNS", "IMPORT_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_speeds", "trip_traversals", "odometry_positions",
+           "import_traces", "plausible_traversals", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
 #: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
@@ -56,13 +72,9 @@ __all__ = ["TRAVERSAL_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFF
 #: (m; NaN where no fix fell inside it): how confident the match is.
 TRAVERSAL_COLUMNS = ("trip", "vehicle", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh",
                      "kin_in_wh", "kin_out_wh", "v_in", "v_top", "v_out", "match_dist_m")
-
-#: The fields of a trace and their default column names: the time in seconds, the position in
-#: degrees, and one energy source (the energy used so far in Wh, the power drawn in W, or the state
-#: of charge in % with the battery's capacity); the speed (m/s) is optional (else from the matched
-#: positions), the trip and the vehicle name the rows (default: one trip per file).
-TRACE_FIELDS = {"time": "time_s", "lat": "lat", "lon": "lon", "energy": "energy_wh", "power": "power_w",
-                "soc": "soc_pct", "speed": "speed_mps", "trip": "trip", "vehicle": "vehicle"}
+#: The columns of :func:`import_traces`' table (``traversals.parquet``): :data:`TRAVERSAL_COLUMNS`
+#: and the file each traversal's trip was read from.
+IMPORT_COLUMNS = (*TRAVERSAL_COLUMNS, "file")
 
 
 def degrade(traces: pd.DataFrame, gps_noise_m: float = 0.0, sample_hz: float = 1.0, *, seed: int = 0) -> pd.DataFrame:
@@ -101,300 +113,6 @@ def degrade(traces: pd.DataFrame, gps_noise_m: float = 0.0, sample_hz: float = 1
         out["lat"] = lat + np.degrees(north / EARTH_RADIUS_M)
         out["lon"] = out.lon.to_numpy(np.float64) + np.degrees(east / (EARTH_RADIUS_M * np.cos(np.radians(lat))))
     return out
-
-
-def parse_columns(text: str | None) -> dict[str, str]:
-    """``"time=t,lat=latitude"`` to ``{"time": "t", "lat": "latitude"}``; unknown fields are an
-    error naming the known ones."""
-    out: dict[str, str] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise EvrouteError(f"--columns: expected FIELD=COLUMN, got {part.strip()!r}")
-        if key not in TRACE_FIELDS:
-            raise EvrouteError(f"--columns: unknown field {key!r} (fields: {', '.join(TRACE_FIELDS)})")
-        out[key] = value
-    return out
-
-
-@dataclass
-class ImportReport:
-    """What an import kept, dropped and why (``problems``: one line each, naming the file and the
-    row)."""
-
-    files: int = 0
-    fixes_read: int = 0
-    fixes_dropped: int = 0
-    trips_read: int = 0
-    trips_kept: int = 0
-    fixes_matched: int = 0
-    traversals: int = 0
-    problems: list[str] = field(default_factory=list)
-    dropped: dict[str, int] = field(default_factory=dict)
-
-    def drop(self, why: str, n: int = 1) -> None:
-        self.dropped[why] = self.dropped.get(why, 0) + int(n)
-
-    def to_dict(self) -> dict:
-        return {"files": self.files, "fixes_read": self.fixes_read, "fixes_dropped": self.fixes_dropped,
-                "trips_read": self.trips_read, "trips_kept": self.trips_kept, "fixes_matched": self.fixes_matched,
-                "traversals": self.traversals, "dropped": dict(sorted(self.dropped.items())),
-                "problems": list(self.problems)}
-
-
-def read_gpx(path: str | Path, names: dict[str, str] | None = None) -> pd.DataFrame:
-    """A GPX file's track points as a table: one trip per track segment (named by the track's name,
-    or the file's stem and the track's number, and the segment's where a track has several),
-    ``time_s`` (seconds since 1970, UTC), ``lat``, ``lon``, the GPX speed where it has one, and each
-    extension element as a column of its local name (``<energy_wh>``, ``<power_w>``,
-    ``<soc_pct>``, ``<speed_mps>``, or the names ``names`` maps the fields to).
-
-    Returns
-    -------
-    pandas.DataFrame
-
-    Raises
-    ------
-    EvrouteError
-        The file is not GPX or has no track points.
-    """
-    import gpxpy
-    import gpxpy.gpx
-
-    path = Path(path)
-    names = {**TRACE_FIELDS, **(names or {})}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = gpxpy.parse(fh)
-    except (gpxpy.gpx.GPXException, ValueError) as exc:
-        raise EvrouteError(f"cannot read the trace {path}: not GPX ({exc})") from None
-    rows = []
-    for k, track in enumerate(doc.tracks):
-        base = track.name or f"{path.stem}-{k + 1}"
-        for j, seg in enumerate(track.segments):
-            trip = base if len(track.segments) == 1 else f"{base}-{j + 1}"
-            for p in seg.points:
-                row = {names["trip"]: trip, names["time"]: p.time.timestamp() if p.time is not None else np.nan,
-                       names["lat"]: p.latitude, names["lon"]: p.longitude}
-                if p.speed is not None:
-                    row[names["speed"]] = p.speed
-                for ext in p.extensions:
-                    for el in ext.iter():
-                        if el.text is not None and el.text.strip():
-                            row[el.tag.rsplit("}", 1)[-1]] = el.text.strip()
-                rows.append(row)
-    if not rows:
-        raise EvrouteError(f"cannot read the trace {path}: no GPX track points")
-    return pd.DataFrame(rows)
-
-
-def write_gpx(traces: pd.DataFrame, path: str | Path, creator: str) -> None:
-    """Write fixes (``trip, time_s, lat, lon, speed_mps, energy_wh``) as GPX, atomically: one track
-    per trip, the time as seconds after 2026-01-01T00:00:00Z, the speed and the energy used so far
-    as the extensions ``<speed_mps>`` and ``<energy_wh>`` (what :func:`read_gpx` reads back)."""
-    import datetime
-    import xml.etree.ElementTree as ET
-
-    import gpxpy.gpx
-
-    from ..io import atomic_write_text
-
-    epoch = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-    doc = gpxpy.gpx.GPX()
-    doc.creator = creator
-    for trip, g in traces.groupby("trip", sort=True):
-        track = gpxpy.gpx.GPXTrack(name=str(trip))
-        seg = gpxpy.gpx.GPXTrackSegment()
-        track.segments.append(seg)
-        doc.tracks.append(track)
-        for t, lat, lon, v, e in zip(g.time_s.tolist(), g.lat.tolist(), g.lon.tolist(), g.speed_mps.tolist(),
-                                     g.energy_wh.tolist(), strict=True):
-            p = gpxpy.gpx.GPXTrackPoint(lat, lon, time=epoch + datetime.timedelta(seconds=t))
-            for tag, value in (("speed_mps", v), ("energy_wh", e)):
-                el = ET.Element(tag)
-                el.text = f"{value:.10g}"
-                p.extensions.append(el)
-            seg.points.append(p)
-    atomic_write_text(path, doc.to_xml())
-
-
-def read_traces(path: str | Path, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
-                *,
-                report: ImportReport | None = None) -> pd.DataFrame:
-    """One CSV (or GPX: :func:`read_gpx`) of fixes as a table of ``trip, vehicle, time_s, lat, lon,
-    speed_mps, energy_wh`` (the energy used since the trip's first fix, Wh), sorted by trip and time.
-
-    Parameters
-    ----------
-    path : path-like
-        The CSV (lines starting with ``#`` are comments) or GPX file (by its suffix).
-    columns : dict, optional
-        Field to column name, over :data:`TRACE_FIELDS`'s defaults.
-    capacity_kwh : float, optional
-        The battery's capacity, to read a state of charge (%).
-    report : ImportReport, optional
-        Counts what was dropped and keeps one line per bad row or trip.
-
-    Returns
-    -------
-    pandas.DataFrame
-
-    Raises
-    ------
-    EvrouteError
-        The file cannot be read, a required column is missing, or it has no energy source.
-    """
-    path = Path(path)
-    report = report if report is not None else ImportReport()
-    names = {**TRACE_FIELDS, **(columns or {})}
-    gpx = path.suffix.lower() == ".gpx"
-    unit = "point" if gpx else "row"  # where a problem is: the GPX file's n-th point, the CSV's line
-    try:
-        raw = read_gpx(path, names) if gpx else pd.read_csv(path, comment="#", low_memory=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise EvrouteError(f"cannot read the trace {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    missing = [names[k] for k in ("time", "lat", "lon") if names[k] not in raw.columns]
-    if missing:
-        raise EvrouteError(f"{path}: no column {', '.join(map(repr, missing))} (map it with --columns, "
-                           f"e.g. time=t,lat=latitude,lon=longitude)")
-    source = next((k for k in ("energy", "power", "soc") if names[k] in raw.columns), None)
-    if source is None:
-        raise EvrouteError(f"{path}: no energy column: one of {names['energy']!r} (Wh used so far), "
-                           f"{names['power']!r} (W) or {names['soc']!r} (%, with --capacity-kwh)")
-    if source == "soc" and not (capacity_kwh and capacity_kwh > 0):
-        raise EvrouteError(f"{path}: a state of charge needs the battery's capacity (--capacity-kwh)")
-    report.files += 1
-    report.fixes_read += len(raw)
-
-    def num(key):
-        return pd.to_numeric(raw[names[key]], errors="coerce").to_numpy(np.float64)
-
-    stem = path.stem
-    trip = raw[names["trip"]].astype(str).to_numpy() if names["trip"] in raw.columns else np.full(len(raw), stem)
-    vehicle = raw[names["vehicle"]].astype(str).to_numpy() if names["vehicle"] in raw.columns else trip
-    t, lat, lon = num("time"), num("lat"), num("lon")
-    value = num(source)
-    speed = num("speed") if names["speed"] in raw.columns else np.full(len(raw), np.nan)
-    bad = ~(np.isfinite(t) & np.isfinite(lat) & np.isfinite(lon) & np.isfinite(value)) \
-        | (np.abs(lat) > 90) | (np.abs(lon) > 180)
-    if bad.any():
-        rows = np.flatnonzero(bad)
-        report.problems.append(f"{path} {unit} {rows[0] + (1 if gpx else 2)}: a time, position or energy that is "
-                               f"not a number or out of range" + (f" (and {rows.size - 1:,} more)" if rows.size > 1
-                                                                  else "") + "; dropped")
-        report.fixes_dropped += int(rows.size)
-        report.drop("bad row", rows.size)
-    d = pd.DataFrame({"trip": trip, "vehicle": vehicle, "time_s": t, "lat": lat, "lon": lon, "speed_mps": speed,
-                      "value": value, "row": np.arange(len(raw)) + (1 if gpx else 2)})[~bad]
-    d = d.sort_values(["trip", "time_s"], kind="stable")
-    keep = []
-    for name, g in d.groupby("trip", sort=True):
-        report.trips_read += 1
-        dt = np.diff(g.time_s.to_numpy())
-        if (dt <= 0).any():
-            row = int(g.row.to_numpy()[1:][dt <= 0][0])
-            report.problems.append(f"{path} {unit} {row}: trip {name!r} has two fixes at one time; trip dropped")
-            report.drop("time not increasing")
-            report.fixes_dropped += len(g)
-            continue
-        v = g.value.to_numpy()
-        if source == "energy":
-            used = v - v[0]
-        elif source == "power":  # the trapezoid rule, W·s to Wh
-            used = np.r_[0.0, np.cumsum(0.5 * (v[1:] + v[:-1]) * np.diff(g.time_s.to_numpy()))] / 3600.0
-        else:
-            used = (v[0] - v) / 100.0 * capacity_kwh * 1000.0
-        keep.append(g.assign(energy_wh=used))
-    cols = ["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]
-    if not keep:
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("trip", "vehicle") else np.float64) for c in cols})
-    return pd.concat(keep, ignore_index=True)[cols]
-
-
-def _battery_reports(path: Path):
-    """The ``<vehicle>`` reports of a SUMO battery export as columns (time_s, vehicle, energy,
-    speed, x, y), and how many reports were not numbers (with where the first was)."""
-    import xml.etree.ElementTree as ET
-
-    cols: dict[str, list] = {k: [] for k in ("time_s", "vehicle", "energy", "speed", "x", "y")}
-    root, bad, first_bad = None, 0, ""
-    try:
-        for event, elem in ET.iterparse(path, events=("start", "end")):
-            if root is None:
-                root = elem.tag
-                if root != "battery-export":
-                    raise EvrouteError(f"{path} is not SUMO's battery output (root <{root}>, expected "
-                                       "<battery-export>)")
-            if event == "start" or elem.tag != "timestep":
-                continue
-            for v in elem.iter("vehicle"):
-                try:
-                    row = (float(elem.get("time")), str(v.get("id")), float(v.get("energyConsumed")),
-                           float(v.get("speed", "nan")), float(v.get("x")), float(v.get("y")))
-                except (TypeError, ValueError):  # one bad report: dropped, named, the others kept
-                    bad += 1
-                    first_bad = first_bad or f"timestep {elem.get('time')!r}, vehicle {v.get('id')!r}"
-                    continue
-                for k, x in zip(cols, row, strict=True):
-                    cols[k].append(x)
-            elem.clear()
-    except ET.ParseError as exc:
-        raise EvrouteError(f"{path} is not readable XML ({exc})") from None
-    except OSError as exc:
-        raise EvrouteError(f"cannot read {path}: {exc.strerror}") from None
-    return cols, bad, first_bad
-
-
-def read_sumo_battery(path: str | Path, sumo_net: str | Path, report: ImportReport | None = None) -> pd.DataFrame:
-    """SUMO's battery output (``sumo --battery-output FILE``: a ``<battery-export>`` of timesteps,
-    one ``<vehicle>`` each with ``energyConsumed`` (Wh in the step), ``speed`` and its position
-    ``x``, ``y`` in the network's coordinates) as the fixes of :func:`read_traces`: one trip per
-    vehicle, positions turned into longitude and latitude by the SUMO network the run used
-    (``sumo_net``, read with sumolib: the ``sumo`` extra), the energy used since the vehicle's
-    first report. A report that is not numbers is dropped and named in ``report``.
-
-    Raises
-    ------
-    EvrouteError
-        The file is not a battery export, the network cannot be read or has no geo-reference,
-        or sumolib is not installed.
-    """
-    path, sumo_net = Path(path), Path(sumo_net)
-    report = report if report is not None else ImportReport()
-    try:
-        import sumolib
-    except ImportError:
-        raise EvrouteError(f"{path}: reading SUMO's battery output needs sumolib: pip install \"evroute[sumo]\"") \
-            from None
-    if not sumo_net.is_file():
-        raise EvrouteError(f"no such SUMO network: {sumo_net}")
-    cols, bad, first_bad = _battery_reports(path)
-    if bad:
-        report.problems.append(f"{path} {first_bad}: a time, energyConsumed, x or y that is not a number"
-                               + (f" (and {bad - 1:,} more)" if bad > 1 else "") + "; dropped")
-        report.fixes_read += bad
-        report.fixes_dropped += bad
-        report.drop("bad row", bad)
-    try:
-        snet = sumolib.net.readNet(str(sumo_net))
-        lon, lat = snet.convertXY2LonLat(np.asarray(cols["x"], dtype=np.float64), np.asarray(cols["y"], np.float64))
-    except Exception as exc:  # sumolib raises several kinds
-        raise EvrouteError(f"{sumo_net}: not a geo-referenced SUMO network ({str(exc).splitlines()[0][:120]})") from None
-    d = pd.DataFrame({"trip": np.asarray(cols["vehicle"], dtype=object), "vehicle": np.asarray(cols["vehicle"], object),
-                      "time_s": np.asarray(cols["time_s"], np.float64), "lat": np.asarray(lat, np.float64),
-                      "lon": np.asarray(lon, np.float64), "speed_mps": np.asarray(cols["speed"], np.float64),
-                      "energy": np.asarray(cols["energy"], np.float64)})
-    report.files += 1
-    report.fixes_read += len(d)
-    report.trips_read += int(d.trip.nunique())
-    d = d.sort_values(["trip", "time_s"], kind="stable")
-    # the trip meter: SUMO reports a step's energy at its end, as the emission output does
-    by_trip = d.groupby("trip", sort=False).energy
-    d["energy_wh"] = by_trip.cumsum() - by_trip.transform("first")
-    return d.reset_index(drop=True)[["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]]
 
 
 class Matcher:
@@ -661,15 +379,35 @@ def trip_traversals(route, s, t, *, energy, speed, dist, length, vehicle: Vehicl
     return rows
 
 
+def trip_speeds(fixes: pd.DataFrame, gps_noise_m: float) -> np.ndarray:
+    """A trip's speeds (m/s): the logged ones, and where a fix has none, the speed of the track
+    its positions make (:func:`evroute.world.matching.fix_speeds`, at the noise ``gps_noise_m``).
+
+    Returns
+    -------
+    numpy.ndarray
+        One speed a fix (m/s).
+    """
+    speed = fixes.speed_mps.to_numpy(np.float64)
+    if len(speed) and not np.isfinite(speed).all():
+        est = fix_speeds(fixes.time_s.to_numpy(np.float64), fixes.lat.to_numpy(np.float64),
+                         fixes.lon.to_numpy(np.float64), gps_noise_m=gps_noise_m)
+        speed = np.where(np.isfinite(speed), speed, est)
+    return speed
+
+
 def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = None, *, boundary: str = "centre",
                smooth: bool = True):
     """Match one trip (rows of :func:`read_traces`): its traversals as tuples (each piece's, see
     :meth:`Matcher.match`; ``boundary`` as :func:`trip_traversals`) and the number of fixes placed
     on the network. ``smooth``: the positions from the GPS and the speed together
     (:func:`odometry_positions`, at the matcher's noise); False: the matched positions as they are
-    (exact fixes, as scripts/bench_drives.py's reference reads them)."""
+    (exact fixes, as scripts/bench_drives.py's reference reads them). A fix without a speed
+    takes the speed of the track the positions make (:func:`trip_speeds`), as if logged: for the
+    matcher's distances driven, the positions along the route and the kinetic split alike."""
     rows, placed = [], 0
-    t, energy, speed = (fixes[c].to_numpy(np.float64) for c in ("time_s", "energy_wh", "speed_mps"))
+    t, energy = (fixes[c].to_numpy(np.float64) for c in ("time_s", "energy_wh"))
+    speed = trip_speeds(fixes, matcher.noise)
     for first, route, s, dist in matcher.match(fixes.lat.to_numpy(), fixes.lon.to_numpy(), t=t, speed=speed):
         n = s.size
         placed += int(np.isfinite(s).sum())
@@ -703,30 +441,37 @@ def _start_worker(net, gps_noise_m: float, vehicle, boundary: str = "centre", ma
 
 
 def _match_in_worker(fixes: pd.DataFrame):
-    return match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"], boundary=_WORKER["boundary"])
+    rows, placed = match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"], boundary=_WORKER["boundary"])
+    return rows, placed, trip_speeds(fixes, _WORKER["matcher"].noise)
 
 
 def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
-                  gps_noise_m: float = 10.0, vehicle: Vehicle | None = None, progress=None, jobs: int = 1,
-                  sumo_net: str | Path | None = None, boundary: str = "centre", matcher: str = "hmm"):
-    """Read, match and split the traces in ``paths`` on ``net``.
+                  units: dict[str, str] | None = None, gps_noise_m: float = 10.0, vehicle: Vehicle | None = None,
+                  progress=None, jobs: int = 1, sumo_net: str | Path | None = None, boundary: str = "centre",
+                  matcher: str = "hmm"):
+    """Read, match and split the traces in ``paths`` on ``net``, and drop what cannot be right.
+
+    A file that cannot be read (empty, a header only, ragged, not text, no time, position or
+    energy column) is skipped and named in the report; the other files go on. A trip's name is
+    its own where no other file has one of that name, else the file's path and the name
+    (``a/trip.csv:trip``): two files of one name in two folders stay two trips. After matching,
+    each trip's traversals are judged (:mod:`evroute.world.plausibility`): those across a trip
+    meter's reset, all of a trip whose energy moves in steps coarser than its median traversal,
+    those faster than :data:`evroute.world.plausibility.SPEED_FACTOR` × the road's limit +
+    :data:`evroute.world.plausibility.SPEED_SLACK_MPS`, and U-turn legs the car did not drive are
+    dropped, one line each in the report.
 
     Parameters
     ----------
-    boundary : {"centre", "sumo"}
-        Where a traversal begins and ends (:func:`trip_traversals`).
-    matcher : {"hmm", "leuven"}
-        The map matcher (:data:`MATCHERS`).
     paths : sequence of path-like
-        CSV or GPX traces (:func:`read_traces`), or SUMO's battery output (``.xml``:
-        :func:`read_sumo_battery`, with ``sumo_net``).
-    sumo_net : path-like, optional
-        The SUMO network a battery output was recorded on.
+        CSV or GPX traces (:func:`read_traces`), SUMO's battery output (``.xml``:
+        :func:`read_sumo_battery`, with ``sumo_net``), any of them gzipped, or folders of them
+        (:func:`evroute.world.traces.trace_files`).
     net : evroute.roads.network.Network
-    columns, capacity_kwh
+    columns, capacity_kwh, units
         As in :func:`read_traces`.
     gps_noise_m : float
-        The fixes' noise (m), for the matcher.
+        The fixes' noise (m), for the matcher and the jumps between fixes.
     vehicle : Vehicle, optional
         For the kinetic split.
     progress : callable, optional
@@ -734,24 +479,39 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
     jobs : int
         Processes matching trips side by side (each its own matcher, started with a fixed hash
         seed); the table is the same for any number.
+    sumo_net : path-like, optional
+        The SUMO network a battery output was recorded on.
+    boundary : {"centre", "sumo"}
+        Where a traversal begins and ends (:func:`trip_traversals`).
+    matcher : {"hmm", "leuven"}
+        The map matcher (:data:`MATCHERS`).
 
     Returns
     -------
     (pandas.DataFrame, ImportReport)
-        One row per traversal (:data:`TRAVERSAL_COLUMNS`) and what was kept and dropped.
+        One row per traversal (:data:`IMPORT_COLUMNS`) and what was kept and dropped.
     """
     report = ImportReport()
+    boundary = choice("boundary", boundary, BOUNDARIES)
+    matcher = choice("matcher", matcher, tuple(MATCHERS))
 
     def read(p):
-        if Path(p).suffix.lower() != ".xml":
-            return read_traces(p, columns, capacity_kwh, report=report)
+        if trace_kind(p) != "xml":
+            return read_traces(p, columns, capacity_kwh, units=units, gps_noise_m=gps_noise_m, report=report)
         if sumo_net is None:
             raise EvrouteError(f"{p}: SUMO's battery output needs the SUMO network it was recorded on (--sumo-net)")
         return read_sumo_battery(p, sumo_net, report)
 
-    fixes = [read(p) for p in paths]
-    trips = [(str(p), name, g) for p, f in zip(paths, fixes, strict=True) for name, g in f.groupby("trip", sort=True)]
-    todo = [g for _, _, g in trips if len(g) >= 2]
+    fixes = []
+    for p in trace_files(paths):
+        try:
+            fixes.append((str(p), read(p)))
+        except EvrouteError as exc:
+            message = str(exc) if str(p) in str(exc) else f"{p}: {exc}"
+            report.flag("file skipped", f"{message}; file skipped")
+            report.skipped.append(str(p))
+    trips = _trips(fixes)
+    todo = [g for _, _, _, g, _, _ in trips if len(g) >= 2]
     # leuvenmapmatching breaks ties between equally likely states in the order of Python sets of
     # its states, hashed by their names: the hash seed would reach the table. Trips are therefore
     # matched in worker processes started with one fixed hash seed (spawned: they read it at
@@ -763,8 +523,7 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
     os.environ["PYTHONHASHSEED"] = "0"
     pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo))),
                                mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
-                               initargs=(net, gps_noise_m, vehicle, choice("boundary", boundary, BOUNDARIES),
-                                         choice("matcher", matcher, tuple(MATCHERS))))
+                               initargs=(net, gps_noise_m, vehicle, boundary, matcher))
     try:
         results = pool.map(_match_in_worker, todo, chunksize=max(1, len(todo) // (8 * max(jobs, 1))))
     except BaseException:
@@ -775,14 +534,17 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
             os.environ.pop("PYTHONHASHSEED", None)
         else:
             os.environ["PYTHONHASHSEED"] = saved
-    rows = []
+    roads = _roads(net)
+    blocks: dict[str, list] = {"trip": [], "vehicle": [], "rows": [], "next": [], "file": []}
     try:
-        for done, (path, name, g) in enumerate(trips, 1):
+        for done, (path, name, vehicle_name, g, ok, quantum) in enumerate(trips, 1):
             if len(g) < 2:
                 report.drop("fewer than 2 fixes")
+                report.problems.append(f"{path}: trip {name!r} has {len(g)} fix; at least 2 are needed")
                 continue
-            got, n = next(results)
+            got, n, speed = next(results)
             report.fixes_matched += n
+            report.trips_speed_estimated += int(not np.isfinite(g.speed_mps.to_numpy()).all())
             if n < len(g):
                 report.drop("fix off the network", len(g) - n)
             if not got:
@@ -790,17 +552,147 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
                 report.problems.append(f"{path}: trip {name!r} gave no complete traversal of an edge "
                                        f"({n} of {len(g)} fixes placed on the network)")
             else:
-                report.trips_kept += 1
-                vehicle_name = str(g.vehicle.iat[0])
-                rows.extend((name, vehicle_name, *r) for r in got)
+                rows = np.asarray(got, dtype=np.float64)
+                keep, nxt = _judge(rows, t=g.time_s.to_numpy(), meter_ok=ok, quantum=quantum, speed=speed,
+                                   roads=roads, where=f"{path}: trip {name!r}", report=report)
+                if keep.any():
+                    report.trips_kept += 1
+                    m = int(keep.sum())
+                    blocks["rows"].append(rows[keep])
+                    blocks["next"].append(nxt[keep])
+                    for key, value in (("trip", name), ("vehicle", vehicle_name), ("file", path)):
+                        blocks[key].append(np.full(m, value, dtype=object))
             if progress is not None:
                 progress(done, len(trips))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    table = pd.DataFrame(rows, columns=list(TRAVERSAL_COLUMNS))
-    table = table.astype({"trip": str, "vehicle": str, "edge": np.int64, "next_edge": np.int64})
+    table = _table(blocks)
     report.traversals = len(table)
     return table, report
+
+
+def _trips(fixes: list) -> list[tuple]:
+    """Each file's trips (a file's lie in a row each): (file, trip, vehicle, the fixes' numbers a
+    worker needs, meter_ok, quantum_wh), a trip named by its file where another file has its name."""
+    names = pd.Series([name for _, f in fixes for name in f.trip.unique().tolist()], dtype=object)
+    shared = set(names[names.duplicated()].tolist())
+    trips = []
+    for path, f in fixes:
+        trip = f.trip.to_numpy(object)
+        starts = np.flatnonzero(np.r_[True, trip[1:] != trip[:-1]]) if len(f) else np.zeros(0, dtype=np.int64)
+        ends = np.r_[starts[1:], len(f)].astype(np.int64)
+        numbers = f[list(_MATCHED)].astype(np.float64).reset_index(drop=True)  # no text: quick to send
+        ok, quantum, vehicles = f.meter_ok.to_numpy(bool), f.quantum_wh.to_numpy(np.float64), f.vehicle.to_numpy(object)
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            name = str(trip[a])
+            trips.append((path, name if name not in shared else f"{path}:{name}", str(vehicles[a]),
+                          numbers.iloc[a:b].reset_index(drop=True), ok[a:b], float(quantum[a])))
+    return trips
+
+
+def _table(blocks: dict) -> pd.DataFrame:
+    """The import's table (:data:`IMPORT_COLUMNS`) from its trips' blocks of rows."""
+    rows = np.concatenate(blocks["rows"]) if blocks["rows"] else np.zeros((0, len(TRAVERSAL_COLUMNS) - 2))
+    columns = {c: rows[:, k] for k, c in enumerate(TRAVERSAL_COLUMNS[2:])}
+    columns["edge"] = columns["edge"].astype(np.int64)
+    columns["next_edge"] = (np.concatenate(blocks["next"]) if blocks["next"] else np.zeros(0)).astype(np.int64)
+    for key in ("trip", "vehicle", "file"):
+        columns[key] = np.concatenate(blocks[key]) if blocks[key] else np.zeros(0, dtype=object)
+    return pd.DataFrame({c: columns[c] for c in IMPORT_COLUMNS}).astype({"trip": str, "vehicle": str, "file": str})
+
+
+#: The columns of a trip's fixes a matching worker is sent.
+_MATCHED = ("time_s", "lat", "lon", "speed_mps", "energy_wh")
+
+
+def _roads(net) -> dict:
+    e = net.edges
+    return {"u": e.u.to_numpy(), "v": e.v.to_numpy(), "length": e.length_m.to_numpy(np.float64),
+            "limit": e.speed_mps.to_numpy(np.float64)}
+
+
+def plausible_traversals(table: pd.DataFrame, fixes: pd.DataFrame, net, *, speed=None, where: str = "",
+                         report: ImportReport | None = None) -> pd.DataFrame:
+    """One trip's traversals less what cannot be right (:mod:`evroute.world.plausibility`), each
+    kind named once in ``report``: those across a trip meter's reset (the fixes' ``meter_ok``),
+    those faster than the road allows, U-turn legs the car did not drive, and all of them where
+    the energy moves in steps (``quantum_wh``) coarser than the median of the others. A kept
+    traversal whose next one was dropped no longer names it (``next_edge`` −1: that turn was not
+    measured).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The trip's traversals in order (:data:`TRAVERSAL_COLUMNS` from ``edge`` on, or all).
+    fixes : pandas.DataFrame
+        The trip's fixes (:func:`read_traces`; without ``meter_ok`` and ``quantum_wh``, the meter
+        is trusted and fine).
+    net : evroute.roads.network.Network
+    speed : array, optional
+        The fixes' speeds (m/s; default :func:`trip_speeds` at 10 m of noise).
+    where : str
+        Names the trip in the report's lines.
+    report : ImportReport, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+        The traversals kept.
+    """
+    report = report if report is not None else ImportReport()
+    if not len(table):
+        return table
+    ok = fixes.meter_ok.to_numpy(bool) if "meter_ok" in fixes.columns else np.ones(len(fixes), dtype=bool)
+    quantum = float(fixes.quantum_wh.iat[0]) if "quantum_wh" in fixes.columns else 0.0
+    speed = trip_speeds(fixes, 10.0) if speed is None else np.asarray(speed, dtype=np.float64)
+    rows = table[list(TRAVERSAL_COLUMNS[2:])].to_numpy(np.float64)
+    keep, nxt = _judge(rows, t=fixes.time_s.to_numpy(np.float64), meter_ok=ok, quantum=quantum, speed=speed,
+                       roads=_roads(net), where=where, report=report)
+    return table.assign(next_edge=nxt)[keep].reset_index(drop=True)
+
+
+def _judge(rows: np.ndarray, *, t, meter_ok, quantum: float, speed, roads: dict, where: str, report: ImportReport):
+    """:func:`plausible_traversals` on a trip's traversals as an array (the columns of
+    :data:`TRAVERSAL_COLUMNS` from ``edge`` on): which to keep, and each one's next edge."""
+    col = {c: k for k, c in enumerate(TRAVERSAL_COLUMNS[2:])}
+    edge = rows[:, col["edge"]].astype(np.int64)
+    nxt = rows[:, col["next_edge"]].astype(np.int64)
+    enter, seconds = rows[:, col["enter_s"]], rows[:, col["seconds"]]
+    v_top, energy = rows[:, col["v_top"]], rows[:, col["energy_wh"]]
+    leave = enter + seconds
+    keep = np.ones(len(rows), dtype=bool)
+    reset = np.flatnonzero(~np.asarray(meter_ok, dtype=bool))
+    if reset.size:  # (named when the trace was read)
+        across = ((enter[:, None] < t[reset][None, :]) & (leave[:, None] > t[reset - 1][None, :])).any(axis=1)
+        report.drop("traversal across a meter reset", int(across.sum()))
+        keep &= ~across
+    fast = keep & too_fast(v_top, roads["limit"][edge])
+    if fast.any():
+        worst = int(np.argmax(np.where(fast, v_top, -np.inf)))
+        report.flag("too fast", f"{where}: {fast.sum():,} traversal{'s' if fast.sum() > 1 else ''} faster than the "
+                    f"road allows (up to {v_top[worst]:.1f} m/s where the limit is {roads['limit'][edge[worst]]:.1f} "
+                    f"m/s; the bound is {SPEED_FACTOR:g} × the limit + {SPEED_SLACK_MPS:g} m/s): dropped")
+        report.drop("faster than the road allows", int(fast.sum()))
+        keep &= ~fast
+    loops = keep & phantom_loops(edge, nxt, enter=enter, seconds=seconds, t=t, speed=speed, u=roads["u"],
+                                 v=roads["v"], length=roads["length"])
+    if loops.any():
+        report.flag("phantom loop", f"{where}: {loops.sum():,} U-turn leg{'s' if loops.sum() > 1 else ''} the car did "
+                    f"not drive (the speeds cover less than half the edge: GPS jitter while it stood, entered at "
+                    f"{enter[loops][0]:.0f} s): dropped")
+        report.drop("phantom loop", int(loops.sum()))
+        keep &= ~loops
+    typical = float(np.median(np.abs(energy[keep]))) if keep.any() else np.inf
+    if quantum > typical:
+        steps = f"moves in steps of {quantum:,.1f} Wh" if np.isfinite(quantum) else "never changes"
+        report.flag("coarse energy", f"{where}: its energy {steps}, coarser than its median traversal "
+                    f"({typical:,.1f} Wh; a state of charge in whole percent?): its {keep.sum():,} traversals "
+                    "dropped (give the energy used, the power, or a finer state of charge)")
+        report.drop("energy coarser than an edge", int(keep.sum()))
+        keep[:] = False
+    nxt = nxt.copy()
+    nxt[:-1] = np.where(keep[1:], nxt[:-1], -1)  # (a next_edge ≥ 0 is the next row's edge)
+    return keep, nxt
 
 
 def read_drives(path: str | Path, n_edges: int) -> pd.DataFrame:

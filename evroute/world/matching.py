@@ -28,7 +28,8 @@ import numpy as np
 from ..errors import EvrouteError
 from ..geo import EARTH_RADIUS_M
 
-__all__ = ["HMMMatcher", "local_metres", "BETA_PER_NOISE", "CANDIDATES", "WINDOW", "REACH_BETAS"]
+__all__ = ["HMMMatcher", "local_metres", "smooth_track", "fix_speeds", "BETA_PER_NOISE", "CANDIDATES", "WINDOW", "REACH_BETAS",
+           "ACCELERATION_NOISE"]
 
 #: β, the scale of a step's cost |d_route − d_ref| / β, per metre of the GPS noise σ: two
 #: projections each off by σ make d_route about σ√2 off. Chosen on SUMO's Monaco drives (30
@@ -46,6 +47,12 @@ WINDOW = 64
 REACH_BETAS = 20.0
 
 
+#: The random acceleration of :func:`fix_speeds`' motion model (m²/s³, the spectral density of a
+#: white-noise acceleration): how fast a car's velocity may wander between fixes. Chosen on SUMO's
+#: Monaco drives without their speeds (scripts/bench_drives.py --no-speed; docs/performance.md).
+ACCELERATION_NOISE = 1.0
+
+
 def local_metres(lat, lon, *, lat0: float, lon0: float):
     """Local (north, east) metres of positions in degrees, equirectangular about (lat0, lon0):
     under 0.1 % off over a city.
@@ -59,6 +66,88 @@ def local_metres(lat, lon, *, lat0: float, lon0: float):
     north = np.radians(lat - lat0) * EARTH_RADIUS_M
     east = np.radians(lon - lon0) * EARTH_RADIUS_M * math.cos(math.radians(lat0))
     return north, east
+
+
+def smooth_track(t, coords, *, gps_noise_m: float, acceleration: float | None = None) -> list[np.ndarray]:
+    r"""A track as a car drives it, at a nearly constant velocity, from noisy positions: in each
+    coordinate a cubic smoothing spline, the maximum a posteriori track of a white-noise
+    acceleration of spectral density q (:data:`ACCELERATION_NOISE`) seen through the GPS noise σ
+    (Wahba 1978),
+
+    .. math:: \min_x \sum_i (x_i - z_i)^2 / \sigma^2 + \frac1q \sum_i a_i^2 \,(h_{i-1} + h_i) / 2,
+
+    with :math:`a_i` the second divided difference at fix i and :math:`h_i` the time steps: one
+    pentadiagonal system a coordinate.
+
+    Parameters
+    ----------
+    t : array (n,)
+        Times (s, increasing).
+    coords : sequence of arrays (n,)
+        The positions' coordinates (m).
+    gps_noise_m : float
+        σ (m).
+    acceleration : float, optional
+        q (m²/s³; default :data:`ACCELERATION_NOISE`).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        The smoothed coordinates.
+    """
+    from scipy.linalg import solveh_banded
+
+    t = np.asarray(t, dtype=np.float64)
+    coords = [np.asarray(z, dtype=np.float64) for z in coords]
+    n = t.size
+    if n < 3:
+        return [z.copy() for z in coords]
+    q = float(acceleration if acceleration is not None else ACCELERATION_NOISE)
+    h = np.maximum(np.diff(t), 1e-3)
+    h0, h1 = h[:-1], h[1:]
+    c = 2.0 / (h0 + h1)
+    a, b, d = c / h0, -c * (1.0 / h0 + 1.0 / h1), c / h1  # row i of the second differences: fixes i, i+1, i+2
+    w = 0.5 * (h0 + h1) / q
+    r = 1.0 / float(gps_noise_m) ** 2
+    bands = np.zeros((3, n))  # the upper bands of r I + Dᵀ W D (solveh_banded's layout)
+    bands[2] = r
+    bands[2, :-2] += w * a * a
+    bands[2, 1:-1] += w * b * b
+    bands[2, 2:] += w * d * d
+    bands[1, 1:-1] += w * a * b
+    bands[1, 2:] += w * b * d
+    bands[0, 2:] += w * a * d
+    return [solveh_banded(bands, r * z) for z in coords]
+
+
+def fix_speeds(t, lat, lon, *, gps_noise_m: float, acceleration: float | None = None) -> np.ndarray:
+    """Each fix's speed from the positions alone, for a trace that has none (a phone's): the
+    speed of the smoothed track (:func:`smooth_track`, by central differences). A parked car's
+    jitter smooths to a crawl, so the matcher no longer drives it around the block between two of
+    its fixes.
+
+    Parameters
+    ----------
+    t, lat, lon : arrays (n,)
+        One trip's fixes: times (s, increasing) and degrees.
+    gps_noise_m : float
+        σ (m).
+    acceleration : float, optional
+        As :func:`smooth_track`.
+
+    Returns
+    -------
+    numpy.ndarray
+        The speeds (m/s).
+    """
+    t = np.asarray(t, dtype=np.float64)
+    if t.size < 2:
+        return np.zeros(t.size)
+    north, east = local_metres(lat, lon, lat0=float(np.mean(lat)), lon0=float(np.mean(lon)))
+    times = np.r_[0.0, np.cumsum(np.maximum(np.diff(t), 1e-3))]
+    vn, ve = (np.gradient(x, times) for x in smooth_track(times, (north, east), gps_noise_m=gps_noise_m,
+                                                            acceleration=acceleration))
+    return np.hypot(vn, ve)
 
 
 @dataclass
