@@ -359,3 +359,31 @@ def test_the_atlas_command_drives_a_powertrain(world, capsys):
     text = capsys.readouterr().out
     assert "driven by FASTSim's leaf at 20 degrees C" in text and "no cycle makes energy" in text
     assert world[1].key in text and "powertrain=leaf,ambient_c=20" in text
+
+
+@pytest.mark.needs("sumo")
+def test_sumos_own_world_draws_a_vehicles_auxiliary_power_every_second():
+    """Under SUMO's own truth a vehicle with an auxiliary power is the same traffic with P_aux drawn
+    every second on top of SUMO's energy: each traversal costs P_aux × its seconds more, the edge
+    keeping the share of a car at its top speed."""
+    from evroute.physics.routes import resolve_route
+    from evroute.roads.network import load_network
+    from evroute.roads.oracle import Oracle
+    from evroute.world.sumo import build_atlas, sumo_home
+
+    try:
+        sumo_home()
+    except EvrouteError:
+        pytest.skip("needs the sumo extra")
+    net = load_network("synthetic")
+    route = resolve_route(net, "A")
+    kw = dict(oracle=Oracle.from_network(net), start=route.start, end=route.end, **TRAFFIC)
+    plain = build_atlas(net, "synthetic", Vehicle(), **kw)
+    heated = build_atlas(net, "synthetic", Vehicle(aux_power_w=360.0), **kw)
+    assert heated.key != plain.key and heated.vehicle.aux_power_w == 360.0
+    a, b = plain.table, heated.table
+    pd.testing.assert_frame_equal(a[["edge", "vehicle", "enter_s", "seconds"]], b[["edge", "vehicle", "enter_s",
+                                                                                 "seconds"]])
+    np.testing.assert_allclose(b.energy_wh - a.energy_wh, 0.1 * a.seconds, atol=1e-9)
+    extra = b.edge_wh - a.edge_wh
+    assert (extra <= 0.1 * a.seconds + 1e-9).all() and (extra > 0).all()
