@@ -13,6 +13,7 @@ here and imported there.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from .components import component_names
@@ -34,7 +35,7 @@ __all__ = ["RUN_SETTINGS", "NETWORK_SETTINGS", "ROUTE_SETTINGS", "VEHICLE_SETTIN
            "LOOP_SETTINGS", "KERNEL_SETTINGS", "SCALE_SETTINGS", "ENVIRONMENT_SETTINGS", "PRIOR_SETTINGS",
            "OPTIMUM_SETTINGS", "WEIGHT_RULES", "KERNEL_KINDS", "check_kappa", "check_nu", "check_lengthscale", "check_std_wh",
            "MAX_HORIZON", "LOG_BYTES_PER_ROUND", "LOG_BYTES_PER_EDGE", "MAX_TIME_LIMIT", "SUMO_TRUTH_OPTIONS",
-           "demand_file"]
+           "demand_file", "POWERTRAINS", "FASTSIM_INSTALL", "powertrain_spec"]
 
 # --- network and trip ---------------------------------------------------------
 
@@ -274,6 +275,32 @@ def demand_file(name, value):
     return str(value)
 
 
+#: The FASTSim cars a powertrain world drives (``--truth sumo[powertrain=NAME]``): their names and
+#: FASTSim 3.1's vehicle resources (battery-electric, with thermal models but the Zoe's).
+POWERTRAINS = {"leaf": "2016 Nissan Leaf 30 kWh thrml.yaml", "bolt": "2020 Chevrolet Bolt EV thrml.yaml",
+               "model3": "2022 Tesla Model 3 RWD thrml.yaml", "zoe": "2022_Renault_Zoe_ZE50_R135.yaml"}
+#: What to run when FASTSim is missing.
+FASTSIM_INSTALL = 'pip install "evroute[fastsim]"'
+
+
+def powertrain_spec(name, value):
+    """A FASTSim car (:data:`POWERTRAINS`) or FASTSim vehicle file (YAML or JSON), as given; None
+    (``none``): SUMO's own energies. FASTSim must be installed (looked up, not imported)."""
+    if value in (None, "none"):
+        return None
+    value = str(value).strip()
+    if value not in POWERTRAINS:
+        path = Path(value).expanduser()
+        if path.suffix.lower() not in (".yaml", ".yml", ".json"):
+            raise EvrouteError(f"{name}: unknown car {value!r}; one of {', '.join(POWERTRAINS)}, or a FASTSim vehicle "
+                               "file (.yaml, .json)")
+        if not path.is_file():
+            raise EvrouteError(f"{name}: no such FASTSim vehicle file: {value}")
+    if importlib.util.find_spec("fastsim") is None:
+        raise EvrouteError(f"the car {value!r} ({name}) needs FASTSim, which is not installed: {FASTSIM_INSTALL}")
+    return value
+
+
 #: The options of ``--truth sumo[...]`` (:mod:`evroute.world.sumo` registers the truth with them), declared
 #: here, where importing them costs nothing: ``evroute sumo atlas`` makes its flags of them.
 SUMO_TRUTH_OPTIONS = (
@@ -295,4 +322,10 @@ SUMO_TRUTH_OPTIONS = (
     Option("turns", flag, True, "edges plus turns: each traversal's kinetic-energy change moved out of the edge onto "
            "the junction where the car braked and accelerated (false: the whole energy booked on the edge, which "
            "creates energy edge by edge)", "the kinetic split, docs/reproductions/sumo.md"),
+    Option("powertrain", powertrain_spec, None, "a real car's power train drives SUMO's traffic (FASTSim 3.1: "
+           f"{', '.join(POWERTRAINS)}, or a FASTSim vehicle file); default none, SUMO's own EV model",
+           "FASTSim 3.1's battery-electric cars, NREL", metavar="NAME|FILE"),
+    Option("ambient_c", in_range(-40, 50, why="degrees Celsius"), 20.0, "ambient temperature (degrees C) of the power "
+           "train's heating and air conditioning", "a mild day: heating off, the cars' base auxiliary load",
+           metavar="NUMBER"),
 )

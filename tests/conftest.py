@@ -6,7 +6,7 @@ tests that need more than the README's test command installs.
   exists; else the user data folder). A test marked ``real`` (or asking for a file through
   :func:`data_file`) is skipped without them, with one summary line naming ``evroute data
   fetch``; with ``EVROUTE_REQUIRE_DATA=1`` (CI) a missing file fails the test instead.
-- A test marked ``needs("sumo")`` (``ray``, ``svgp``, ``docs``) is skipped, with its reason,
+- A test marked ``needs("sumo")`` (``ray``, ``svgp``, ``docs``, ``fastsim``) is skipped, with its reason,
   where that extra is not installed.
 """
 
@@ -30,7 +30,7 @@ MONACO, LUXEMBOURG, LUXEMBOURG_DEM = "monaco-most.osm", "luxembourg-lust.osm", "
 
 #: extra → the modules it installs (looked up, never imported: importing sumo resets PROJ's paths)
 EXTRAS = {"sumo": ("sumo", "sumolib"), "ray": ("ray",), "svgp": ("torch", "gpytorch"),
-          "docs": ("mkdocs", "mkdocstrings")}
+          "docs": ("mkdocs", "mkdocstrings"), "fastsim": ("fastsim",)}
 
 
 def has_extra(extra: str) -> bool:
@@ -52,7 +52,7 @@ def data_file(name: str) -> Path:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "needs(extra): skipped when the extra (sumo, ray, svgp, docs) is not installed")
+    config.addinivalue_line("markers", "needs(extra): skipped when the extra (sumo, ray, svgp, docs, fastsim) is not installed")
 
 
 def pytest_runtest_setup(item):

@@ -76,7 +76,7 @@ def test_third_party_imports_are_declared_and_used():
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = declared["optional-dependencies"]
     names = {d.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
-             for d in declared["dependencies"] + extras["ray"] + extras["sumo"] + extras["svgp"]}
+             for d in declared["dependencies"] + extras["ray"] + extras["sumo"] + extras["svgp"] + extras["fastsim"]}
     used = set()
     for name, path in modules().items():
         for target, _ in imports(name, path):

@@ -87,7 +87,8 @@ def template(tmp_path_factory):
                 "list": "[1, 2]", "text": '{"base": "sumo-ev", "mass_kg": "heavy"}',
                 "badbase": '{"base": "nope", "mass_kg": 1000}', "partial": '{"mass_kg": 1000}',
                 "unknown": '{"base": "sumo-ev", "wings": 2}', "negative": '{"base": "sumo-ev", "g": -9.81}',
-                "eta": '{"base": "sumo-ev", "eta_plus": 1.5}', "broken": '{"base": '}
+                "eta": '{"base": "sumo-ev", "eta_plus": 1.5}', "broken": '{"base": ',
+                "negaux": '{"base": "sumo-ev", "aux_power_w": -5}'}
     for name, text in vehicles.items():
         (root / f"{name}.json").write_text(text)
     (root / "cands-empty.json").write_text('{"candidates": []}')
@@ -421,6 +422,21 @@ CASES = [
     (["drives", "import", "notes.txt", "--network", "synthetic", "--out", "new-drives", "--sumo-net", "nope.net.xml"],
      "no such SUMO network"),
     (["drives", "import", "notes.txt", "--network", "synthetic", "--out", "notes.txt"], "not a directory"),
+    # ---- the powertrain world and vehicles fit (checked before FASTSim is looked for)
+    (["networks", "info", "--vehicle", "negaux.json"], "aux_power_w"),
+    ([*SIM, "--truth", "sumo[powertrain=tractor]"], "unknown car"),
+    ([*SIM, "--truth", "sumo[powertrain=/nonexistent/car.yaml]"], "no such FASTSim vehicle file"),
+    ([*SIM, "--truth", "sumo[ambient_c=99]"], "ambient_c"),
+    ([*SIM, "--truth", "sumo[ambient_c=cold]"], "ambient_c"),
+    (["sumo", "atlas", "--powertrain", "tractor"], "unknown car"),
+    (["sumo", "atlas", "--ambient-c", "-60"], "ambient"),
+    (["vehicles", "fit", "tractor", "--out", "x.json"], "unknown car"),
+    (["vehicles", "fit", "leaf", "--out", "notes.txt"], ".json"),
+    (["vehicles", "fit", "leaf", "--out", "x.json", "--ambient-c", "99"], "ambient"),
+    (["vehicles", "fit", "leaf", "--out", "x.json", "--seed", "-1"], "--seed"),
+    (["vehicles", "fit", "leaf", "--out", "x.json", "--baseline", "hovercraft"], "unknown vehicle"),
+    (["vehicles", "fit", "leaf", "--out", "big.json"], "not written by evroute"),
+    (["vehicles", "frobnicate"], "No such command"),
 ]
 
 

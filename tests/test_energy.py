@@ -94,3 +94,31 @@ def test_bad_vehicle_files(tmp_path, content, msg):
 def test_unknown_vehicle():
     with pytest.raises(EvrouteError, match="unknown vehicle"):
         load_vehicle("tesla-roadster-in-space")
+
+
+def test_an_auxiliary_power_and_a_rotating_mass_are_optional(tmp_path):
+    """A vehicle file may give an auxiliary power (E_det then adds P_aux ℓ / v) and a rotating mass
+    (only the kinetic energy counts it); the presets and files without them are what they were:
+    their records and cache keys leave the defaults out, and E_det is Eq. 8's."""
+    from evroute.physics.energy import OPTIONAL_PARAMETERS, kinetic_energy_wh
+    from evroute.world.junctions import physics_turns
+
+    paper = Vehicle()
+    assert set(OPTIONAL_PARAMETERS) & set(paper.to_dict()) == set()
+    f = tmp_path / "car.json"
+    f.write_text(json.dumps({"generator": "evroute test", "base": "sumo-ev", "aux_power_w": 1800.0,
+                             "rotating_mass_kg": 30.0, "fit": {"anything": 1}}))
+    car = load_vehicle(str(f))
+    assert car.to_dict()["aux_power_w"] == 1800.0 and Vehicle(**car.to_dict()) == car
+    # 1.8 kW for the 100 s a 1 km edge takes at 10 m/s: 50 Wh more
+    assert float(edge_energy_wh(1000.0, 0.0, 10.0, vehicle=car) - edge_energy_wh(1000.0, 0.0, 10.0)) == \
+        pytest.approx(50.0)
+    assert float(kinetic_energy_wh(10.0, car)) == pytest.approx(0.5 * 1860.0 * 100.0 / 3600.0)
+    assert float(kinetic_energy_wh(10.0, paper)) == pytest.approx(0.5 * 1870.0 * 100.0 / 3600.0)
+    from evroute.roads.network import load_network
+
+    net = load_network("synthetic")
+    cold, mild = physics_turns(net, car), physics_turns(net, Vehicle(rotating_mass_kg=30.0))
+    assert (cold.mean > mild.mean).all()  # crossing a junction, and waiting where it stops
+    with pytest.raises(EvrouteError, match="aux_power_w"):
+        Vehicle(aux_power_w=-1.0)

@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
               "held-out drives."),
     "sumo": ("evroute.cli.sumo", None, "SUMO's EV model in simulated traffic, a physical truth (pip install "
              "\"evroute[sumo]\")."),
+    "vehicles": ("evroute.cli.vehicles", None, "Vehicles: Eq. 8's presets and FASTSim's cars; fit Eq. 8 plus an "
+                 "auxiliary power to a real car's power train."),
 }
 
 

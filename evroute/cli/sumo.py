@@ -55,7 +55,7 @@ def conservation_lines(c: dict, trip: str) -> list[str]:
 
 #: The options of the sumo truth ``evroute sumo atlas`` takes: its flags, help, bounds and defaults
 #: come from the truth's own declarations (one atlas for both).
-ATLAS_OPTIONS = ("rate", "hours", "probes", "atlas_seed", "demand")
+ATLAS_OPTIONS = ("rate", "hours", "probes", "atlas_seed", "demand", "powertrain", "ambient_c")
 
 
 @app.command("atlas")
@@ -97,12 +97,14 @@ def sumo_atlas_cmd(
     atlas = build_atlas(net, network, veh, oracle=Oracle.from_network(net), start=spec.start, end=spec.end,
                         rate=options["rate"], hours=options["hours"], probes=options["probes"],
                         seed=options["atlas_seed"], osm=str(osm) if osm else None, dem=str(dem) if dem else None,
-                        demand=options["demand"])
+                        demand=options["demand"], powertrain=options["powertrain"], ambient_c=options["ambient_c"])
     mean, counts = atlas.mean_energy(net.n_edges)
     e_det = edge_energies(net, veh)
     stats = {**atlas.summary, "key": atlas.key, **edet_agreement(e_det, mean)}
+    booked = atlas.vehicle or veh  # the car the atlas books (a power train's, with powertrain=)
     with stage("energy conservation: floors, cycles, drives and the trip's exact optimum"):
-        stats["conservation"] = atlas_conservation(atlas, net, veh, e_det=e_det, start=spec.start, end=spec.end)
+        stats["conservation"] = atlas_conservation(atlas, net, booked, e_det=edge_energies(net, booked),
+                                                   start=spec.start, end=spec.end)
     if fit:
         with stage("type-II maximum likelihood on the atlas's first half"):
             stats["fit"] = fit_hyperparameters(atlas, net, e_det)
@@ -119,14 +121,23 @@ def sumo_atlas_cmd(
     print(f"{net.name}: {stats['traversals']:,} traversals of {stats['edges_traversed']:,} of {net.n_edges:,} edges "
           f"({100 * stats['edges_mapped_share']:.1f} % mapped to SUMO), {stats['probe_vehicles']:,} probe vehicles, "
           f"{stats['teleports']} teleports")
+    if options["powertrain"] is not None:
+        r = stats["recost"]
+        print(f"driven by FASTSim's {options['powertrain']} at {options['ambient_c']:g} degrees C ({booked.name}: "
+              f"{booked.mass_kg:g} kg, eta+ {booked.eta_plus:.3f}, eta- {booked.eta_minus:.3f}, auxiliary "
+              f"{booked.aux_power_w:.0f} W): {r['cycles']:,} trips, {r['seconds_lagged']:,} of {r['seconds']:,} seconds "
+              f"lagging SUMO's car (more power than it has), {r['seconds_braked_by_friction']:,} braking beyond its "
+              f"regeneration, {r['cycles_refused']} trips FASTSim refused (left out)")
     if stats["r_edet_sumo"] is not None:
         print(f"E_det (Eq. 8) against the mean SUMO energy per edge: r = {stats['r_edet_sumo']:.3f}, median "
               f"ratio SUMO / E_det {stats['median_ratio_sumo_edet']:.3f}")
     for line in conservation_lines(stats["conservation"], spec.name):
         print(line)
     background = f"demand={options['demand']}" if options["demand"] else f"rate={options['rate']:g}"
+    car = "" if options["powertrain"] is None else \
+        f",powertrain={options['powertrain']},ambient_c={options['ambient_c']:g}"
     print(f"atlas {atlas.key} (cached); --truth \"sumo[{background},hours={options['hours']:g},"
-          f"probes={options['probes']},atlas_seed={options['atlas_seed']}]\" uses it")
+          f"probes={options['probes']},atlas_seed={options['atlas_seed']}{car}]\" uses it")
     if fit:
         f = stats["fit"]
         print(f"fitted on {f['traversals']:,} traversals of {f['edges']:,} edges: sigma_0 {f['prior_std']:.1f} Wh "

@@ -7,6 +7,12 @@ For an edge of length ℓ (m), inclination α = atan(grade) (rad) and speed v (m
           = F·ℓ · η⁻ / 3600      if F·ℓ < 0   (regenerative braking)  [Wh]
 
 evroute splits the paper's single η into η⁺ (power train) and η⁻ (recuperation), as SUMO does.
+
+Two optional parameters describe a real car beyond the paper's: an auxiliary power P_aux (W:
+electronics, heating, air conditioning) drawn for as long as the car is on the edge, so that
+E_det = Eq. 8 + P_aux ℓ / (3600 v), and the mass equivalent of the rotating parts, which counts
+only where the car changes speed (:func:`kinetic_energy_wh`). The paper's presets keep P_aux = 0
+and SUMO's 40 kg.
 """
 
 from __future__ import annotations
@@ -34,7 +40,14 @@ VEHICLE_RANGES: dict[str, tuple[float, float, bool, str]] = {
     "eta_minus": (0.0, 1.0, False, "recuperation efficiency"),
     "g": (0.0, 100.0, True, "m/s²; Earth 9.81"),
     "air_density": (0.0, 100.0, False, "kg/m³; air at sea level 1.2"),
+    "aux_power_w": (0.0, 1e5, False, "W; a car's electronics 200-300, its heating up to 5000"),
+    "rotating_mass_kg": (0.0, 1e4, False, "kg; the mass equivalent of wheels and motor, SUMO's 40"),
 }
+
+#: The parameters a vehicle file may leave out, and their defaults: the paper's car has no
+#: auxiliary load and SUMO's rotating mass (they are left out of :meth:`Vehicle.to_dict` at these
+#: values, so that the presets' records and cache keys are what they were).
+OPTIONAL_PARAMETERS: dict[str, float] = {"aux_power_w": 0.0, "rotating_mass_kg": 40.0}
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,8 @@ class Vehicle:
     g: float = 9.82
     air_density: float = 1.2
     name: str = DEFAULT_VEHICLE
+    aux_power_w: float = 0.0
+    rotating_mass_kg: float = 40.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -62,8 +77,13 @@ class Vehicle:
             number_in(f"vehicle {self.name!r}: {f.name}", value, lo, hi=hi, lo_open=lo_open, why=why)
 
     def to_dict(self) -> dict:
-        """The parameters as a plain dict (for config files)."""
-        return asdict(self)
+        """The parameters as a plain dict (for config files and cache keys); the optional ones
+        (:data:`OPTIONAL_PARAMETERS`) only where they differ from their defaults."""
+        d = asdict(self)
+        for k, default in OPTIONAL_PARAMETERS.items():
+            if d[k] == default:
+                del d[k]
+        return d
 
 
 def vehicle_names() -> list[str]:
@@ -71,11 +91,16 @@ def vehicle_names() -> list[str]:
     return list(load_registry("vehicles"))
 
 
+#: The members of a vehicle file that are notes, not parameters: what it is, the preset it
+#: inherits from, the program that wrote it and how it was fitted (``evroute vehicles fit``).
+FILE_NOTES = frozenset({"description", "base", "generator", "fit"})
+
+
 def _vehicle_from_mapping(name: str, spec: dict, presets: dict | None = None) -> Vehicle:
     """A Vehicle from a mapping of every parameter, or of some with ``"base": PRESET``
     (the others are inherited from that preset, explicitly)."""
     known = {f.name for f in fields(Vehicle)}
-    unknown = sorted(set(spec) - known - {"description", "base"})
+    unknown = sorted(set(spec) - known - FILE_NOTES)
     if unknown:
         raise EvrouteError(f"vehicle {name!r}: unknown parameter(s) {', '.join(unknown)}; "
                            f"known: {', '.join(sorted(known - {'name'}))}")
@@ -87,7 +112,7 @@ def _vehicle_from_mapping(name: str, spec: dict, presets: dict | None = None) ->
             raise EvrouteError(f"vehicle {name!r}: unknown base {base!r}; presets: {', '.join(presets)}")
         inherited = {k: v for k, v in presets[base].items() if k in known and k != "name"}
         params = {**inherited, **params}
-    missing = sorted(known - {"name"} - set(params))
+    missing = sorted(known - {"name"} - set(OPTIONAL_PARAMETERS) - set(params))
     if missing:
         raise EvrouteError(f"vehicle {name!r}: missing parameter(s) {', '.join(missing)}; give every "
                            f"parameter, or \"base\": \"{DEFAULT_VEHICLE}\" to inherit the others from a preset")
@@ -108,7 +133,8 @@ def load_vehicle(spec: str | None = None) -> Vehicle:
     spec : str, optional
         A preset name (see :func:`vehicle_names`) or the path of a JSON file holding the
         fields of :class:`Vehicle`: every one, or some with ``"base": "<preset>"`` to
-        inherit the others from that preset (nothing is filled in silently).
+        inherit the others from that preset (nothing is filled in silently but the optional
+        :data:`OPTIONAL_PARAMETERS`). Its notes (:data:`FILE_NOTES`) are not parameters.
         ``None`` gives the paper's vehicle.
 
     Returns
@@ -147,7 +173,8 @@ def traction_energy_j(length_m, incline_rad, speed_mps, *, vehicle: Vehicle) -> 
 
 
 def edge_energy_wh(length_m, incline_rad, speed_mps, *, vehicle: Vehicle | None = None) -> np.ndarray:
-    """Deterministic energy E_det of each edge in Wh (Eq. 8 with η⁺ / η⁻).
+    """Deterministic energy E_det of each edge in Wh (Eq. 8 with η⁺ / η⁻, plus the vehicle's
+    auxiliary power for the time ℓ / v on the edge where it has one).
 
     Parameters
     ----------
@@ -163,16 +190,27 @@ def edge_energy_wh(length_m, incline_rad, speed_mps, *, vehicle: Vehicle | None 
     """
     vehicle = vehicle or Vehicle()
     work = traction_energy_j(length_m, incline_rad, speed_mps, vehicle=vehicle)
-    return np.where(work >= 0, work / (3600.0 * vehicle.eta_plus), work * vehicle.eta_minus / 3600.0)
+    out = np.where(work >= 0, work / (3600.0 * vehicle.eta_plus), work * vehicle.eta_minus / 3600.0)
+    if vehicle.aux_power_w > 0:  # the auxiliary load for the time on the edge, ℓ / v
+        with np.errstate(divide="ignore"):
+            out = out + vehicle.aux_power_w * np.asarray(length_m, dtype=np.float64) \
+                / np.asarray(speed_mps, dtype=np.float64) / 3600.0
+    return out
 
 
 #: The mass equivalent of the rotating parts (wheels, motor) that SUMO's energy model adds to the
 #: vehicle's in the kinetic energy, kg: SUMO 1.28's default (``EnergyParams``), pinned in
-#: :func:`evroute.world.sumo.vtype_xml` so that the kinetic split uses the car SUMO drove.
-ROTATING_MASS_KG = 40.0
+#: :func:`evroute.world.sumo.vtype_xml` so that the kinetic split uses the car SUMO drove; the
+#: default of :attr:`Vehicle.rotating_mass_kg`.
+ROTATING_MASS_KG = OPTIONAL_PARAMETERS["rotating_mass_kg"]
 
 
-def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None) -> np.ndarray:
+#: The largest change of speed in one 1 s step that is driving (m/s): above a car's emergency
+#: deceleration (SUMO's 9 m/s²); a larger one is a simulator placing the car (a departure, a teleport).
+MAX_SPEED_STEP = 10.0
+
+
+def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None, wheel=None) -> np.ndarray:
     """The part of each step's electricity booked on the car's change of kinetic energy, Wh: its
     mechanical change ½ (m + m_rot)(v² − v₀²) plus whatever the step lost beyond what a steady car
     would have lost, so that it is never below the mechanical change (efficiencies only lose).
@@ -195,14 +233,22 @@ def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None
     (:mod:`evroute.world.junctions`). With η⁻ = 0 a recuperating step says nothing of its powers:
     its kinetic part is then its mechanical change where the car gains speed, else 0.
 
+    A car whose power train is not SUMO's (a motor map, a limit on regeneration with friction
+    brakes taking the rest: :mod:`evroute.world.powertrain`) says its wheel work x itself
+    (``wheel``); the same split then holds for any losses e − x ≥ 0, ``vehicle``'s η⁺ and η⁻ only
+    saying what a steady car would lose.
+
     Parameters
     ----------
     speed, last_speed : array
         The speed at the step's end and at its start (m/s).
     electricity : array
-        The step's energy (Wh; its sign picks the efficiency).
+        The step's energy drawn for propulsion (Wh; its sign picks the efficiency; an auxiliary
+        load is not in it).
     vehicle : Vehicle, optional
-        Mass and efficiencies (default the paper's EV).
+        Mass, rotating mass and efficiencies (default the paper's EV).
+    wheel : array, optional
+        The step's work at the wheels x (Wh), where the power train says it; default F⁻¹(e).
 
     Returns
     -------
@@ -212,20 +258,25 @@ def kinetic_wh(speed, last_speed, electricity, *, vehicle: Vehicle | None = None
     vehicle = vehicle or Vehicle()
     v, v0 = np.asarray(speed, dtype=np.float64), np.asarray(last_speed, dtype=np.float64)
     e = np.asarray(electricity, dtype=np.float64)
-    dke = 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * (v * v - v0 * v0) / 3600.0
+    dke = 0.5 * (vehicle.mass_kg + vehicle.rotating_mass_kg) * (v * v - v0 * v0) / 3600.0
     eta_p, eta_m = vehicle.eta_plus, vehicle.eta_minus
-    x = np.where(e > 0, e * eta_p, e / (eta_m if eta_m > 0 else 1.0))  # the wheel's work: F⁻¹(e)
+    if wheel is None:
+        x = np.where(e > 0, e * eta_p, e / (eta_m if eta_m > 0 else 1.0))  # the wheel's work: F⁻¹(e)
+    else:
+        x = np.asarray(wheel, dtype=np.float64)
     w = x - dke  # the step's work at a constant kinetic state
     steady_loss = np.where(w > 0, w / eta_p, w * eta_m) - w
     kinetic = dke + np.maximum(0.0, (e - x) - steady_loss)
+    if wheel is not None:
+        return kinetic
     return np.where((e > 0) | (eta_m > 0), kinetic, np.maximum(dke, 0.0))
 
 
 def kinetic_energy_wh(speed, vehicle: Vehicle | None = None) -> np.ndarray:
     """½ (m + m_rot) v² (Wh): the car's kinetic energy at ``speed`` (m/s), its rotating parts
-    included (:data:`ROTATING_MASS_KG`, as SUMO counts them)."""
+    included (:attr:`Vehicle.rotating_mass_kg`, SUMO's :data:`ROTATING_MASS_KG` by default)."""
     vehicle = vehicle or Vehicle()
-    return 0.5 * (vehicle.mass_kg + ROTATING_MASS_KG) * np.asarray(speed, dtype=np.float64) ** 2 / 3600.0
+    return 0.5 * (vehicle.mass_kg + vehicle.rotating_mass_kg) * np.asarray(speed, dtype=np.float64) ** 2 / 3600.0
 
 
 def energy_floor_wh(length_m, grade, vehicle: Vehicle | None = None) -> tuple[np.ndarray, np.ndarray]:

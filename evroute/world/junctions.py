@@ -30,7 +30,7 @@ from ..errors import EvrouteError
 from ..physics.energy import Vehicle, kinetic_energy_wh
 
 __all__ = ["junction_dissipation", "truth_turns", "physics_turns", "fleet_turns", "turn_geometry", "speed_change_wh",
-           "speed_change_loss_wh", "STOP_CHANCE", "JUNCTION_M", "JUNCTION_SD", "LATERAL_ACCEL"]
+           "speed_change_loss_wh", "STOP_CHANCE", "JUNCTION_M", "JUNCTION_SD", "LATERAL_ACCEL", "STOP_WAIT_S"]
 
 #: The chance that a car stops at a junction (physics prior): at a traffic signal half the time;
 #: where it turns across the oncoming traffic, onto a road of a higher class or makes a U-turn
@@ -43,6 +43,10 @@ JUNCTION_M = 10.0
 #: What physics does not know of a junction, beside whether the car stops (Wh): how long its
 #: internal lanes are, how the car brakes and accelerates through it.
 JUNCTION_SD = 1.5
+
+#: The seconds a car that stops at a junction waits there (the physics prior): half a typical
+#: signal's red phase. Only a car with an auxiliary load pays for them (P_aux × the wait).
+STOP_WAIT_S = 20.0
 
 #: The lateral acceleration a car takes a turn with (m/s²): it slows to √(a r) for a curve of
 #: radius r (:func:`physics_turns`).
@@ -206,7 +210,9 @@ def physics_turns(net, vehicle: Vehicle | None = None) -> TurnPrior:
     speed changes (:func:`speed_change_loss_wh`) v₁ → v_c → v₂; with chance p it stops instead,
     v₁ → 0 → v₂ (p of :data:`STOP_CHANCE`: a traffic signal on the edge before, a yield where it
     turns left, makes a U-turn or joins a road of a higher class, else free), plus the rolling
-    resistance and drag over :data:`JUNCTION_M` metres at v_c. The mean is the mixture's; its
+    resistance and drag over :data:`JUNCTION_M` metres at v_c. A car with an auxiliary load P_aux
+    pays it for the time it takes to cross the junction, :data:`JUNCTION_M` / v_c, and for
+    :data:`STOP_WAIT_S` seconds more where it stops. The mean is the mixture's; its
     variance is the stop's Bernoulli variance plus the mean squared (the model's own uncertainty:
     how often and how hard cars brake, how long the junction is) plus (:data:`JUNCTION_SD` Wh)².
     One car's dissipation about its turn's mean (the observations' noise) spreads by the stop's
@@ -235,6 +241,9 @@ def physics_turns(net, vehicle: Vehicle | None = None) -> TurnPrior:
     steady = (vehicle.mass_kg * vehicle.g * vehicle.rolling_resistance
               + 0.5 * vehicle.air_density * vehicle.frontal_area_m2 * vehicle.drag_coefficient * vc**2) \
         * JUNCTION_M / 3600.0 / vehicle.eta_plus
+    if vehicle.aux_power_w > 0:  # the auxiliary load while crossing, and while waiting where it stops
+        steady = steady + vehicle.aux_power_w * JUNCTION_M / np.maximum(vc, 1.0) / 3600.0
+        stop = stop + vehicle.aux_power_w * STOP_WAIT_S / 3600.0
     mean = (1.0 - p) * go + p * stop + steady
     bernoulli = p * (1.0 - p) * (stop - go) ** 2
     return TurnPrior(mean, bernoulli + mean**2 + JUNCTION_SD**2, junction=junction, kind=kind,

@@ -29,6 +29,11 @@ Pipeline (:func:`build_atlas`), each step a SUMO tool of the optional extra
 
 The atlas is cached like every other artefact (keyed by the network, the vehicle, the demand,
 the seed and SUMO's version): a second call is instant.
+
+A second world (``powertrain=``): the same traffic, SUMO's per-second speeds and elevations of
+every car, driven by a real car's power train in FASTSim (:mod:`evroute.world.powertrain`) at an
+ambient temperature, booked the same way with that car's mass and efficiencies. The traffic is
+cached apart and shared by every car and temperature.
 """
 
 from __future__ import annotations
@@ -57,7 +62,13 @@ from ..cache import CacheEntry, make_key
 from ..errors import EvrouteError, EvrouteWarning
 from ..geo import EARTH_RADIUS_M
 from ..io import atomic_path, atomic_write_text, generator
-from ..physics.energy import ROTATING_MASS_KG, Vehicle, kinetic_wh, potential_energy_wh
+from ..physics.energy import (
+    MAX_SPEED_STEP,
+    ROTATING_MASS_KG,
+    Vehicle,
+    kinetic_wh,
+    potential_energy_wh,
+)
 from ..priors.fitting import FIT_LENGTHSCALES, fit_prior
 from ..priors.noise import edge_noise_std, fit_noise_model
 from ..progress import stage
@@ -139,11 +150,13 @@ def _run(args: list[str], what: str, cwd: Path) -> str:
 def vtype_xml(vehicle: Vehicle, type_id: str = "ev") -> str:
     """A SUMO vType for ``vehicle`` with the battery device, its parameters those of Eq. 8: mass,
     frontal area, drag and rolling coefficients, the power-train and recuperation efficiencies;
-    no auxiliary power (SUMO's defaults are the paper's Table 2). SUMO 1.28's energy model reads
+    no auxiliary power (SUMO's defaults are the paper's Table 2; a vehicle's auxiliary power is
+    added to every second by :func:`build_atlas`, drawn from the battery as it is, not through
+    SUMO's efficiencies). SUMO 1.28's energy model reads
     them from ``<param>`` elements, not from the vType's attributes: both are written
     (tests/test_sumo.py: a delivery van at constant speed is Eq. 8 of the van). Two of SUMO's terms
-    that Eq. 8 has not are SUMO's: the rotating mass (pinned, 40 kg: it matters only when the car
-    accelerates) and the radial drag of cornering (its default, 0.5: energy on curves and at
+    that Eq. 8 has not are SUMO's: the rotating mass (pinned, the vehicle's: SUMO's 40 kg unless
+    it says otherwise; it matters only when the car accelerates) and the radial drag of cornering (its default, 0.5: energy on curves and at
     turns, a physical part of the truth that the prior E_det lacks)."""
     return (f'<vType id="{type_id}" vClass="passenger" emissionClass="Energy/unknown" '
             f'mass="{vehicle.mass_kg!r}" frontSurfaceArea="{vehicle.frontal_area_m2!r}" '
@@ -157,7 +170,7 @@ def vtype_xml(vehicle: Vehicle, type_id: str = "ev") -> str:
             f'<param key="rollDragCoefficient" value="{vehicle.rolling_resistance!r}"/>'
             f'<param key="propulsionEfficiency" value="{vehicle.eta_plus!r}"/>'
             f'<param key="recuperationEfficiency" value="{vehicle.eta_minus!r}"/>'
-            f'<param key="rotatingMass" value="{ROTATING_MASS_KG!r}"/>'
+            f'<param key="rotatingMass" value="{float(vehicle.rotating_mass_kg)!r}"/>'
             # SUMO 1.28 reads the auxiliary power from the parameter (its default is 100 W, measured:
             # tests/test_sumo.py's flat road is 2.5 % above Eq. 8 without it)
             '<param key="constantPowerIntake" value="0"/></vType>')
@@ -250,11 +263,6 @@ def map_edges(net, sumo_edges: pd.DataFrame) -> dict[int, list[str]]:
     return out
 
 
-#: The largest change of speed in one 1 s step that is driving (m/s): above SUMO's emergency
-#: deceleration (9 m/s²); a larger one is SUMO placing the car (:func:`traversals`).
-MAX_SPEED_STEP = 10.0
-
-
 def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]], vehicle: Vehicle | None = None) -> pd.DataFrame:
     """One row per complete traversal of an evroute edge (:data:`ATLAS_COLUMNS`) from SUMO's
     per-second emission rows (``time``, ``vehicle``, ``lane``, ``electricity`` in Wh per second of
@@ -276,8 +284,18 @@ def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]], vehicle: V
     ``kin_out_wh + junction_wh + kin_in_wh`` of the next, which is its change of kinetic energy
     between the two top speeds plus a dissipation that is never negative where the junction is
     flat (:func:`evroute.world.junctions.junction_dissipation`).
+
+    Two optional columns describe a car whose power train is not SUMO's
+    (:mod:`evroute.world.powertrain`): ``wheel`` (Wh, the step's work at the wheels, which the
+    split then takes as it is: :func:`kinetic_wh`) and ``aux`` (Wh, the auxiliary load included in
+    ``electricity``). The split is then made on the propulsion energy alone, and the auxiliary
+    energy goes where the car's time went: a step at speed v books the share v / v_top of its
+    auxiliary energy on the edge (what a car at the traversal's top speed v_top would have spent
+    over the same distance), the rest on the junction (``kin_in_wh`` before the top speed,
+    ``kin_out_wh`` after it). A car waiting at a light pays its auxiliary energy on that junction.
     """
     d = emissions.sort_values(["vehicle", "time"], kind="stable").reset_index(drop=True)
+    aux = d.aux.to_numpy(np.float64) if "aux" in d else np.zeros(len(d))
     lane = d.lane.astype(str)
     internal = lane.str.startswith(":").to_numpy()
     same = (d.vehicle == d.vehicle.shift()) & (d.time == d.time.shift() + 1)
@@ -287,7 +305,9 @@ def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]], vehicle: V
         # or junction spans it (its kinetic energy came from nowhere)
         same &= (d.speed - d.speed.shift()).abs() <= MAX_SPEED_STEP
         last = np.where(same, d.speed.shift(), d.speed).astype(np.float64)
-        d["kin"] = kinetic_wh(d.speed.to_numpy(np.float64), last, d.electricity.to_numpy(np.float64), vehicle=vehicle)
+        wheel = d.wheel.to_numpy(np.float64) if "wheel" in d else None
+        d["kin"] = kinetic_wh(d.speed.to_numpy(np.float64), last, d.electricity.to_numpy(np.float64) - aux,
+                              vehicle=vehicle, wheel=wheel)
         d["v_last"] = last
     else:
         d["speed"], d["kin"], d["v_last"] = np.nan, 0.0, np.nan
@@ -318,6 +338,8 @@ def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]], vehicle: V
     energy_cum = np.r_[0.0, np.cumsum(d.electricity.to_numpy(np.float64))]
     kin_cum = np.r_[0.0, np.cumsum(d.kin.to_numpy(np.float64))]
     speed, v_last = d.speed.to_numpy(np.float64), d.v_last.to_numpy(np.float64)
+    aux_cum = np.r_[0.0, np.cumsum(aux)]  # the auxiliary energy, and the same weighted by the speed
+    aux_v_cum = np.r_[0.0, np.cumsum(aux * np.nan_to_num(speed))]
     rows, spans = [], []
     i = 0
     while i < len(seg):
@@ -339,6 +361,11 @@ def traversals(emissions: pd.DataFrame, chains: dict[int, list[str]], vehicle: V
             a, b = int(r0[i]), int(r1[j])  # the traversal's rows
             top = a + (int(np.nanargmax(speed[a:b + 1])) if np.isfinite(speed[a:b + 1]).any() else b - a)
             kin_in, kin_out = kin_cum[top + 1] - kin_cum[a], kin_cum[b + 1] - kin_cum[top + 1]
+            if aux_cum[b + 1] > aux_cum[a] and np.isfinite(speed[top]):  # the auxiliary energy beyond a car at the top speed: the junction's
+                v_top = speed[top]
+                share = 1.0 / v_top if v_top > 0 else 0.0
+                kin_in += (aux_cum[top + 1] - aux_cum[a]) - share * (aux_v_cum[top + 1] - aux_v_cum[a])
+                kin_out += (aux_cum[b + 1] - aux_cum[top + 1]) - share * (aux_v_cum[b + 1] - aux_v_cum[top + 1])
             energy = energy_cum[b + 1] - energy_cum[a]
             rows.append((int(e_[i]), str(veh[i]), float(enter[i]), float(leave[j] - enter[i]), float(energy),
                          float(energy - kin_in - kin_out), float(kin_in), float(kin_out), float(v_last[a]),
@@ -376,6 +403,9 @@ class Atlas:
     table: pd.DataFrame
     summary: dict
     key: str
+    #: The car whose energies the table books (its mass and efficiencies split them): the run's
+    #: vehicle, or a powertrain world's FASTSim car as Eq. 8 sees it.
+    vehicle: Vehicle | None = None
 
     def window(self, hour: float | None = None) -> pd.DataFrame:
         """The traversals entered in hour ``hour`` of the simulation (all when None)."""
@@ -544,7 +574,7 @@ def _reaches(net, end: int) -> np.ndarray:
 
 
 def _sumo_network(net, network: str | None, osm: str | None, dem: str | None, folder: Path,
-                  unmapped: str = "their truth falls back to E_det"):
+                  unmapped: str = "their truth falls back to E_det", stacklevel: int = 3):
     """``netconvert`` of the OSM input evroute read ``net`` from (elevations from ``dem`` where
     given) into ``folder/net.net.xml``, read back with sumolib, and the chain of SUMO edges of every
     evroute edge (:func:`map_edges`; a warning names the share without one). Returns
@@ -567,14 +597,14 @@ def _sumo_network(net, network: str | None, osm: str | None, dem: str | None, fo
     if len(chains) < net.n_edges:
         warnings.warn(f"the SUMO network of {net.name} has no chain for {net.n_edges - len(chains):,} of "
                       f"{net.n_edges:,} edges ({100 * (1 - mapped):.1f} %): {unmapped}",
-                      EvrouteWarning, stacklevel=3)
+                      EvrouteWarning, stacklevel=stacklevel)
     return snet, chains, mapped
 
 
 def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int | None = None,
                 end: int | None = None, rate: float = 1800.0, hours: float = 0.5, probes: int = 3,
                 seed: int = 0, osm: str | None = None, dem: str | None = None, demand: str | None = None,
-                use_cache: bool = True) -> Atlas:
+                powertrain: str | None = None, ambient_c: float = 20.0, use_cache: bool = True) -> Atlas:
     """The energy atlas of ``net`` (see the module docstring), built once and cached.
 
     Parameters
@@ -583,7 +613,8 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
     network : str
         Its name (or OSM file), as given to :func:`evroute.roads.network.load_network`.
     vehicle : evroute.physics.energy.Vehicle
-        Every vehicle of the simulation, background and probes, is this car.
+        Every vehicle of the simulation, background and probes, is this car (its auxiliary power,
+        where it has one, drawn every second on top of SUMO's energy). Unused with ``powertrain``.
     oracle, start, end : optional
         With a trip, probe vehicles drive every edge on a route between its ends ``probes``
         times.
@@ -600,6 +631,12 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
         Seeds the demand and SUMO.
     osm, dem : str, optional
         The OSM file and DEM raster the network was read with.
+    powertrain, ambient_c : optional
+        A FASTSim car (:data:`evroute.settings.POWERTRAINS` or a FASTSim vehicle file) and the
+        ambient temperature (°C): the same traffic (SUMO's per-second speeds and elevations of
+        every car, cached apart and shared by every car and temperature) driven by that car
+        (:func:`evroute.world.powertrain.recost`), booked with its own mass and efficiencies
+        (:attr:`Atlas.vehicle`).
     """
     if not rate > 0 or not hours > 0:
         raise EvrouteError("the atlas's demand needs rate > 0 and hours > 0")
@@ -614,50 +651,82 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
         except OSError as exc:
             raise EvrouteError(f"cannot read the demand file {demand}: {exc.strerror or exc}") from None
         params["rate"] = None
+    run = {"net": net, "network": network, "oracle": oracle, "start": start, "end": end, "rate": rate, "hours": hours,
+           "probes": probes, "seed": seed, "osm": osm, "dem": dem, "demand": demand}
+    if powertrain is not None:
+        return _powertrain_atlas(params, run, powertrain, ambient_c, use_cache)
     key = make_key(params)
     entry = CacheEntry("atlas", key)
     files = ["atlas.parquet", "atlas.json"]
     if use_cache and entry.is_valid(files):
         return Atlas(pd.read_parquet(entry.path("atlas.parquet")), json.loads(entry.path("atlas.json").read_text()),
-                     key)
-    home = sumo_home()
+                     key, vehicle)
     with tempfile.TemporaryDirectory(prefix="evroute-sumo-") as tmp:
-        folder = Path(tmp)
-        # the user's demand read first: a bad file is one line before any SUMO work
-        n_demand = None if demand is None else user_demand(demand, vehicle, folder / "background.rou.xml")
-        _, chains, mapped = _sumo_network(net, network, osm, dem, folder)
-        (folder / "ev.add.xml").write_text(f"<additional>{vtype_xml(vehicle)}</additional>")
-        with stage(f"SUMO atlas of {net.name}: demand"):
-            if demand is None:
-                _run([sys.executable, str(home / "tools" / "randomTrips.py"), "-n", "net.net.xml", "-b", "0",
-                      "-e", repr(3600.0 * hours), "-p", repr(3600.0 / rate), "--fringe-factor", "5", "--validate",
-                      "--seed", str(seed), "--trip-attributes", 'type="ev"', "--additional-file", "ev.add.xml",
-                      "-o", "trips.xml", "-r", "background.rou.xml"], "randomTrips.py", folder)
-            n_probe = _write_probes(net, chains, oracle, start, end, probes, hours, folder / "probes.rou.xml")
-        with stage(f"SUMO atlas of {net.name}: simulation"):
-            log = _run([str(home / "bin" / "sumo"), "-n", "net.net.xml", "-r", "background.rou.xml,probes.rou.xml",
-                        "--device.battery.probability", "1", "--emission-output", "emissions.parquet",
-                        "--emission-output.attributes", "electricity,lane,speed", "--seed", str(seed), "--no-step-log",
-                        "--ignore-route-errors", "--time-to-teleport", "300", "--duration-log.statistics",
-                        *(["--junction-taz"] if demand is not None else [])],
-                       "sumo", folder)
-        raw = pd.read_parquet(folder / "emissions.parquet")
-        em = pd.DataFrame({"time": pd.to_numeric(raw.iloc[:, 0]), "vehicle": raw.iloc[:, 1].astype(str),
-                           "electricity": raw.filter(like="electricity").iloc[:, 0].astype(np.float64),
-                           "lane": raw.filter(like="lane").iloc[:, 0].astype(str),
-                           "speed": raw.filter(like="speed").iloc[:, 0].astype(np.float64)})
-        table = traversals(em, chains, vehicle)
-    counts = np.bincount(table.edge.to_numpy(), minlength=net.n_edges)
-    teleports = re.search(r"Teleports: (\d+)", log)
-    inserted = re.search(r"Inserted: (\d+)", log)
-    summary = {"network": net.name, "vehicle": vehicle.name, "rate_per_hour": None if demand is not None else rate,
-               "hours": hours, "seed": seed, "demand": None if demand is None else str(demand),
-               "demand_vehicles": n_demand, "vehicles_inserted": int(inserted.group(1)) if inserted else None,
-               "probes": probes, "probe_vehicles": n_probe, "sumo": version, "edges_mapped": len(chains),
-               "edges_mapped_share": mapped, "traversals": len(table),
-               "edges_traversed": int(np.count_nonzero(counts)),
-               "traversals_per_edge_median": float(np.median(counts[counts > 0])) if counts.any() else 0.0,
-               "teleports": int(teleports.group(1)) if teleports else 0}
+        em, chains, info = _simulate(run, vehicle, Path(tmp), trace=False)
+    if vehicle.aux_power_w > 0:  # the auxiliary load, drawn from the battery every second
+        em["aux"] = vehicle.aux_power_w / 3600.0
+        em["electricity"] = em.electricity + em.aux
+    table = traversals(em, chains, vehicle)
+    summary = _atlas_summary(net, vehicle, run, version, info, table, len(chains))
+    _store(entry, files, table, summary)
+    return Atlas(table, summary, key, vehicle)
+
+
+#: The version of the traffic a powertrain world re-costs (:func:`_powertrain_atlas`).
+TRAFFIC_VERSION = 1
+
+
+def _powertrain_atlas(params: dict, run: dict, powertrain: str, ambient_c: float, use_cache: bool) -> Atlas:
+    """The atlas of the traffic ``params`` describes driven by the FASTSim car ``powertrain`` at
+    ``ambient_c`` °C: SUMO's per-second rows (speed, lane, elevation) are cached apart, keyed by
+    what SUMO simulated (the run's vehicle left out: SUMO's cars drive alike whatever their energy
+    model), then re-costed (:func:`evroute.world.powertrain.recost`) and booked with the car's own
+    Vehicle; keyed by the traffic, the car (its name or file content), the temperature and the
+    versions of FASTSim and of the re-costing."""
+    from .powertrain import POWERTRAIN_VERSION, car, fastsim_version, powertrain_key, recost
+
+    net = run["net"]
+    traffic = {**params, "what": f"sumo-traffic-v{TRAFFIC_VERSION}", "vehicle": None}
+    tkey = make_key(traffic)
+    tentry = CacheEntry("traffic", tkey)
+    tfiles = ["rows.parquet", "chains.json", "traffic.json"]
+    spec_key = powertrain_key(powertrain)  # (a vehicle file read before any SUMO work)
+    key = make_key({"what": f"sumo-atlas-v{ATLAS_VERSION}", "traffic": tkey, "powertrain": spec_key,
+                    "ambient_c": float(ambient_c), "powertrain_version": POWERTRAIN_VERSION,
+                    "fastsim": fastsim_version()})
+    entry = CacheEntry("atlas", key)
+    files = ["atlas.parquet", "atlas.json"]
+    if use_cache and entry.is_valid(files):
+        summary = json.loads(entry.path("atlas.json").read_text())
+        return Atlas(pd.read_parquet(entry.path("atlas.parquet")), summary, key, Vehicle(**summary["booked_vehicle"]))
+    if use_cache and tentry.is_valid(tfiles):
+        rows = pd.read_parquet(tentry.path("rows.parquet"))
+        chains = {int(k): v for k, v in json.loads(tentry.path("chains.json").read_text()).items()}
+        info = json.loads(tentry.path("traffic.json").read_text())
+    else:
+        with tempfile.TemporaryDirectory(prefix="evroute-sumo-") as tmp:
+            rows, chains, info = _simulate(run, Vehicle(), Path(tmp), trace=True)
+        try:
+            tentry.prepare()
+            rows.to_parquet(tentry.path("rows.parquet"), index=False)
+            atomic_write_text(tentry.path("chains.json"), json.dumps({str(k): v for k, v in chains.items()}))
+            atomic_write_text(tentry.path("traffic.json"), json.dumps(info))
+            tentry.commit(tfiles)
+        except OSError:
+            pass
+    with stage(f"FASTSim: {powertrain} at {float(ambient_c):g} °C drives the traffic of {net.name}"):
+        c = car(powertrain, ambient_c)
+        recosted, done = recost(rows, c)
+    table = traversals(recosted, chains, c.vehicle)
+    summary = _atlas_summary(net, c.vehicle, run, params["sumo"], info, table, len(chains))
+    summary.update({"powertrain": powertrain, "ambient_c": float(ambient_c), "fastsim": fastsim_version(),
+                    "traffic_key": tkey, "recost": done, "booked_vehicle": c.vehicle.to_dict()})
+    _store(entry, files, table, summary)
+    return Atlas(table, summary, key, c.vehicle)
+
+
+def _store(entry, files, table: pd.DataFrame, summary: dict) -> None:
+    """An atlas into its cache entry (a cache that cannot be written is no error)."""
     try:
         entry.prepare()
         table.to_parquet(entry.path("atlas.parquet"), index=False)
@@ -665,7 +734,66 @@ def build_atlas(net, network: str, vehicle: Vehicle, *, oracle=None, start: int 
         entry.commit(files)
     except OSError:
         pass
-    return Atlas(table, summary, key)
+
+
+def _atlas_summary(net, vehicle: Vehicle, run: dict, version: str, info: dict, table: pd.DataFrame,
+                   n_chains: int) -> dict:
+    counts = np.bincount(table.edge.to_numpy(), minlength=net.n_edges)
+    demand = run["demand"]
+    return {"network": net.name, "vehicle": vehicle.name, "rate_per_hour": None if demand is not None else run["rate"],
+            "hours": run["hours"], "seed": run["seed"], "demand": None if demand is None else str(demand),
+            "demand_vehicles": info["demand_vehicles"], "vehicles_inserted": info["vehicles_inserted"],
+            "probes": run["probes"], "probe_vehicles": info["probe_vehicles"], "sumo": version, "edges_mapped": n_chains,
+            "edges_mapped_share": info["edges_mapped_share"], "traversals": len(table),
+            "edges_traversed": int(np.count_nonzero(counts)),
+            "traversals_per_edge_median": float(np.median(counts[counts > 0])) if counts.any() else 0.0,
+            "teleports": info["teleports"]}
+
+
+def _simulate(run: dict, vehicle: Vehicle, folder: Path, *, trace: bool):
+    """SUMO on the run's network (``run``: :func:`build_atlas`'s arguments) in ``folder``, every car
+    ``vehicle``. Returns its per-second rows (``time``, ``vehicle``, ``lane``, ``speed`` and
+    ``electricity`` (Wh), or with ``trace`` ``z`` (m) instead of the energy: SUMO's floating car
+    data), the chains of SUMO edges of the evroute edges and what was simulated."""
+    net, demand, hours, seed = run["net"], run["demand"], run["hours"], run["seed"]
+    home = sumo_home()
+    # the user's demand read first: a bad file is one line before any SUMO work
+    n_demand = None if demand is None else user_demand(demand, vehicle, folder / "background.rou.xml")
+    # (the warning names the caller of build_atlas)
+    _, chains, mapped = _sumo_network(net, run["network"], run["osm"], run["dem"], folder,
+                                      stacklevel=5 if trace else 4)
+    (folder / "ev.add.xml").write_text(f"<additional>{vtype_xml(vehicle)}</additional>")
+    with stage(f"SUMO atlas of {net.name}: demand"):
+        if demand is None:
+            _run([sys.executable, str(home / "tools" / "randomTrips.py"), "-n", "net.net.xml", "-b", "0",
+                  "-e", repr(3600.0 * hours), "-p", repr(3600.0 / run["rate"]), "--fringe-factor", "5", "--validate",
+                  "--seed", str(seed), "--trip-attributes", 'type="ev"', "--additional-file", "ev.add.xml",
+                  "-o", "trips.xml", "-r", "background.rou.xml"], "randomTrips.py", folder)
+        n_probe = _write_probes(net, chains, run["oracle"], run["start"], run["end"], run["probes"], hours,
+                                folder / "probes.rou.xml")
+    output = (["--fcd-output", "rows.parquet", "--fcd-output.attributes", "lane,speed,z"] if trace else
+              ["--device.battery.probability", "1", "--emission-output", "rows.parquet",
+               "--emission-output.attributes", "electricity,lane,speed"])
+    with stage(f"SUMO atlas of {net.name}: simulation"):
+        log = _run([str(home / "bin" / "sumo"), "-n", "net.net.xml", "-r", "background.rou.xml,probes.rou.xml",
+                    *output, "--seed", str(seed), "--no-step-log", "--ignore-route-errors", "--time-to-teleport", "300",
+                    "--duration-log.statistics", *(["--junction-taz"] if demand is not None else [])], "sumo", folder)
+    raw = pd.read_parquet(folder / "rows.parquet")
+    raw = raw[raw.iloc[:, 1].notna().to_numpy()]  # (a second without any car is one empty row)
+    rows = pd.DataFrame({"time": pd.to_numeric(raw.iloc[:, 0]), "vehicle": raw.iloc[:, 1].astype(str),
+                         "lane": raw.filter(like="lane").iloc[:, 0].astype(str),
+                         "speed": raw.filter(like="speed").iloc[:, 0].astype(np.float64)})
+    if trace:
+        z = raw.filter(regex=r"(^|_)z$")
+        rows["z"] = z.iloc[:, 0].astype(np.float64) if z.shape[1] else 0.0  # a flat network has no z
+    else:
+        rows.insert(2, "electricity", raw.filter(like="electricity").iloc[:, 0].astype(np.float64))
+    teleports = re.search(r"Teleports: (\d+)", log)
+    inserted = re.search(r"Inserted: (\d+)", log)
+    info = {"demand_vehicles": n_demand, "vehicles_inserted": int(inserted.group(1)) if inserted else None,
+            "probe_vehicles": n_probe, "edges_mapped_share": mapped,
+            "teleports": int(teleports.group(1)) if teleports else 0}
+    return rows, chains, info
 
 
 #: The columns of a trace :func:`sumo_drives` writes, one row per GPS fix (see
@@ -924,12 +1052,14 @@ class AtlasTruth(Truth):
 
 @declared(*SUMO_TRUTH_OPTIONS)
 def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int, hour, min_traversals: int,
-               demand: str | None = None, turns: bool = True):
+               demand: str | None = None, turns: bool = True, powertrain: str | None = None, ambient_c: float = 20.0):
     """``--truth sumo[...]``: the atlas of the run's network, vehicle (the truth's) and trip; with
     ``turns`` (default) the truth is edges at a constant kinetic state plus the junctions booked
     per car (:func:`evroute.world.junctions.truth_turns`), which creates no energy by construction,
     else the traversals' whole energies booked on edges (which does: a paper-style truth, its regret
-    the rectified one)."""
+    the rectified one). With ``powertrain`` the same traffic is driven by a FASTSim car at
+    ``ambient_c`` °C (:mod:`evroute.world.powertrain`): the truth is that car's, whatever the run's
+    vehicle (the agents' prior), and an edge too few cars drove keeps that car's E_det."""
     if hour is not None and not 0 <= hour < hours:  # before the atlas is built
         raise EvrouteError(f"sumo truth: hour={hour:g} is outside the atlas's {hours:g} simulated hours")
     route = setup.route
@@ -937,19 +1067,25 @@ def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int
     atlas = build_atlas(setup.net, setup.network, vehicle, oracle=Oracle.from_network(setup.net),
                         start=None if route is None else route.start, end=None if route is None else route.end,
                         rate=rate, hours=hours, probes=probes, seed=atlas_seed, osm=setup.osm, dem=setup.dem,
-                        demand=demand)
+                        demand=demand, powertrain=powertrain, ambient_c=ambient_c)
+    booked = atlas.vehicle or vehicle  # the car the atlas books: the run's, or the power train's
     n = setup.net.n_edges
     column = "edge_wh" if turns else "energy_wh"
     mean, counts = atlas.mean_energy(n, hour=hour, min_traversals=min_traversals, column=column)
     covered = ~np.isnan(mean)
-    values = np.where(covered, mean, setup.mean)
+    fallback = setup.mean
+    if powertrain is not None:
+        from ..physics.routes import edge_energies
+
+        fallback = edge_energies(setup.net, booked)
+    values = np.where(covered, mean, fallback)
     window = atlas.window(hour)
     junctions, samples, potential = None, None, None
     if turns:
-        junctions, turn_samples, turn_offsets = truth_turns(window, setup.net, vehicle, min_traversals=min_traversals)
+        junctions, turn_samples, turn_offsets = truth_turns(window, setup.net, booked, min_traversals=min_traversals)
         samples = (turn_samples, turn_offsets)
         e = setup.net.edges
-        potential = potential_energy_wh(e.length_m.to_numpy(), e.grade.to_numpy(), vehicle)
+        potential = potential_energy_wh(e.length_m.to_numpy(), e.grade.to_numpy(), booked)
     t = window[covered[window.edge.to_numpy()]].sort_values(["edge", "vehicle", "enter_s"], kind="stable")
     used = np.bincount(t.edge.to_numpy(), minlength=n)
     offsets = np.concatenate([[0], np.cumsum(used)[:-1]]).astype(np.int64)
@@ -958,6 +1094,9 @@ def sumo_truth(setup, rate: float, hours: float, *, probes: int, atlas_seed: int
                    "atlas_edges_covered_share": float(covered.mean()), "atlas_teleports": atlas.summary["teleports"],
                    "atlas_edges_mapped_share": atlas.summary["edges_mapped_share"], "atlas_trip_ends_covered": on_route,
                    "truth_turns": bool(turns)}
+    if powertrain is not None:
+        description.update({"truth_powertrain": powertrain, "truth_ambient_c": float(ambient_c),
+                            "truth_vehicle": booked.to_dict()})
     if junctions is not None:
         description["truth_turns_measured"] = int((junctions.counts > 0).sum())
         if junctions.noise_std is not None:  # how one car's dissipation at a turn spreads
