@@ -79,6 +79,7 @@ def drives_import_cmd(
     from ..runs.directory import check_output_file
     from ..validate import choice
     from ..world.drives import BOUNDARIES, MATCHERS, import_traces, parse_columns
+    from ..world.fleet import network_record, vehicle_record
     from ..world.traces import parse_units, trace_files, trace_kind
 
     if capacity_kwh is not None and not 0 < capacity_kwh <= 1e4:
@@ -107,7 +108,9 @@ def drives_import_cmd(
         table, report = import_traces(paths, net, columns=names, capacity_kwh=capacity_kwh, units=unit_names,
                                       gps_noise_m=gps_noise, vehicle=veh, progress=tick, jobs=jobs or usable_cpus(),
                                       sumo_net=sumo_net, boundary=boundary, matcher=matcher)
-    summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
+    # the network and the vehicle as they were loaded, so that evroute prior fit asks for neither again
+    summary = {"generator": generator(), "network": network_record(net, network, osm=osm, dem=dem),
+               "vehicle": vehicle_record(veh, vehicle), "gps_noise_m": gps_noise,
                "matcher": matcher, "boundary": boundary, "units": unit_names,
                "files": [str(f) for f in paths], **report.to_dict(), "paths": [str(f) for f in paths]}
     out.mkdir(parents=True, exist_ok=True)

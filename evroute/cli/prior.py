@@ -10,10 +10,117 @@ from typing import Annotated
 
 import typer
 
-from .options import HELP_STYLE, DemOpt, JsonOpt, OsmOpt, ProgressOpt, VehicleOpt
+from .options import HELP_STYLE, DemOpt, JsonOpt, OsmOpt, OverwriteFileOpt, ProgressOpt, VehicleOpt
 
-app = typer.Typer(help="The agents' prior against measured traversals: fit it, check it on held-out drives.",
-                  no_args_is_help=True, **HELP_STYLE)
+app = typer.Typer(help="The agents' prior from measured traversals: fit a fleet's drives into one prior file, check "
+                  "the kernel on held-out drives.", no_args_is_help=True, **HELP_STYLE)
+
+
+@app.command("fit")
+def prior_fit_cmd(
+    drives: Annotated[Path, typer.Argument(help="The folder of evroute drives import (or its traversals.parquet): "
+                                           "its report.json names the network and the vehicle that drove.",
+                                           show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="The prior file to write (JSON), for --prior of simulate, "
+                                      "compare and route.")],
+    vehicle: Annotated[str | None, typer.Option(
+        "--vehicle", help="The agents' vehicle, whose prior this is (a preset or JSON file; default the fleet's): "
+        "the fleet's traversals are moved into its units.")] = None,
+    residual_sd: Annotated[float | None, typer.Option(
+        "--residual-sd", help="The residual trust k, 0 to 10: each edge's prior variance gains (k r)^2, r what the "
+        "fleet measured there beyond the physics (default: chosen by cross-validation over held-out trips).")] = None,
+    vehicle_scale: Annotated[float | None, typer.Option(
+        "--vehicle-scale", help="The sd of the agents' vehicle's scale a of the fleet's residuals, 0 to 10, learnt "
+        "online (default 0.5 for another vehicle than the fleet's, 0 for its own).")] = None,
+    seed: Annotated[int, typer.Option(help="Seeds the held-out half that chooses the noise model and the folds of "
+                                      "trips; 0 to 2^31-1.")] = 0,
+    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+) -> None:
+    """A fleet's drives as the agents' prior, in one file: sigma_0, the noise and the lengthscale by
+    type-II maximum likelihood, the fleet's per-edge and per-turn posterior in the agents' units,
+    the vehicle scale, and the residual trust k chosen by cross-validation over held-out trips."""
+    from ..errors import EvrouteError
+    from ..physics.energy import load_vehicle
+    from ..progress import configure as configure_progress
+    from ..progress import stage
+    from ..roads.network import load_network
+    from ..runs.directory import check_output_file
+    from ..world.fleet import (
+        fit_fleet_prior,
+        read_drives_import,
+        read_fleet_prior,
+        vehicle_record,
+        write_fleet_prior,
+    )
+
+    if not 0 <= seed < 2**31:
+        raise EvrouteError(f"--seed must be 0 to 2^31-1, got {seed}")
+    for flag, value in (("--residual-sd", residual_sd), ("--vehicle-scale", vehicle_scale)):
+        if value is not None and not 0 <= value <= 10:
+            raise EvrouteError(f"{flag} must be 0 to 10 (a standard deviation of a factor), got {value:g}")
+    check_output_file(out, overwrite)  # before any work
+    table, report, table_path = read_drives_import(drives)
+    net_rec, fleet_rec = report["network"], report["vehicle"]
+    fleet_vehicle = load_vehicle(fleet_rec["spec"])
+    agents = load_vehicle(vehicle) if vehicle is not None else fleet_vehicle
+    configure_progress(progress)
+    net = load_network(net_rec["network"], osm=net_rec.get("osm"), dem=net_rec.get("dem"))
+    if net.cache_key != net_rec["fingerprint"]:
+        raise EvrouteError(f"the network {net_rec['name']} loads differently now than when the drives were imported "
+                           "(its data or evroute's preparation changed): import the drives again")
+    if not len(table):
+        raise EvrouteError(f"{table_path} holds no traversal: nothing to fit")
+    with stage("type-II maximum likelihood, the fleet's posterior, the residual trust's cross-validation"):
+        prior = fit_fleet_prior(net, table, fleet_vehicle=fleet_vehicle, vehicle=agents, seed=seed,
+                                residual_sd=residual_sd, vehicle_scale=vehicle_scale)
+    from ..world.fleet import file_digest
+
+    drives_rec = {"path": str(table_path.resolve()), "sha256": file_digest(table_path), "traversals": len(table),
+                  "trips": int(table.trip.nunique()), "edges": int(table.edge.nunique()),
+                  "gps_noise_m": report.get("gps_noise_m"), "matcher": report.get("matcher")}
+    write_fleet_prior(out, prior, network=net_rec, fleet_vehicle=fleet_rec,
+                      vehicle=vehicle_record(agents, vehicle) if vehicle is not None else fleet_rec, drives=drives_rec)
+    written = read_fleet_prior(out)  # (what a run will read)
+    if as_json:
+        print(json.dumps({k: v for k, v in written.data.items() if k not in ("edges", "turns")}))
+        return
+    for line in describe_prior(written.data):
+        print(line)
+    print(f"wrote {out}; learn under it: evroute simulate --prior {shlex.quote(str(out))} (or compare, route)")
+
+
+def describe_prior(p: dict) -> list[str]:
+    """What ``evroute prior fit`` prints of a prior file's contents."""
+    d, fit = p["drives"], p["fit"]
+    lines = [f"{d['trips']:,} trips of {p['fleet_vehicle']['name']}: {d['traversals']:,} traversals of "
+             f"{d['edges']:,} edges of {p['network']['name']}"
+             + (f"; for {p['vehicle']['name']}, rho {p['rho']:.3f} (its E_det over the fleet's)"
+                if p["vehicle"]["parameters"] != p["fleet_vehicle"]["parameters"] else "")]
+    noise = p["noise_std"] if isinstance(p["noise_std"], str) else f"{p['noise_std']:.2f} Wh"
+    why = ""
+    if fit.get("held_out") and "edge_noise" in fit["held_out"]:
+        h = fit["held_out"]
+        gain = h["edge_noise"]["log_density"] - h["kernel"]["log_density"]
+        why = f" (a noise per edge predicts a held-out half {gain:+.3f} nats a traversal against one level)"
+    lines.append(f"type-II maximum likelihood: sigma_0 {p['prior_std']:.2f} Wh, noise {noise}, lengthscale "
+                 f"{p['lengthscale']:g}{why}")
+    cv = p.get("cross_validation")
+    if cv is None:
+        lines.append(f"residual trust k {p['residual_sd']:g} (given)")
+    else:
+        lines.append(f"residual trust k by {cv['folds']}-fold cross-validation over trips ({cv['traversals']:,} "
+                     "held-out traversals of edges the other folds drove), log predictive density a traversal:")
+        for k, score in zip(cv["grid"], cv["log_density"], strict=True):
+            lines.append(f"  k = {k:<5g} {score:.4f}" + ("  <- chosen" if k == cv["chosen"] else ""))
+    t = p.get("turns")
+    if t is not None:
+        cars = [c for c in t["cars"] if c > 0]
+        lines.append(f"turns: {len(cars):,} of {len(t['cars']):,} driven (median {sorted(cars)[len(cars) // 2]} cars), "
+                     f"one car's spread {t['noise_var'] ** 0.5:.2f} Wh")
+    else:
+        lines.append(f"turns: none ({p.get('turns_note')}); runs take physics' turns")
+    lines.append(f"vehicle scale sd {p['vehicle_scale']:g}")
+    return lines
 
 
 @app.command("check")
@@ -28,7 +135,7 @@ def prior_check_cmd(
     vehicle: VehicleOpt = None,
     for_vehicle: Annotated[str | None, typer.Option(
         "--for-vehicle", help="Print the fit as run options for this vehicle (a preset or JSON file): sigma_0 and the "
-        "noise times the ratio of its energies to --vehicle's over the edges driven, as --fleet-vehicle moves a "
+        "noise times the ratio of its energies to --vehicle's over the edges driven, as evroute prior fit moves a "
         "fleet's residuals (default: for --vehicle itself).")] = None,
     osm: OsmOpt = None, dem: DemOpt = None, as_json: JsonOpt = False,
     progress: ProgressOpt = None,
@@ -45,9 +152,8 @@ def prior_check_cmd(
     from ..progress import configure as configure_progress
     from ..progress import stage
     from ..roads.network import load_network
-    from ..runs.problem import fleet_ratio
     from ..validate import choice
-    from ..world.drives import read_drives
+    from ..world.drives import fleet_ratio, read_drives
 
     kernel = choice("--kernel", kernel, ("combined", "graph"))
     if not 0 <= seed < 2**31:
@@ -93,9 +199,9 @@ def prior_check_cmd(
     print(f"to learn under it as {st['vehicle']}: --prior-std {st['prior_std']:.4g} --noise-std {noise} --lengthscales "
           f"{st['lengthscale']:g}" + (f" (the fit times {rho:.3g}, {st['vehicle']}'s energies over {drove.name}'s)"
                                        if target != drove else ""))
-    if target != drove:  # the settings every fleet of another vehicle was measured with (docs: SUMO results)
-        print(f"with these drives as its prior, add: --prior-drives {shlex.quote(str(drives))} --fleet-vehicle "
-              f"{shlex.quote(vehicle or drove.name)} --vehicle-scale 0.5 --prior-drives-variance fleet")
+    if target != drove:
+        print(f"with these drives as its prior: evroute prior fit DRIVES --vehicle {shlex.quote(for_vehicle)} --out "
+              "PRIOR, then --prior PRIOR (DRIVES the folder of evroute drives import)")
     gain = c["kernel"]["log_density"] - c["independent"]["log_density"]
     print(("supported: " if c["supported"] else "not supported: ")
           + f"the kernel's correlations predict the held-out drives {'better' if gain > 0 else 'worse'} than "

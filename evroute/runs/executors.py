@@ -82,7 +82,8 @@ def cached_prior(cfg: SimulationConfig, problem):
     """The agent's prior of a run (:func:`evroute.runs.problem.agent_prior`), once per process:
     its dense covariance is built on first use and kept with it."""
     spec = cfg.agent.prior  # what agent_prior reads besides the problem
-    key = (problem.net.cache_key, spec, float(problem.prior_var), problem.prior_mean.tobytes())
+    key = (problem.net.cache_key, spec, float(problem.prior_var), problem.prior_mean.tobytes(),
+           None if problem.fleet is None else problem.fleet.digest)  # (the fleet's variances, k, scale)
     return _lru_get(_PRIORS, key, lambda: agent_prior(spec, problem), _CACHE_SIZES["priors"])
 
 

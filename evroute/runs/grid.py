@@ -28,7 +28,13 @@ from ..registry import load_registry
 from ..roads.network import network_spec
 from ..specs import Component, format_value, split_list
 from ..validate import int_in, positive_float
-from .config import RUN_SETTINGS, SimulationConfig, flat_config_json, normalise_config_json
+from .config import (
+    RUN_SETTINGS,
+    SimulationConfig,
+    flat_config_json,
+    normalise_config_json,
+    prior_file_settings,
+)
 from .problem import check_world
 
 #: The most seeds of a grid (seeds 0..N-1) and the most runs (cells) a grid may have: a million
@@ -398,6 +404,13 @@ def parse_sweep(items: Iterable[str] | str | None) -> tuple:
     return tuple(out.items())
 
 
+def _prior_defaults(settings: dict) -> dict:
+    """What a fleet's prior file (``prior``) stands for where the settings give none: its network,
+    files, vehicle, σ₀, noise and lengthscale (:func:`evroute.runs.config.prior_file_settings`); {}
+    without one."""
+    return {} if settings.get("prior") is None else prior_file_settings(settings["prior"], settings)
+
+
 def make_grid(*, preset: str | None = None, network: str | None = None, routes: str | Iterable[str] | None = None,
               policies: str | Iterable | None = None, seeds: int | None = None,
               lengthscales: str | Iterable[float] | None = None, truth_lengthscale: float | str | None = None,
@@ -457,6 +470,11 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
             raise EvrouteError(f"unknown setting {key!r}; settings: {', '.join(RUN_SETTINGS)}")
         if key in AXES and key != "priors":
             raise EvrouteError(f"{key} is an axis of a grid: give it with {AXES[key]}")
+    prior_settings = _prior_defaults(settings)
+    if network is None and preset is None:
+        network = prior_settings.get("network")
+    if lengthscales is None and "lengthscales" not in base and prior_settings:
+        lengthscales = [prior_settings["lengthscale"]]
     if routes is not None:
         route_list = parse_routes(routes, network)
     elif "routes" in base:
@@ -482,6 +500,10 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
     first = route_list[0]
     nets = list(dict.fromkeys(r.partition(":")[0] for r in route_list))
     osm_map, dem_map = parse_file_map(osm, nets, "osm"), parse_file_map(dem, nets, "dem")
+    own = prior_settings.get("network")
+    for files, key in ((osm_map, "osm"), (dem_map, "dem")):  # the prior's network as it was loaded
+        if own in nets and own not in files and prior_settings.get(key) is not None:
+            files[own] = prior_settings[key]
     base_cfg = SimulationConfig(**{**values, "network": first.partition(":")[0], "route": first,
                                    "osm": osm_map.get(nets[0]), "dem": dem_map.get(nets[0]),
                                    "policy": policy_list[0], "lengthscale": ls[0],

@@ -63,7 +63,8 @@ from .traces import (
 )
 
 __all__ = ["TRAVERSAL_COLUMNS", "IMPORT_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_speeds", "trip_traversals", "odometry_positions",
-           "import_traces", "plausible_traversals", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
+           "import_traces", "plausible_traversals", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route",
+           "fleet_ratio", "transfer_traversals", "posterior_route"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
 #: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
@@ -763,6 +764,24 @@ def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, *, column: st
     return mean, counts.astype(np.int64), noise_var
 
 
+def transfer_traversals(table, e_fleet, e_det, *, rho: float):
+    """Another vehicle's traversals in this vehicle's units: each ``edge_wh`` becomes E_det plus ρ
+    times what it measured beyond its own vehicle's E_det, E_det + ρ (y − E_fleet), so that the
+    conjugate update (:func:`evroute.world.drives.fleet_prior_mean`) weighs their spread, ρ² ς²,
+    against this vehicle's σ₀²."""
+    edge = table.edge.to_numpy(np.int64)
+    moved = e_det[edge] + rho * (table.edge_wh.to_numpy(np.float64) - e_fleet[edge])
+    return table.assign(edge_wh=moved)
+
+
+def fleet_ratio(e_det, fleet_mean) -> float:
+    """The fleet's energies over E_det, one factor: least squares through the origin over the edges
+    the fleet drove, Σ E_det·m / Σ E_det² (1 where that is undefined)."""
+    e_det, fleet_mean = np.asarray(e_det, dtype=np.float64), np.asarray(fleet_mean, dtype=np.float64)
+    denom = float(e_det @ e_det)
+    return float(e_det @ fleet_mean) / denom if denom > 0 else 1.0
+
+
 def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = None, prior_std: float | None = None,
                  oracle=None) -> dict:
     """The least-energy route of a trip under what drives measured, its edges and its junctions.
@@ -805,23 +824,55 @@ def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = No
     s0 = float(prior_std) if prior_std is not None else PRIOR_SCALE * float(np.std(e_det))
     mean, counts, noise_var = fleet_prior_mean(e_det, table, s0 * s0)
     sd = np.sqrt(s0 * s0 * noise_var / (counts * s0 * s0 + noise_var))
-    e = net.edges
-    length = e.length_m.to_numpy(np.float64)
-    floor, potential = energy_floor_wh(length, e.grade.to_numpy(), vehicle)
     try:
         turns = fleet_turns(table, net, vehicle).mean
     except EvrouteError:  # no two cars took the same turn: physics alone
         turns = physics_turns(net, vehicle).mean
-    w, arc = route_weights(mean, "potential", 0.0, floor=floor, potential=potential, turns=turns)
+    return posterior_route(net, spec, edge_mean=mean, edge_sd=sd, edge_counts=counts, turn_mean=turns,
+                           vehicle=vehicle, oracle=oracle)
+
+
+def posterior_route(net, spec, *, edge_mean, edge_sd, edge_counts, turn_mean, vehicle: Vehicle | None = None,
+                    oracle=None, kind: str = "drives") -> dict:
+    """The least-energy route of a trip under a posterior of the edges (at a constant kinetic state)
+    and of the junctions' dissipation: Σ max(μ_e, floor_e) over its edges plus its turns'
+    dissipation, regeneration kept (the potential weight rule,
+    :func:`evroute.bandit.policies.route_weights`; Dijkstra on non-negative weights).
+
+    Parameters
+    ----------
+    net : evroute.roads.network.Network
+    spec : evroute.physics.routes.RouteSpec
+        The trip.
+    edge_mean, edge_sd, edge_counts : array (E,)
+        Each edge's posterior mean and sd (Wh) and the traversals it is measured by.
+    turn_mean : array (A,)
+        Each legal turn's dissipation (Wh, in the order of ``conn_src``).
+    vehicle : Vehicle, optional
+        For the floors and the potential (default the paper's EV).
+    kind : str
+        The route's ``kind``.
+
+    Returns
+    -------
+    dict
+        As :func:`drives_route`.
+    """
+    mean, sd, counts = (np.asarray(x, dtype=np.float64) for x in (edge_mean, edge_sd, edge_counts))
+    e = net.edges
+    length = e.length_m.to_numpy(np.float64)
+    floor, potential = energy_floor_wh(length, e.grade.to_numpy(), vehicle)
+    w, arc = route_weights(mean, "potential", 0.0, floor=floor, potential=potential,
+                           turns=np.asarray(turn_mean, dtype=np.float64))
     oracle = oracle or Oracle.from_network(net)
     p = oracle.shortest_path(w, spec.start, spec.end, turn_weights=arc).edges
     turn_wh = arc[oracle.turn_index(p)]
     time_s = length / e.speed_mps.to_numpy()
     driven = counts[p] > 0
     edges_wh = float(mean[p].sum())
-    return {"kind": "drives", "energy_wh": edges_wh + float(turn_wh.sum()), "edges_wh": edges_wh,
+    return {"kind": kind, "energy_wh": edges_wh + float(turn_wh.sum()), "edges_wh": edges_wh,
             "junctions_wh": float(turn_wh.sum()), "energy_sd_wh": float(np.sqrt((sd[p] ** 2).sum())),
             "length_m": float(length[p].sum()), "time_s": float(time_s[p].sum()), "n_edges": len(p),
             "edges": [int(x) for x in p], "edge_mean_wh": mean[p].tolist(), "edge_sd_wh": sd[p].tolist(),
-            "edge_traversals": counts[p].tolist(), "turn_wh": turn_wh.tolist(),
+            "edge_traversals": counts[p].astype(np.int64).tolist(), "turn_wh": turn_wh.tolist(),
             "edges_driven_share": float(length[p][driven].sum() / length[p].sum()) if len(p) else 0.0}
