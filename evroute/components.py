@@ -47,8 +47,8 @@ BUILTIN: dict[str, dict[str, str]] = {
                **dict.fromkeys(_BOUND_POLICIES, "evroute.bandit.bound_agents"),
                **dict.fromkeys(_PE_POLICIES, "evroute.bandit.pe_agents")},
     "model": dict.fromkeys(_MODELS, "evroute.models"),
-    "truth": {"lognormal": "evroute.bandit.environments", "gp": "evroute.bandit.environments",
-              "rkhs": "evroute.bandit.environments", "sumo": "evroute.world.sumo"},
+    "truth": {"lognormal": "evroute.bandit.truths", "gp": "evroute.bandit.truths", "rkhs": "evroute.bandit.truths",
+              "sumo": "evroute.world.sumo"},
     "closures": {"alternate": "evroute.bandit.environments", "random": "evroute.bandit.environments"},
 }
 

@@ -216,7 +216,7 @@ SCALE_SETTINGS = (
 
 #: The environment's settings of a run: what is true, how it changes, which roads close.
 ENVIRONMENT_SETTINGS = (
-    Option("truth", deferred("evroute.bandit.environments:resolve_truth", value_only=True), "lognormal",
+    Option("truth", deferred("evroute.bandit.truths:resolve_truth", value_only=True), "lognormal",
            lambda: f"the ground truth: {', '.join(component_names('truth'))}, with options as a spec, e.g. "
            "rkhs[B=10]", "003 Sec. 4.1's draw of the GP prior, in a form that never falls below the physical "
            "floor (the paper's own, gp, creates energy)", metavar="SPEC"),
