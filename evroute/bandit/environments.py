@@ -34,7 +34,7 @@ from ..cache import cached_arrays, hash_bytes
 from ..components import CLOSURES, TRUTHS
 from ..errors import EvrouteError
 from ..physics.energy import energy_floor_wh, potential_energy_wh
-from ..priors.prior import NetworkPrior
+from ..priors.network_prior import NetworkPrior
 from ..progress import stage
 from ..roads.walks import least_energy_walk
 from ..specs import Component, Option, declared
@@ -429,7 +429,7 @@ def truth_kernel(net, mean, prior_var: float, *, lengthscale: float = 1.0) -> Ne
 
     Returns
     -------
-    evroute.priors.prior.NetworkPrior
+    evroute.priors.network_prior.NetworkPrior
     """
     return NetworkPrior(net, np.asarray(mean, dtype=np.float64), "combined", lengthscale, 1.0, 2.0, prior_var)
 
@@ -437,8 +437,8 @@ def truth_kernel(net, mean, prior_var: float, *, lengthscale: float = 1.0) -> Ne
 def gp_truth(net, prior_mean, prior_var: float, *, seed: int, lengthscale: float = 1.0) -> np.ndarray:
     """F = E_det + L z: one draw of GP(E_det, k) with the paper's combined kernel (003 Sec. 4.1),
     cached on disk per (network, seed, σ₀², E_det, lengthscale). On networks of
-    :data:`evroute.priors.prior.SPARSE_FROM_EDGES` edges or more it is drawn without an E×E matrix
-    (:meth:`evroute.priors.prior.NetworkPrior.sample_features`).
+    :data:`evroute.priors.network_prior.SPARSE_FROM_EDGES` edges or more it is drawn without an E×E matrix
+    (:meth:`evroute.priors.network_prior.NetworkPrior.sample_features`).
 
     ``lengthscale`` is the context lengthscale of the kernel (the paper's is 1; κ = 1, ν = 2).
     The same z (stream ``[seed, 1]``) for every lengthscale: the seed fixes the draw, the
@@ -469,7 +469,7 @@ def gp_truth_rkhs_norm(net, prior_mean, prior_var: float, *, seed: int, lengthsc
     """‖f − m‖ in the RKHS of the truth's kernel K for :func:`gp_truth`'s draw: f − m = L z with
     L Lᵀ = K (jitter included), so ‖f − m‖²_K = zᵀz, z the same standard normals (stream
     ``[seed, 1]``; E draws, no solve). NaN where the truth is drawn by random features (from
-    :data:`evroute.priors.prior.SPARSE_FROM_EDGES` edges): its norm needs an E×E solve. About √E."""
+    :data:`evroute.priors.network_prior.SPARSE_FROM_EDGES` edges): its norm needs an E×E solve. About √E."""
     prior = truth_kernel(net, prior_mean, prior_var, lengthscale=lengthscale)
     if prior.sampler != "dense":
         return float("nan")

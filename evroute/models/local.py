@@ -76,6 +76,7 @@ import scipy.sparse as sp
 
 from ..errors import EvrouteError, EvrouteWarning
 from ..io import usable_cpus
+from ..priors.graph_prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..priors.linalg import (
     SparseCholesky,
     SparseSolver,
@@ -86,7 +87,6 @@ from ..priors.linalg import (
     retain_freed_memory,
     symmetric_splu,
 )
-from ..priors.prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..validate import positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
 from .ordered import LaneMemory, run_in_lanes, run_in_order

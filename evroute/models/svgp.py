@@ -25,13 +25,13 @@ the standardised context x_e ∈ R³ in the others. For ``kernel_kind="combined"
 
     k((e, x), (e', x')) = s · (k_G[e, e'] · k_f(x, x') + k_f'(x, x')),
 
-k_G the cached, normalised graph Matérn matrix (:func:`evroute.priors.prior.graph_kernel`,
+k_G the cached, normalised graph Matérn matrix (:func:`evroute.priors.graph_prior.graph_kernel`,
 looked up by index in a precomputed tensor, never recomputed), k_f and k_f' GPyTorch
 ``ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=3))`` with their own lengthscales
 (initialised to ``lengthscale``) and outputscales (initialised to 1). The constant
 s = σ₀² / mean_e(k_G[e, e] · k_f(x_e, x_e) + k_f'(x_e, x_e)) is computed once from the
 diagonal at initialisation and kept fixed, so that at initialisation the kernel equals the
-``exact`` backend's prior covariance (:class:`evroute.priors.prior.NetworkPrior`) = σ₀² · normalise(k_G ∘ k_f + k_f'). ``"graph"``: s · σ_G² · k_G[e, e'] (σ_G²
+``exact`` backend's prior covariance (:class:`evroute.priors.network_prior.NetworkPrior`) = σ₀² · normalise(k_G ∘ k_f + k_f'). ``"graph"``: s · σ_G² · k_G[e, e'] (σ_G²
 learnable, initialised to 1); ``"context"``: s · k_f(x, x'). The prior mean is E_det,
 looked up by edge id.
 
@@ -78,7 +78,7 @@ import numpy as np
 
 from ..errors import EvrouteError
 from ..priors.kernels import KERNEL_KINDS
-from ..priors.prior import NetworkPrior
+from ..priors.network_prior import NetworkPrior
 from ..specs import Option, declared
 from ..validate import choice, flag, nonneg_int, optional_flag, positive_float, positive_int, text
 from .base import aggregate_observations, readonly
@@ -746,7 +746,7 @@ def make_svgp(prior, *, noise_var, seed=0, inducing=1000, batch_size=2500, steps
 
     Parameters
     ----------
-    prior : evroute.priors.prior.NetworkPrior
+    prior : evroute.priors.network_prior.NetworkPrior
         The paper's prior on a road network: its mean (E_det), kernel kind, lengthscale,
         κ, ν and σ₀², the network's context and its cached graph Matérn matrix. At
         initialisation this backend's kernel is checked against rows of the prior's
@@ -773,7 +773,7 @@ def make_svgp(prior, *, noise_var, seed=0, inducing=1000, batch_size=2500, steps
                            "learn_noise=true learns it): a per-edge --noise-std edge[...] needs another backend "
                            "(exact, bi, nystrom, ...)")
     if not isinstance(prior, NetworkPrior):
-        raise EvrouteError("model 'svgp' needs the prior of a road network (evroute.priors.prior.NetworkPrior): it "
+        raise EvrouteError("model 'svgp' needs the prior of a road network (evroute.priors.network_prior.NetworkPrior): it "
                            "works on (edge, context) inputs")
     E = prior.n_edges
     kind = prior.kind
