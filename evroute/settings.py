@@ -40,7 +40,7 @@ __all__ = ["RUN_SETTINGS", "NETWORK_SETTINGS", "ROUTE_SETTINGS", "VEHICLE_SETTIN
 
 #: The network settings of a run.
 NETWORK_SETTINGS = (
-    Option("network", deferred("evroute.roads.network:check_network_name"), "synthetic", "network: synthetic "
+    Option("network", deferred("evroute.roads.names:check_network_name"), "synthetic", "network: synthetic "
            "(embedded), synthetic-<N>k, monaco, luxembourg, or an OSM XML file", "the embedded synthetic city: runs "
            "with no data and no internet", metavar="NAME"),
     Option("osm", existing_file("OSM file"), None, "OSM XML file of a built-in network (default: the data folder, "
