@@ -223,7 +223,7 @@ ENVIRONMENT_SETTINGS = (
            "from", "003: lengthscales 1", metavar="NUMBER"),
     Option("drift", unit_rate, 0.0, "time-varying energies f_{t+1} = m + sqrt(1-eps)(f_t - m) + sqrt(eps) g_t "
            "(paper 004); 0: static", metavar="NUMBER"),
-    Option("closures", deferred("evroute.bandit.environments:parse_closures", value_only=True), None,
+    Option("closures", deferred("evroute.bandit.closures:parse_closures", value_only=True), None,
            lambda: f"road closures: {', '.join(component_names('closures'))}, with options as a spec, e.g. "
            "random[rate=0.05]; default none", metavar="SPEC"),
 )

@@ -20,14 +20,8 @@ from functools import cache
 import numpy as np
 
 from .bandit.agents import AgentSetup, Decision, make_agent, policy_family, resolve_policy
-from .bandit.environments import (
-    Environment,
-    StaticEnvironment,
-    Truth,
-    TruthSetup,
-    make_truth,
-    truth_kernel,
-)
+from .bandit.environments import Environment, StaticEnvironment, Truth, TruthSetup, make_truth
+from .bandit.truths import truth_kernel
 from .errors import EvrouteError
 from .models import (
     COVARIANCE,

@@ -229,7 +229,7 @@ def test_weights_keep_the_shortest_route_of_the_lower_bounds(small_net):
 
 def test_the_truths_rkhs_norms(small_net):
     """rkhs[B]: ‖f − m‖_K = B exactly; gp: the reported norm is (f − m)ᵀK⁻¹(f − m) (dense check)."""
-    from evroute.bandit.environments import gp_truth, gp_truth_rkhs_norm, rkhs_truth
+    from evroute.bandit.truths import gp_truth, gp_truth_rkhs_norm, rkhs_truth
     from evroute.physics.routes import edge_energies
     from evroute.priors.network_prior import NetworkPrior
 

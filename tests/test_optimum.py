@@ -677,7 +677,7 @@ _SLOW_MILP = """
 import os, sys, time
 import numpy as np
 import evroute
-from evroute.bandit.environments import gp_truth
+from evroute.bandit.truths import gp_truth
 from evroute.roads import milp_solver, optimum
 
 net = evroute.load_network("synthetic")

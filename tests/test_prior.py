@@ -247,7 +247,7 @@ def test_combined_prior_draws_by_random_features_have_the_kernel_as_covariance(s
 
 
 def test_large_networks_draw_their_truth_without_a_dense_kernel(small, monkeypatch):
-    from evroute.bandit.environments import gp_truth
+    from evroute.bandit.truths import gp_truth
 
     net, pm = small
     monkeypatch.setattr(network_mod, "SPARSE_FROM_EDGES", 50)

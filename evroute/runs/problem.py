@@ -18,15 +18,9 @@ import numpy as np
 
 from ..bandit.agents import AgentSetup
 from ..bandit.agents import make_agent as make_named_agent
-from ..bandit.environments import (
-    RoadEnvironment,
-    StaticEnvironment,
-    Truth,
-    TruthSetup,
-    make_truth,
-    truth_kernel,
-)
+from ..bandit.environments import RoadEnvironment, StaticEnvironment, Truth, TruthSetup, make_truth
 from ..bandit.policies import route_weights
+from ..bandit.truths import truth_kernel
 from ..bandit.turns import TURN_KERNEL, TurnPrior
 from ..cache import CacheEntry, hash_bytes, make_key
 from ..errors import EvrouteError
