@@ -41,7 +41,7 @@ __all__ = ["RUN_SETTINGS", "NETWORK_SETTINGS", "ROUTE_SETTINGS", "VEHICLE_SETTIN
 
 #: The network settings of a run.
 NETWORK_SETTINGS = (
-    Option("network", deferred("evroute.roads.network:check_network_name"), "synthetic", "network: synthetic "
+    Option("network", deferred("evroute.roads.names:check_network_name"), "synthetic", "network: synthetic "
            "(embedded), synthetic-<N>k, monaco, luxembourg, or an OSM XML file", "the embedded synthetic city: runs "
            "with no data and no internet", metavar="NAME"),
     Option("osm", existing_file("OSM file"), None, "OSM XML file of a built-in network (default: the data folder, "
@@ -224,7 +224,7 @@ ENVIRONMENT_SETTINGS = (
            "from", "003: lengthscales 1", metavar="NUMBER"),
     Option("drift", unit_rate, 0.0, "time-varying energies f_{t+1} = m + sqrt(1-eps)(f_t - m) + sqrt(eps) g_t "
            "(paper 004); 0: static", metavar="NUMBER"),
-    Option("closures", deferred("evroute.bandit.environments:parse_closures", value_only=True), None,
+    Option("closures", deferred("evroute.bandit.closures:parse_closures", value_only=True), None,
            lambda: f"road closures: {', '.join(component_names('closures'))}, with options as a spec, e.g. "
            "random[rate=0.05]; default none", metavar="SPEC"),
 )

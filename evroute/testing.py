@@ -35,7 +35,8 @@ from .models import (
 from .models.base import readonly, round_statistics
 from .physics.energy import energy_floor_wh, load_vehicle
 from .physics.routes import edge_energies
-from .priors.prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
+from .priors.network_prior import NetworkPrior
+from .priors.prior import NOISE_SCALE, PRIOR_SCALE
 from .roads.network import load_network
 from .roads.oracle import Oracle
 from .roads.walks import negative_cycle

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from evroute.bandit.environments import StaticEnvironment, gp_truth
+from evroute.bandit.environments import StaticEnvironment
 from evroute.bandit.policies import rectified_mean
-from evroute.priors.prior import NetworkPrior
+from evroute.bandit.truths import gp_truth
+from evroute.priors.network_prior import NetworkPrior
 from evroute.runs.config import SimulationConfig
 from evroute.runs.problem import make_environment, prepare_problem
 
@@ -87,7 +88,7 @@ def test_reference_route_is_the_rectified_oracle_on_the_truth(problem):
 def _road_env(eps=0.0, closures=None, seed=0):
     from evroute.bandit.environments import RoadEnvironment
     from evroute.physics.routes import edge_energies, resolve_route
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
     from evroute.roads.network import load_network
     from evroute.roads.oracle import Oracle
 

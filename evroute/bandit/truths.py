@@ -26,7 +26,7 @@ from ..cache import cached_arrays, hash_bytes
 from ..components import TRUTHS
 from ..errors import EvrouteError
 from ..physics.energy import energy_floor_wh, potential_energy_wh
-from ..priors.prior import NetworkPrior
+from ..priors.network_prior import NetworkPrior
 from ..progress import stage
 from ..specs import Component, Option, declared
 from ..validate import nonneg_float, positive_float, positive_int

@@ -28,14 +28,9 @@ from ..io import atomic_write_text
 from ..physics.energy import energy_floor_wh, load_vehicle
 from ..physics.routes import edge_energies, resolve_route
 from ..priors.candidates import candidate_priors, describe_candidates
+from ..priors.network_prior import NetworkPrior
 from ..priors.noise import edge_noise_std
-from ..priors.prior import (
-    NOISE_SCALE,
-    PRIOR_SCALE,
-    EdgeScaledPrior,
-    NetworkPrior,
-    VehicleScalePrior,
-)
+from ..priors.prior import NOISE_SCALE, PRIOR_SCALE, EdgeScaledPrior, VehicleScalePrior
 from ..progress import stage
 from ..roads.network import load_network
 from ..roads.optimum import exact_optimum
