@@ -47,9 +47,9 @@ BUILTIN: dict[str, dict[str, str]] = {
                **dict.fromkeys(_BOUND_POLICIES, "evroute.bandit.bound_agents"),
                **dict.fromkeys(_PE_POLICIES, "evroute.bandit.pe_agents")},
     "model": dict.fromkeys(_MODELS, "evroute.models"),
-    "truth": {"lognormal": "evroute.bandit.environments", "gp": "evroute.bandit.environments",
-              "rkhs": "evroute.bandit.environments", "sumo": "evroute.world.sumo"},
-    "closures": {"alternate": "evroute.bandit.environments", "random": "evroute.bandit.environments"},
+    "truth": {"lognormal": "evroute.bandit.truths", "gp": "evroute.bandit.truths",
+              "rkhs": "evroute.bandit.truths", "sumo": "evroute.world.sumo"},
+    "closures": {"alternate": "evroute.bandit.closures", "random": "evroute.bandit.closures"},
 }
 
 
@@ -91,7 +91,7 @@ MODELS = Registry("model", sort=True, example="svgp[inducing=500]", catalogue=BU
 #: The truths (``--truth``): ``evroute.bandit.environments.register_truth`` adds one.
 TRUTHS = Registry("truth", sort=False, example="rkhs[B=10]", catalogue=BUILTIN["truth"],
                   plugins=lambda: plugin_catalogue("truth"))
-#: The closure patterns (``--closures``): ``evroute.bandit.environments.register_closures`` adds one.
+#: The closure patterns (``--closures``): ``evroute.bandit.closures.register_closures`` adds one.
 CLOSURES = Registry("closures", sort=False, example="random[rate=0.05]", catalogue=BUILTIN["closures"],
                     plugins=lambda: plugin_catalogue("closures"))
 #: family → registry.

@@ -41,7 +41,7 @@ __all__ = ["RUN_SETTINGS", "NETWORK_SETTINGS", "ROUTE_SETTINGS", "VEHICLE_SETTIN
 
 #: The network settings of a run.
 NETWORK_SETTINGS = (
-    Option("network", deferred("evroute.roads.network:check_network_name"), "synthetic", "network: synthetic "
+    Option("network", deferred("evroute.roads.names:check_network_name"), "synthetic", "network: synthetic "
            "(embedded), synthetic-<N>k, monaco, luxembourg, or an OSM XML file", "the embedded synthetic city: runs "
            "with no data and no internet", metavar="NAME"),
     Option("osm", existing_file("OSM file"), None, "OSM XML file of a built-in network (default: the data folder, "
@@ -202,7 +202,7 @@ SCALE_SETTINGS = (
 
 #: The environment's settings of a run: what is true, how it changes, which roads close.
 ENVIRONMENT_SETTINGS = (
-    Option("truth", deferred("evroute.bandit.environments:resolve_truth", value_only=True), "lognormal",
+    Option("truth", deferred("evroute.bandit.truths:resolve_truth", value_only=True), "lognormal",
            lambda: f"the ground truth: {', '.join(component_names('truth'))}, with options as a spec, e.g. "
            "rkhs[B=10]", "003 Sec. 4.1's draw of the GP prior, in a form that never falls below the physical "
            "floor (the paper's own, gp, creates energy)", metavar="SPEC"),
@@ -210,7 +210,7 @@ ENVIRONMENT_SETTINGS = (
            "from", "003: lengthscales 1", metavar="NUMBER"),
     Option("drift", unit_rate, 0.0, "time-varying energies f_{t+1} = m + sqrt(1-eps)(f_t - m) + sqrt(eps) g_t "
            "(paper 004); 0: static", metavar="NUMBER"),
-    Option("closures", deferred("evroute.bandit.environments:parse_closures", value_only=True), None,
+    Option("closures", deferred("evroute.bandit.closures:parse_closures", value_only=True), None,
            lambda: f"road closures: {', '.join(component_names('closures'))}, with options as a spec, e.g. "
            "random[rate=0.05]; default none", metavar="SPEC"),
 )

@@ -433,7 +433,7 @@ def deferred(target: str, *, value_only: bool = False, bounds: str | None = None
     Parameters
     ----------
     target : str
-        ``"module:function"``, e.g. ``"evroute.roads.network:check_network_name"``.
+        ``"module:function"``, e.g. ``"evroute.roads.names:check_network_name"``.
     value_only : bool
         The function takes the value alone (``resolve_policy(spec)``), not ``(name, value)``.
     bounds : str, optional

@@ -20,14 +20,8 @@ from functools import cache
 import numpy as np
 
 from .bandit.agents import AgentSetup, Decision, make_agent, policy_family, resolve_policy
-from .bandit.environments import (
-    Environment,
-    StaticEnvironment,
-    Truth,
-    TruthSetup,
-    make_truth,
-    truth_kernel,
-)
+from .bandit.environments import Environment, StaticEnvironment
+from .bandit.truths import Truth, TruthSetup, make_truth, truth_kernel
 from .errors import EvrouteError
 from .models import (
     COVARIANCE,
@@ -41,9 +35,11 @@ from .models import (
 from .models.base import readonly, round_statistics
 from .physics.energy import energy_floor_wh, load_vehicle
 from .physics.routes import edge_energies
-from .priors.prior import NOISE_SCALE, PRIOR_SCALE, NetworkPrior
+from .priors.network_prior import NetworkPrior
+from .priors.prior import NOISE_SCALE, PRIOR_SCALE
 from .roads.network import load_network
 from .roads.oracle import Oracle
+from .roads.walks import negative_cycle
 
 __all__ = ["SmallProblem", "small_problem", "observation_rounds", "check_backend", "check_agent",
            "check_environment", "check_truth", "MockModel"]
@@ -348,7 +344,9 @@ def check_truth(truth, problem: SmallProblem | None = None, seed: int = 0) -> li
 
     Checks: a :class:`~evroute.bandit.environments.Truth` with finite values over every edge and a
     non-negative noise; the same seed gives the same truth; its observations are finite and of
-    the route's length; and a static environment on it passes :func:`check_environment`.
+    the route's length; a truth that says it conserves energy (it carries a ``potential``) has no
+    cycle that creates energy, so its exact optimum exists; and a static environment on it passes
+    :func:`check_environment`.
     """
     p = problem or small_problem()
     what = f"truth {truth}"
@@ -362,8 +360,16 @@ def check_truth(truth, problem: SmallProblem | None = None, seed: int = 0) -> li
         _fail(what, "noise_std must be non-negative")
     if not np.array_equal(a.values, b.values):
         _fail(what, "the same seed must give the same truth")
+    checked = ["values", "deterministic"]
+    if a.conserves:
+        if np.shape(a.potential) != (p.n_edges,) or not np.all(np.isfinite(a.potential)):
+            _fail(what, "potential must be finite, one per edge")
+        costs = None if a.turns is None else a.turns.costs
+        if negative_cycle(p.n_edges, p.oracle.conn_src, p.oracle.conn_dst, weights=a.values, turn_weights=costs):
+            _fail(what, "it says it conserves energy (a potential), but a cycle creates energy")
+        checked.append("conserves")
     env = StaticEnvironment(a, a.noise_std, p.oracle, p.start, p.end, seed)
-    return ["values", "deterministic", *check_environment(env)]
+    return [*checked, *check_environment(env)]
 
 
 class MockModel(PosteriorModel):

@@ -120,7 +120,7 @@ def load_replay(run_dir, rounds=None):
 
     import pandas as pd
 
-    from evroute.priors.prior import network_kernel
+    from evroute.priors.network_prior import network_kernel
     from evroute.runs.config import SimulationConfig
     from evroute.runs.problem import prepare_problem
 

@@ -44,12 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 if "--warm" not in sys.argv:  # cold by default: network build and selected inversion timed from scratch
     os.environ["EVROUTE_CACHE_DIR"] = tempfile.mkdtemp(prefix="evroute-bench-scale-")
 
-import evroute.priors.prior as prior_module  # noqa: E402
+import evroute.priors.network_prior as network_prior_module  # noqa: E402
 from evroute.bandit.agents import AgentSetup, make_agent  # noqa: E402
 from evroute.bandit.environments import StaticEnvironment  # noqa: E402
 from evroute.bandit.loop import run_loop  # noqa: E402
 from evroute.physics.routes import edge_energies, resolve_route  # noqa: E402
-from evroute.priors.prior import GraphMaternPrior, NetworkPrior  # noqa: E402
+from evroute.priors.graph_prior import GraphMaternPrior  # noqa: E402
+from evroute.priors.network_prior import NetworkPrior  # noqa: E402
 from evroute.roads.network import load_network  # noqa: E402
 from evroute.roads.oracle import Oracle  # noqa: E402
 
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
     pv, nv = (0.25 * np.std(pm)) ** 2, (0.1 * np.std(pm)) ** 2
     t = time.perf_counter()
     if args.dense:
-        prior_module.GMRF_FROM_EDGES = 10**9  # keep the dense representation
+        network_prior_module.GMRF_FROM_EDGES = 10**9  # keep the dense representation
         prior = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, pv)
         prior.dense()
         name += " (dense)"

@@ -53,6 +53,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 
+from evroute.priors.graph_prior import graph_matern_operator  # noqa: E402
 from evroute.priors.linalg import (  # noqa: E402
     SparseSolver,
     domain_blocks,
@@ -61,7 +62,6 @@ from evroute.priors.linalg import (  # noqa: E402
     retain_freed_memory,
     symmetric_splu,
 )
-from evroute.priors.prior import graph_matern_operator  # noqa: E402
 from evroute.roads.network import load_network  # noqa: E402
 
 

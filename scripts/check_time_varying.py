@@ -34,7 +34,7 @@ def main() -> None:
 
     from evroute.models import make_model
     from evroute.physics.routes import edge_energies
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
     from evroute.roads.network import load_network
     from evroute.roads.oracle import Oracle
 

@@ -2,7 +2,7 @@
 
 The combined kernel σ₀²·normalise(k_G·k_f + k_f′) has no sparse precision; above
 ``SPARSE_FROM_EDGES`` edges evroute draws its truth by random Fourier features of the context
-Matérn times GMRF draws of k_G (:meth:`evroute.priors.prior.NetworkPrior.sample_features`). Its
+Matérn times GMRF draws of k_G (:meth:`evroute.priors.network_prior.NetworkPrior.sample_features`). Its
 covariance is exact in expectation; this script measures, on a real network where the dense
 kernel fits (luxembourg, 5,620 edges), how far the empirical covariance of N feature draws
 lies from the kernel, beside N draws of the exact dense sampler (Cholesky of K): the two
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 
 from evroute.physics.routes import edge_energies  # noqa: E402
-from evroute.priors.prior import RANDOM_FEATURES, NetworkPrior  # noqa: E402
+from evroute.priors.network_prior import RANDOM_FEATURES, NetworkPrior  # noqa: E402
 from evroute.roads.network import load_network  # noqa: E402
 
 

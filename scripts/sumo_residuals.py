@@ -22,7 +22,7 @@ import pandas as pd
 
 from evroute.physics.energy import load_vehicle
 from evroute.physics.routes import edge_energies, resolve_route
-from evroute.priors.prior import NetworkPrior
+from evroute.priors.network_prior import NetworkPrior
 from evroute.roads.network import load_network
 from evroute.roads.oracle import Oracle
 from evroute.world.sumo import build_atlas

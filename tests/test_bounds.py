@@ -229,9 +229,9 @@ def test_weights_keep_the_shortest_route_of_the_lower_bounds(small_net):
 
 def test_the_truths_rkhs_norms(small_net):
     """rkhs[B]: ‖f − m‖_K = B exactly; gp: the reported norm is (f − m)ᵀK⁻¹(f − m) (dense check)."""
-    from evroute.bandit.environments import gp_truth, gp_truth_rkhs_norm, rkhs_truth
+    from evroute.bandit.truths import gp_truth, gp_truth_rkhs_norm, rkhs_truth
     from evroute.physics.routes import edge_energies
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
 
     m = edge_energies(small_net)
     pv = (0.25 * np.std(m)) ** 2
@@ -373,7 +373,7 @@ def test_the_exact_backend_accumulates_the_information_gain(small_net, spec):
     exact backend, equals ln det(I + D^½ K_OO D^½/ς²) over every observation (chain rule)."""
     from evroute.models import make_model
     from evroute.physics.routes import edge_energies
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
 
     m = edge_energies(small_net)
     pv, nv = (0.25 * np.std(m)) ** 2, (0.1 * np.std(m)) ** 2
@@ -453,7 +453,7 @@ def test_bound_and_pe_agents_route_with_the_turns_costs(small_net):
     from evroute.bandit.pe_agents import PEAgent
     from evroute.physics.energy import energy_floor_wh, kinetic_energy_wh
     from evroute.physics.routes import edge_energies
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
     from evroute.roads.oracle import Oracle
     from evroute.testing import MockModel
     from evroute.world.junctions import speed_change_loss_wh

@@ -72,7 +72,7 @@ def test_bad_candidates_file(tmp_path):
 def test_candidate_priors_share_kernels_and_honour_settings(small_net):
     from evroute.physics.energy import load_vehicle
     from evroute.physics.routes import edge_energies
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
 
     m = edge_energies(small_net)
     base = NetworkPrior(small_net, m, "combined", 1.0, 1.0, 2.0, 4.0)

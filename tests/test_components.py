@@ -81,7 +81,8 @@ def test_every_value_a_declaration_accepts_is_built():
     import numpy as np
 
     from evroute.bandit.agents import POLICIES, make_agent
-    from evroute.bandit.environments import CLOSURES, TRUTHS, TruthSetup, make_truth, parse_closures
+    from evroute.bandit.closures import parse_closures
+    from evroute.bandit.environments import CLOSURES, TRUTHS, TruthSetup, make_truth
     from evroute.errors import EvrouteError
     from evroute.models import MODELS, make_model
     from evroute.testing import small_problem

@@ -352,7 +352,7 @@ def test_check_prior_supports_the_kernel_only_where_the_data_has_it(synthetic):
     kernel predicts no better than independent edges (a Monte-Carlo reference both ways)."""
     from evroute.physics.routes import edge_energies
     from evroute.priors.fitting import check_prior
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
 
     e_det = edge_energies(synthetic, Vehicle())
     rng = np.random.default_rng(3)
@@ -626,8 +626,8 @@ def test_check_prior_measures_the_per_edge_noise_model_on_held_out_trips(synthet
     fit as another vehicle's run settings (fitted_settings) scales σ₀ and the noise."""
     from evroute.physics.routes import edge_energies
     from evroute.priors.fitting import check_prior, fitted_settings
+    from evroute.priors.network_prior import NetworkPrior
     from evroute.priors.noise import edge_noise_std, noise_model_spec
-    from evroute.priors.prior import NetworkPrior
 
     e_det = edge_energies(synthetic, Vehicle())
     rng = np.random.default_rng(4)

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from evroute.bandit.environments import StaticEnvironment, gp_truth
+from evroute.bandit.environments import StaticEnvironment
 from evroute.bandit.policies import rectified_mean
-from evroute.priors.prior import NetworkPrior
+from evroute.bandit.truths import gp_truth
+from evroute.priors.network_prior import NetworkPrior
 from evroute.runs.config import SimulationConfig
 from evroute.runs.problem import make_environment, prepare_problem
 
@@ -33,7 +34,7 @@ def test_the_default_truth_is_the_floor_plus_a_lognormal_excess_with_mean_e_det(
     Its formula against a Monte-Carlo estimate over draws of z from the kernel (an independent
     Cholesky): the mean of f is E_det on every edge and the edges' mean variance σ₀²; the run's f
     never falls below the floor, it conserves energy, and a drifting f stays above it too."""
-    from evroute.bandit.environments import lognormal_truth, truth_kernel
+    from evroute.bandit.truths import lognormal_truth, truth_kernel
     from evroute.physics.energy import energy_floor_wh
 
     p = prepare_problem(SimulationConfig(seed=5), net=synthetic)
@@ -87,7 +88,7 @@ def test_reference_route_is_the_rectified_oracle_on_the_truth(problem):
 def _road_env(eps=0.0, closures=None, seed=0):
     from evroute.bandit.environments import RoadEnvironment
     from evroute.physics.routes import edge_energies, resolve_route
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
     from evroute.roads.network import load_network
     from evroute.roads.oracle import Oracle
 

@@ -13,7 +13,8 @@ import pytest
 from evroute.errors import EvrouteError
 from evroute.models import PosteriorModel, available_models, make_model
 from evroute.models.base import readonly
-from evroute.priors.prior import DensePrior, DiagonalPrior, NetworkPrior
+from evroute.priors.network_prior import NetworkPrior
+from evroute.priors.prior import DensePrior, DiagonalPrior
 from evroute.testing import check_backend, small_problem
 
 # options that keep the heavier backends fast on the small network

@@ -10,7 +10,9 @@ from scipy.stats import multivariate_normal
 
 from evroute.errors import EvrouteError
 from evroute.models import make_model
-from evroute.priors.prior import DensePrior, GraphMaternPrior, NetworkPrior
+from evroute.priors.graph_prior import GraphMaternPrior
+from evroute.priors.network_prior import NetworkPrior
+from evroute.priors.prior import DensePrior
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ from evroute.errors import EvrouteError
 from evroute.models import ExactGPModel, make_model
 from evroute.models.gmrf import GMRFPosterior
 from evroute.models.local import LocalGMRFPosterior
-from evroute.priors.prior import GraphMaternPrior, NetworkPrior
+from evroute.priors.graph_prior import GraphMaternPrior
+from evroute.priors.network_prior import NetworkPrior
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +57,13 @@ def textbook(s, counts, sums):
 
 
 def test_exact_chooses_the_sparse_posterior_by_the_prior(small, monkeypatch):
-    import evroute.priors.prior as prior_mod
+    import evroute.priors.network_prior as network_prior_mod
 
     # update=local is the default for a sparse precision (tests/test_models_local.py); global here
     assert isinstance(make_model("exact", small["gmrf"], noise_var=small["nv"]), LocalGMRFPosterior)
     assert isinstance(make_model("exact[update=global]", small["gmrf"], noise_var=small["nv"]), GMRFPosterior)
     assert isinstance(make_model("exact", small["dense"], noise_var=small["nv"]), ExactGPModel)
-    monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 50)
+    monkeypatch.setattr(network_prior_mod, "GMRF_FROM_EDGES", 50)
     p = NetworkPrior(small["net"], small["pm"], "graph", 1.0, 1.0, 2.0, small["pv"])
     assert p.representation == "sparse" and p.factor_nnz > 0
     assert isinstance(make_model("exact[update=global,merge=always]", p, noise_var=small["nv"]), GMRFPosterior)

@@ -13,7 +13,9 @@ from evroute.models.gmrf import GMRFPosterior
 from evroute.models.hetero import HeteroscedasticModel, WhitenedPrior
 from evroute.models.local import LocalGMRFPosterior
 from evroute.physics.routes import edge_energies
-from evroute.priors.prior import DiagonalPrior, GraphMaternPrior, NetworkPrior
+from evroute.priors.graph_prior import GraphMaternPrior
+from evroute.priors.network_prior import NetworkPrior
+from evroute.priors.prior import DiagonalPrior
 
 
 @pytest.fixture(scope="module")

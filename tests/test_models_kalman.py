@@ -8,7 +8,7 @@ import pytest
 
 from evroute.errors import EvrouteError
 from evroute.models import make_model
-from evroute.priors.prior import NetworkPrior
+from evroute.priors.network_prior import NetworkPrior
 
 
 @pytest.mark.parametrize("eps", [0.05, 0.3])

@@ -20,7 +20,7 @@ from evroute.models.gmrf import GMRFPosterior
 from evroute.models.local import CHUNK, LocalGMRFPosterior
 from evroute.models.ordered import SEAM
 from evroute.physics.routes import edge_energies, resolve_route
-from evroute.priors.prior import GraphMaternPrior
+from evroute.priors.graph_prior import GraphMaternPrior
 from evroute.roads.oracle import Oracle
 
 from .test_models_gmrf import feed, textbook
@@ -29,7 +29,7 @@ from .test_models_gmrf import feed, textbook
 @pytest.fixture(scope="module")
 def small():
     from evroute.physics.energy import load_vehicle
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
     from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=120)

@@ -9,7 +9,8 @@ import pytest
 from evroute.errors import EvrouteError
 from evroute.models import make_model
 from evroute.models.nystrom import BKBPosterior, KORSPosterior
-from evroute.priors.prior import GraphMaternPrior, NetworkPrior
+from evroute.priors.graph_prior import GraphMaternPrior
+from evroute.priors.network_prior import NetworkPrior
 
 
 @pytest.fixture(scope="module")

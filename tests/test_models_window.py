@@ -10,7 +10,7 @@ from scipy.stats import multivariate_normal
 
 from evroute.errors import EvrouteError
 from evroute.models import make_model
-from evroute.priors.prior import NetworkPrior
+from evroute.priors.network_prior import NetworkPrior
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from evroute.errors import EvrouteError
+from evroute.roads.line_graph import line_graph
 from evroute.roads.network import (
     DEFAULT_SPEEDS_KMH,
-    line_graph,
     lipschitz_envelope,
     load_network,
     network_fingerprint,

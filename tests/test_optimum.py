@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint
 
 from evroute.errors import EvrouteError
-from evroute.roads import optimum
+from evroute.roads import cut_model, milp_solver, optimum
 from evroute.roads.optimum import OptimumResult, exact_optimum, is_vertex_simple
 
 # 8 seeds per case keep the file at about a minute; EVROUTE_OPTIMUM_SEEDS=30 for a deeper check
@@ -360,15 +360,15 @@ def test_negative_cycle_rejects_bad_input():
 @pytest.mark.parametrize("seed", range(0, N_SEEDS, 2))
 def test_lazy_cycle_cuts_alone(seed, monkeypatch):
     """The integer loop on its own: no LP cuts, no flow formulation, cold LPs."""
-    monkeypatch.setattr(optimum._CutModel, "separate", lambda self, x: 0)
-    monkeypatch.setattr(optimum, "_highs_class", lambda: None)
-    orig_init = optimum._CutModel.__init__
+    monkeypatch.setattr(cut_model.CutModel, "separate", lambda self, x: 0)
+    monkeypatch.setattr(cut_model, "highs_class", lambda: None)
+    orig_init = cut_model.CutModel.__init__
 
     def init(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
         self.scf = False
 
-    monkeypatch.setattr(optimum._CutModel, "__init__", init)
+    monkeypatch.setattr(cut_model.CutModel, "__init__", init)
     for ends in ("strict", "open"):
         check_against_brute_force(seed, "negative-cycle", ends)
 
@@ -376,7 +376,7 @@ def test_lazy_cycle_cuts_alone(seed, monkeypatch):
 @pytest.mark.parametrize("seed", range(0, N_SEEDS, 3))
 def test_cold_lp_fallback(seed, monkeypatch):
     """Without SciPy's private HiGHS class every LP goes through scipy.optimize.milp."""
-    monkeypatch.setattr(optimum, "_highs_class", lambda: None)
+    monkeypatch.setattr(cut_model, "highs_class", lambda: None)
     check_against_brute_force(seed, "negative-cycle", "strict")
 
 
@@ -579,9 +579,9 @@ def test_milp_in_its_process_gives_the_same_result():
     """The main thread's MILP runs in a child process (Ctrl-C kills it): the same SciPy call, the
     same result to the bit; in a worker thread, or where SIGINT is ignored (a compare pool worker),
     it runs in this process; a child that died is replaced by this process."""
-    assert optimum._ctrl_c_stops_here()  # pytest's main thread: KeyboardInterrupt on SIGINT
-    here = optimum._milp_here(**_knapsack())
-    with optimum._MilpSolver() as solver:
+    assert milp_solver.ctrl_c_stops_here()  # pytest's main thread: KeyboardInterrupt on SIGINT
+    here = milp_solver.milp_here(**_knapsack())
+    with milp_solver.MilpSolver() as solver:
         _same_milp_result(solver(**_knapsack()), here)
         proc = solver._proc
         assert proc is not None and proc.poll() is None  # one child serves every round
@@ -596,7 +596,7 @@ def test_milp_in_its_process_gives_the_same_result():
     seen = []
 
     def in_a_thread():
-        with optimum._MilpSolver() as solver:
+        with milp_solver.MilpSolver() as solver:
             seen.append((solver(**_knapsack()), solver._proc))
 
     worker = threading.Thread(target=in_a_thread)
@@ -607,7 +607,7 @@ def test_milp_in_its_process_gives_the_same_result():
 
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        with optimum._MilpSolver() as solver:
+        with milp_solver.MilpSolver() as solver:
             _same_milp_result(solver(**_knapsack()), here)
             assert solver._proc is None
     finally:
@@ -616,10 +616,10 @@ def test_milp_in_its_process_gives_the_same_result():
 
 def _interrupted_lp(sig):
     """A highspy LP whose first simplex iterations send ``sig`` to this process."""
-    highs_cls, _ = optimum._highs_class()
+    highs_cls, _ = milp_solver.highs_class()
     rng = np.random.default_rng(0)
     n, m = 300, 150
-    with optimum._quiet_stdout():
+    with milp_solver.quiet_stdout():
         h = highs_cls()
     h.setOptionValue("output_flag", False)
     h.addVars(n, np.zeros(n), np.full(n, 10.0))
@@ -656,7 +656,7 @@ def test_highs_stops_at_a_signal_and_its_handler_runs_after(sig):
             signal.signal(signal.SIGTERM, terminate)
         h, send, sent = _interrupted_lp(sig)
         with pytest.raises(KeyboardInterrupt):
-            optimum._run_highs(h)
+            milp_solver.run_highs(h)
         assert sent and h.getModelStatus() == highspy.HighsModelStatus.kInterrupt
         assert signal.getsignal(signal.SIGINT) is before[signal.SIGINT]
         assert signal.getsignal(signal.SIGTERM) is (terminate if sig == signal.SIGTERM else before[signal.SIGTERM])
@@ -664,7 +664,7 @@ def test_highs_stops_at_a_signal_and_its_handler_runs_after(sig):
         # a handler that returns: the solve goes on to the optimum
         signal.signal(sig, lambda signum, frame: calls.append(signum))
         h, send, sent = _interrupted_lp(sig)
-        optimum._run_highs(h)
+        milp_solver.run_highs(h)
         assert sent and calls == [sig] and h.getModelStatus() == highspy.HighsModelStatus.kOptimal
     finally:
         for s, handler in before.items():
@@ -677,20 +677,20 @@ _SLOW_MILP = """
 import os, sys, time
 import numpy as np
 import evroute
-from evroute.bandit.environments import gp_truth
-from evroute.roads import optimum
+from evroute.bandit.truths import gp_truth
+from evroute.roads import milp_solver, optimum
 
 net = evroute.load_network("synthetic")
 e_det = evroute.edge_energies(net, evroute.load_vehicle("sumo-ev"))
 truth = gp_truth(net, e_det, (0.25 * np.std(e_det)) ** 2, seed=0)
 route = evroute.resolve_route(net, "A")
-solve = optimum._MilpSolver.__call__
+solve = milp_solver.MilpSolver.__call__
 
 def announce(self, **kwargs):
     print("milp", flush=True)
     return solve(self, **kwargs)
 
-optimum._MilpSolver.__call__ = announce
+milp_solver.MilpSolver.__call__ = announce
 try:
     optimum.exact_optimum(net.n_edges, net.conn_src, net.conn_dst, edge_u=net.edges.u.to_numpy(),
                           edge_v=net.edges.v.to_numpy(), weights=truth, start=route.start, end=route.end,
@@ -741,10 +741,10 @@ def test_ctrl_c_stops_a_long_milp_within_two_seconds():
 def test_ctrl_c_stops_simulate_in_its_exact_optimum(tmp_path):
     """`evroute simulate --truth gp --exact-optimum` (the MILP above: the paper's truth) stopped in the MILP:
     exit 130 within 2 s, one `interrupted:` line, nothing written."""
-    announce = ("import sys\nfrom evroute.roads import optimum\nsolve = optimum._MilpSolver.__call__\n"
+    announce = ("import sys\nfrom evroute.roads import milp_solver\nsolve = milp_solver.MilpSolver.__call__\n"
                 "def announce(self, **kwargs):\n    print('milp', file=sys.stderr, flush=True)\n"
                 "    return solve(self, **kwargs)\n"
-                "optimum._MilpSolver.__call__ = announce\nfrom evroute.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+                "milp_solver.MilpSolver.__call__ = announce\nfrom evroute.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     out_dir = tmp_path / "run"
     args = [sys.executable, "-c", announce, "simulate", "--truth", "gp", "--exact-optimum", "--horizon", "1", "--no-progress",
             "--out", str(out_dir)]

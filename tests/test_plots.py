@@ -11,7 +11,7 @@ import pytest
 from evroute.bandit.agents import LOWER_CONFIDENCE_BOUND, POLICIES
 from evroute.cli import main
 from evroute.errors import EvrouteError
-from evroute.reports import plots
+from evroute.reports import figures, plots
 from evroute.runs.config import SimulationConfig
 from evroute.runs.experiment import run_grid
 from evroute.runs.grid import make_grid
@@ -41,7 +41,7 @@ def assert_not_blank(img) -> None:
 
 def expected_px(size) -> tuple[int, int]:
     w, h = size
-    return round(h * plots.DPI), round(w * plots.DPI)
+    return round(h * figures.DPI), round(w * figures.DPI)
 
 
 def test_grid_figures(grid_dir, capsys, synthetic):
@@ -58,20 +58,20 @@ def test_grid_figures(grid_dir, capsys, synthetic):
         root = ET.parse(grid_dir / "plots" / f"{n}.svg").getroot()
         assert root.tag.endswith("svg")
     # pixel sizes: 2 routes → 2 panels side by side; β: 1 network → 1 panel
-    assert png_pixels(grid_dir / "plots" / "regret.png").shape[:2] == expected_px(plots.figure_size(2)) == (450, 960)
-    assert png_pixels(grid_dir / "plots" / "beta.png").shape[:2] == expected_px(plots.figure_size(1)) == (450, 480)
+    assert png_pixels(grid_dir / "plots" / "regret.png").shape[:2] == expected_px(figures.figure_size(2)) == (450, 960)
+    assert png_pixels(grid_dir / "plots" / "beta.png").shape[:2] == expected_px(figures.figure_size(1)) == (450, 480)
     assert png_pixels(grid_dir / "plots" / "final_regret_vs_lengthscale.png").shape[:2] == (450, 960)
-    aspect = plots.network_aspect(synthetic)
+    aspect = figures.network_aspect(synthetic)
     assert png_pixels(grid_dir / "plots" / "explore-synthetic-A.png").shape[:2] == \
-        expected_px(plots.figure_size(3, "map", aspect))
+        expected_px(figures.figure_size(3, "map", aspect))
 
 
 def test_curve_statistics():
     curves = np.array([[1.0, 2.0, 4.0], [3.0, 4.0, 8.0]])
-    mean, se = plots.mean_se(curves)
+    mean, se = figures.mean_se(curves)
     assert np.allclose(mean, [2, 3, 6])
     assert np.allclose(se, np.std(curves, axis=0, ddof=1) / math.sqrt(2))
-    mean, se = plots.mean_se(curves[:1])
+    mean, se = figures.mean_se(curves[:1])
     assert np.allclose(se, 0)
 
 
@@ -83,7 +83,7 @@ def test_single_run_and_options(tmp_path, synthetic, capsys):
         ["regret.png", "regret.svg", "beta.png", "beta.svg", "coverage.png", "coverage.svg",
          "explore-synthetic-A.png", "explore-synthetic-A.svg"])
     assert_not_blank(png_pixels(tmp_path / "figs" / "regret.png"))
-    assert png_pixels(tmp_path / "figs" / "regret.png").shape[:2] == expected_px(plots.figure_size(1))
+    assert png_pixels(tmp_path / "figs" / "regret.png").shape[:2] == expected_px(figures.figure_size(1))
     code = main(["plot", str(run), "--out", str(tmp_path / "nomaps"), "--no-maps"])
     assert code == 0
     assert not list((tmp_path / "nomaps").glob("explore-*"))
@@ -104,14 +104,14 @@ def test_exploration_legend_names_the_seed_shown(tmp_path, synthetic, monkeypatc
     run = tmp_path / "run"
     simulate(SimulationConfig(horizon=3, seed=3, policy="bi-ts"), run, net=synthetic)
     seen = []
-    real = plots._legend
+    real = plots.figure_legend
 
     def record(fig, handles, labels, ncols=None):
         seen.append(list(labels))
         return real(fig, handles, labels, ncols=ncols)
 
-    monkeypatch.setattr(plots, "_legend", record)
-    runs = plots.load_runs([run])
+    monkeypatch.setattr(plots, "figure_legend", record)
+    runs = figures.load_runs([run])
     plots.plot_exploration(runs, tmp_path / "plots", nets={"synthetic": synthetic})
     assert seen and seen[-1][0] == "clairvoyant optimal route (seed 3)"
 
@@ -122,7 +122,7 @@ def test_large_networks_draw_their_background_as_pixels_in_svg(tmp_path, synthet
     run = tmp_path / "run"
     simulate(SimulationConfig(horizon=3, seed=1, policy="bi-ts"), run, net=synthetic)
     small = plots.plot_directory(run, tmp_path / "vector")
-    monkeypatch.setattr(plots, "RASTERIZE_FROM_EDGES", 10)
+    monkeypatch.setattr(figures, "RASTERIZE_FROM_EDGES", 10)
     big = plots.plot_directory(run, tmp_path / "raster")
     svg = {p.parent.name: p.read_text() for p in small + big if p.name.startswith("explore") and p.suffix == ".svg"}
     assert svg["raster"].count("<image") == svg["vector"].count("<image") + 1  # (+ the colour bar's)
@@ -142,7 +142,7 @@ def test_coverage_curves_against_pandas(grid_dir):
     of (edge, round) pairs so far whose index was at or below the truth, and the mean gap."""
     import pandas as pd
 
-    runs = plots.load_runs(plots.find_runs(grid_dir)[0])
+    runs = figures.load_runs(figures.find_runs(grid_dir)[0])
     for d in runs[runs.policy_name == "gp-ucb"].dir[:2]:
         obs = pd.read_parquet(d / "observations.parquet")
         per_round = obs.assign(below=obs.index_before <= obs.expected_wh,
@@ -160,14 +160,14 @@ def test_coverage_curves_against_pandas(grid_dir):
 def test_coverage_only_for_bounds(tmp_path, synthetic):
     run = tmp_path / "ts"
     simulate(SimulationConfig(policy="gp-ts", horizon=3, seed=0), run, net=synthetic)
-    assert plots.plot_coverage(plots.load_runs([run]), tmp_path / "figs") == []
+    assert plots.plot_coverage(figures.load_runs([run]), tmp_path / "figs") == []
     run = tmp_path / "ucb"
     simulate(SimulationConfig(policy="gp-ucb", horizon=3, seed=0), run, net=synthetic)
-    files = plots.plot_coverage(plots.load_runs([run]), tmp_path / "figs")
+    files = plots.plot_coverage(figures.load_runs([run]), tmp_path / "figs")
     assert sorted(f.name for f in files) == ["coverage.png", "coverage.svg"]
     img = png_pixels(tmp_path / "figs" / "coverage.png")
     assert_not_blank(img)
-    assert img.shape[:2] == expected_px((2 * plots.PANEL_W, plots.PANEL_H + plots.LEGEND_H))
+    assert img.shape[:2] == expected_px((2 * figures.PANEL_W, figures.PANEL_H + figures.LEGEND_H))
 
 
 def test_the_public_figures_return_fig_and_ax_and_write_nothing(grid_dir, synthetic, tmp_path, monkeypatch):
@@ -212,7 +212,7 @@ def test_a_policys_line_follows_its_declared_family_not_its_name():
     register_agent("indep-ucb", lambda setup: None, model="bi")
     register_agent("bi-like", lambda setup: None, model="gp")
     try:
-        s = plots._policy_styles(["gp-ucb", "bi-ucb", "gp-ts[joint=true]", "indep-ucb", "bi-like", "gone-policy"])
+        s = figures.policy_styles(["gp-ucb", "bi-ucb", "gp-ts[joint=true]", "indep-ucb", "bi-like", "gone-policy"])
     finally:
         unregister_agent("indep-ucb")
         unregister_agent("bi-like")

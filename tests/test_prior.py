@@ -7,16 +7,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import evroute.priors.graph_prior as graph_mod
+import evroute.priors.network_prior as network_mod
 import evroute.priors.prior as prior_mod
 from evroute.errors import EvrouteError
 from evroute.priors.kernels import graph_matern, incidence_laplacian
-from evroute.priors.prior import (
-    DensePrior,
-    DiagonalPrior,
-    NetworkPrior,
-    network_kernel,
-    network_prior,
-)
+from evroute.priors.network_prior import NetworkPrior, network_kernel, network_prior
+from evroute.priors.prior import DensePrior, DiagonalPrior
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +123,8 @@ def test_bad_priors_and_the_dense_limit(small, monkeypatch):
 
 @pytest.mark.parametrize("nu", [1, 2, 3])
 def test_selected_inversion_equals_the_dense_inverse(small, nu):
+    from evroute.priors.graph_prior import graph_laplacian
     from evroute.priors.linalg import SparseCholesky
-    from evroute.priors.prior import graph_laplacian
 
     net, _ = small
     P = (graph_laplacian(net) + sp.identity(net.n_edges) * (2.0 * nu / 0.8**2)).tocsc()
@@ -146,7 +143,7 @@ def test_gmrf_prior_equals_the_dense_graph_prior(request, fixture):
     """On the real networks: prior variances, rows and the precision of the sparse prior
     agree with the dense graph Matérn kernel (eigen-free Cholesky route) to 1e-9."""
     from evroute.physics.routes import edge_energies
-    from evroute.priors.prior import GraphMaternPrior
+    from evroute.priors.graph_prior import GraphMaternPrior
 
     net = request.getfixturevalue(fixture)
     pm = edge_energies(net)
@@ -161,7 +158,7 @@ def test_gmrf_prior_equals_the_dense_graph_prior(request, fixture):
 
 
 def test_gmrf_draws_have_the_kernel_as_covariance(small):
-    from evroute.priors.prior import GraphMaternPrior
+    from evroute.priors.graph_prior import GraphMaternPrior
 
     net, pm = small
     p = GraphMaternPrior(net, pm, 1.0, 2.0, 2.0)
@@ -186,12 +183,12 @@ def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture, 
     from evroute.bandit.loop import run_loop
     from evroute.models import make_model
     from evroute.physics.routes import edge_energies, resolve_route
-    from evroute.priors.prior import GraphMaternPrior
+    from evroute.priors.graph_prior import GraphMaternPrior
     from evroute.roads.oracle import Oracle
 
     pm = edge_energies(monaco)
     pv, nv = (0.25 * np.std(pm)) ** 2, (0.1 * np.std(pm)) ** 2
-    monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 10**9)  # the dense form, as a reference
+    monkeypatch.setattr(network_mod, "GMRF_FROM_EDGES", 10**9)  # the dense form, as a reference
     dense = NetworkPrior(monaco, pm, "graph", 1.0, 1.0, 2.0, pv)
     assert dense.representation == "dense"
     gmrf = GraphMaternPrior(monaco, pm, 1.0, 2.0, pv)
@@ -222,14 +219,14 @@ def test_exact_backend_on_the_gmrf_equals_the_dense_posterior(request, fixture, 
 
 def test_network_prior_switches_to_the_sparse_representation(small, monkeypatch):
     net, pm = small
-    monkeypatch.setattr(prior_mod, "GMRF_FROM_EDGES", 50)
+    monkeypatch.setattr(network_mod, "GMRF_FROM_EDGES", 50)
     p = NetworkPrior(net, pm, "graph", 1.0, 1.0, 2.0, 2.0)
     assert p.representation == "sparse"
     np.testing.assert_allclose(p.diag(), np.diag(network_kernel(net, "graph", 1.0, kappa=1.0, nu=2.0, prior_var=2.0)), rtol=1e-9)
     assert p._K is None  # no dense matrix was built
     assert NetworkPrior(net, pm, "combined").representation == "dense"
     with pytest.raises(EvrouteError, match="no sparse precision.*integer"):
-        prior_mod.GraphMaternPrior(net, pm, 1.0, 1.5)
+        graph_mod.GraphMaternPrior(net, pm, 1.0, 1.5)
 
 
 def test_combined_prior_draws_by_random_features_have_the_kernel_as_covariance(small):
@@ -250,16 +247,16 @@ def test_combined_prior_draws_by_random_features_have_the_kernel_as_covariance(s
 
 
 def test_large_networks_draw_their_truth_without_a_dense_kernel(small, monkeypatch):
-    from evroute.bandit.environments import gp_truth
+    from evroute.bandit.truths import gp_truth
 
     net, pm = small
-    monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
+    monkeypatch.setattr(network_mod, "SPARSE_FROM_EDGES", 50)
     built = []
-    monkeypatch.setattr(prior_mod, "network_kernel", lambda *a, **k: built.append(1))
+    monkeypatch.setattr(network_mod, "network_kernel", lambda *a, **k: built.append(1))
     f = gp_truth(net, pm, 2.345, seed=3)  # (a σ₀² no other test caches)
     assert built == [] and f.shape == pm.shape and np.all(np.isfinite(f))
     p = NetworkPrior(net, pm, "combined", 1.0, 1.0, 2.0, 2.345)
-    assert p.sampler == f"features-{prior_mod.RANDOM_FEATURES}"
+    assert p.sampler == f"features-{network_mod.RANDOM_FEATURES}"
     np.testing.assert_array_equal(p.sample(np.random.default_rng([3, 1])), f)  # deterministic
     np.testing.assert_array_equal(gp_truth(net, pm, 2.345, seed=3), f)  # from the cache
 
@@ -270,9 +267,9 @@ def test_large_network_priors_give_rows_without_a_dense_matrix(small, kind, monk
     diagonal directly (k_G by sparse solves): the dense matrix's values, none built."""
     net, pm = small
     K = network_kernel(net, kind, 0.8, kappa=1.0, nu=2.0, prior_var=2.5)
-    monkeypatch.setattr(prior_mod, "SPARSE_FROM_EDGES", 50)
-    monkeypatch.setattr(prior_mod, "network_kernel", lambda *a, **k: pytest.fail("dense kernel built"))
-    monkeypatch.setattr(prior_mod, "graph_kernel", lambda *a, **k: pytest.fail("dense k_G built"))
+    monkeypatch.setattr(network_mod, "SPARSE_FROM_EDGES", 50)
+    monkeypatch.setattr(network_mod, "network_kernel", lambda *a, **k: pytest.fail("dense kernel built"))
+    monkeypatch.setattr(network_mod, "graph_kernel", lambda *a, **k: pytest.fail("dense k_G built"))
     p = NetworkPrior(net, pm, kind, 0.8, 1.0, 2.0, 2.5)
     idx = np.array([3, 0, 90, 3])
     np.testing.assert_allclose(p.rows(idx), K[idx], rtol=1e-9, atol=1e-12)
@@ -285,16 +282,16 @@ def test_large_networks_prior_variances_come_from_certified_local_solves(synthet
     bound of selected inversion; the prior reports the bound and the local posterior starts
     from it."""
     from evroute.models.local import LocalGMRFPosterior
-    from evroute.priors.prior import GraphMaternPrior, graph_matern_inverse_diagonal
+    from evroute.priors.graph_prior import GraphMaternPrior, graph_matern_inverse_diagonal
 
     exact, zero = graph_matern_inverse_diagonal(synthetic, 2, 1.0, local=False)
     local, bound = graph_matern_inverse_diagonal(synthetic, 2, 1.0, local=True)
     assert not zero.any() and bound.max() > 0
     assert np.all(np.abs(local - exact) <= bound + 1e-14 * exact)
-    assert np.max(bound / local) <= prior_mod.LOCAL_VARIANCES_TOL
+    assert np.max(bound / local) <= graph_mod.LOCAL_VARIANCES_TOL
     mean = np.linspace(1.0, 2.0, synthetic.n_edges)
     assert GraphMaternPrior(synthetic, mean).diag_error_bound() == 0.0  # small: exact
-    monkeypatch.setattr(prior_mod, "LOCAL_VARIANCES_ABOVE", 0)
+    monkeypatch.setattr(graph_mod, "LOCAL_VARIANCES_ABOVE", 0)
     gp = GraphMaternPrior(synthetic, mean, prior_var=0.5)
     scale = 0.5 / np.mean(local)
     np.testing.assert_allclose(gp.diag(), scale * local, rtol=1e-15)
@@ -307,8 +304,9 @@ def test_precision_ordering_is_a_nested_dissection_of_the_precision_kept_on_disk
     """The graph Matérn prior's order is nested dissection of its precision's pattern (any κ),
     the same from a fresh cache and from disk; a prior that shifts the mean keeps its base's;
     other sparse-precision priors compute theirs once."""
+    from evroute.priors.graph_prior import GraphMaternPrior
     from evroute.priors.linalg import nested_dissection
-    from evroute.priors.prior import GraphMaternPrior, ShiftedPrior
+    from evroute.priors.prior import ShiftedPrior
 
     net, pm = small
     monkeypatch.setenv("EVROUTE_CACHE_DIR", str(tmp_path / "cache"))
@@ -317,7 +315,7 @@ def test_precision_ordering_is_a_nested_dissection_of_the_precision_kept_on_disk
     assert np.array_equal(rank, nested_dissection(gp.precision())) and not rank.flags.writeable
     assert gp.precision_ordering() is rank  # kept
     with monkeypatch.context() as mp:  # another κ: read from disk
-        mp.setattr(prior_mod, "nested_dissection", lambda A: pytest.fail("not read from disk"))
+        mp.setattr(graph_mod, "nested_dissection", lambda A: pytest.fail("not read from disk"))
         again = GraphMaternPrior(net, pm, 0.5, 2.0, 3.0).precision_ordering()
     assert np.array_equal(again, rank)
     assert ShiftedPrior(gp, pm + 1.0).precision_ordering() is rank
@@ -416,7 +414,8 @@ def test_the_vehicle_scale_along_a_direction_is_a_rank_one_term_and_learnt_from_
 
 
 def test_the_vehicle_scale_refuses_a_sparse_precision():
-    from evroute.priors.prior import GraphMaternPrior, VehicleScalePrior
+    from evroute.priors.graph_prior import GraphMaternPrior
+    from evroute.priors.prior import VehicleScalePrior
     from evroute.roads.network import load_network
 
     net = load_network("synthetic", size=60)
@@ -428,7 +427,8 @@ def test_edge_scaled_prior_is_d_k_d_with_its_correlations_and_sparse_precision(s
     """EdgeScaledPrior against the dense D K D (D = S⁻¹): rows, diagonal, dense, a draw, the BI
     variance, the default mean m / s, and on the GMRF the precision S Q S (the inverse of D K D)
     with a valid eigenvalue bound."""
-    from evroute.priors.prior import EdgeScaledPrior, GraphMaternPrior
+    from evroute.priors.graph_prior import GraphMaternPrior
+    from evroute.priors.prior import EdgeScaledPrior
 
     net = synthetic
     mean = np.linspace(1.0, 2.0, net.n_edges)

@@ -324,7 +324,7 @@ def test_bad_blas_threads(tmp_path, synthetic, capsys):
 def test_truth_lengthscale_sets_the_sampling_kernel_only(synthetic):
     """f = E_det + L_ℓ z with the seed's z: ℓ = 1 is the paper's (and the default) truth,
     another ℓ the same draw through the Cholesky factor of the ℓ-kernel."""
-    from evroute.priors.prior import network_kernel
+    from evroute.priors.network_prior import network_kernel
 
     base = prepare_problem(SimulationConfig(seed=4, truth="gp"), net=synthetic)
     same = prepare_problem(SimulationConfig(seed=4, truth="gp", truth_lengthscale=1.0, lengthscale=2.0), net=synthetic)

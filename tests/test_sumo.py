@@ -404,7 +404,7 @@ def test_type_ii_maximum_likelihood_recovers_known_hyperparameters():
     """A made-up atlas drawn from the model itself (f ~ GP(E_det, σ₀² k_ℓ), traversals f + N(0, ς²)):
     the fit finds σ₀, ς and ℓ back (Monte-Carlo check of fit_hyperparameters), from the first half
     only (the second half is drawn with another noise and must not matter)."""
-    from evroute.priors.prior import NetworkPrior
+    from evroute.priors.network_prior import NetworkPrior
     from evroute.world.sumo import Atlas, fit_hyperparameters
 
     net = load_network("synthetic", size=120)

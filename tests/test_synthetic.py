@@ -224,10 +224,10 @@ def test_osm_writer_round_trips_through_osmnx(tmp_path):
 
 
 def test_too_large_a_city_is_refused_before_building(capsys, monkeypatch):
-    import evroute.roads.network as network_mod
+    import evroute.roads.names as names_mod
     from evroute.cli import main
 
-    monkeypatch.setattr(network_mod, "available_memory", lambda: 1_000_000_000)
+    monkeypatch.setattr(names_mod, "available_memory", lambda: 1_000_000_000)
     for name in ("synthetic-300k", "synthetic-1000k"):  # networkx-built, array-built
         assert main(["networks", "info", name]) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -238,21 +238,22 @@ def test_too_large_a_city_is_refused_before_building(capsys, monkeypatch):
 @pytest.fixture(scope="module")
 def array_city():
     """synthetic-6k built from arrays (the threshold lowered for the test)."""
-    import evroute.roads.network as network_mod
+    import evroute.roads.names as names_mod
+    from evroute.roads.network import load_network
 
-    old = network_mod.ARRAY_BUILD_FROM_EDGES
-    network_mod.ARRAY_BUILD_FROM_EDGES = 0
+    old = names_mod.ARRAY_BUILD_FROM_EDGES
+    names_mod.ARRAY_BUILD_FROM_EDGES = 0
     try:
-        return network_mod.load_network("synthetic-6k", use_cache=False)
+        return load_network("synthetic-6k", use_cache=False)
     finally:
-        network_mod.ARRAY_BUILD_FROM_EDGES = old
+        names_mod.ARRAY_BUILD_FROM_EDGES = old
 
 
 def test_the_vectorised_line_graph_is_the_line_graph(array_city):
     """line_graph_arrays against the reference line_graph (no turn restrictions) on a city
     with at most one edge each way between two nodes: the same connections, U-turns only at
     dead ends."""
-    from evroute.roads.network import line_graph, line_graph_arrays
+    from evroute.roads.line_graph import line_graph, line_graph_arrays
 
     net = array_city
     ids = net.nodes.index.to_numpy()
@@ -301,7 +302,7 @@ def test_the_array_built_city_is_the_same_in_every_process(tmp_path):
     import subprocess
     import sys
 
-    code = ("import evroute.roads.network as m; m.ARRAY_BUILD_FROM_EDGES = 0; "
+    code = ("import evroute.roads.names as n, evroute.roads.network as m; n.ARRAY_BUILD_FROM_EDGES = 0; "
             "print(m.network_fingerprint(m.load_network('synthetic-3k', use_cache=False)))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "77")}
@@ -309,12 +310,13 @@ def test_the_array_built_city_is_the_same_in_every_process(tmp_path):
 
 
 def test_the_array_built_city_refuses_a_dem(monkeypatch):
-    import evroute.roads.network as network_mod
+    import evroute.roads.names as names_mod
+    from evroute.roads.network import load_network
 
-    monkeypatch.setattr(network_mod, "ARRAY_BUILD_FROM_EDGES", 0)
+    monkeypatch.setattr(names_mod, "ARRAY_BUILD_FROM_EDGES", 0)
     dem = __import__("pathlib").Path(__file__)  # any existing file: refused before it is read
     with pytest.raises(EvrouteError, match="elevation from its own field"):
-        network_mod.load_network("synthetic-2k", dem=dem, use_cache=False)
+        load_network("synthetic-2k", dem=dem, use_cache=False)
 
 
 def test_networks_osm_refuses_an_array_built_size(tmp_path, capsys):

@@ -28,7 +28,7 @@ def networks_list() -> None:
     """List the built-in networks and where their data come from."""
     from ..registry import load_registry
     from ..roads.datasets import data_dir
-    from ..roads.network import network_spec, osm_cache_path
+    from ..roads.names import network_spec, osm_cache_path
 
     for name in load_registry("networks"):
         spec = network_spec(name)
@@ -91,7 +91,7 @@ def networks_fetch(
     """Download today's OpenStreetMap in a built-in network's bounding box, with elevations, into the
     cache (not the reference files of the papers and tests: those are `evroute data fetch`)."""
     from ..roads import fetch
-    from ..roads.network import network_spec, osm_cache_path
+    from ..roads.names import network_spec, osm_cache_path
 
     spec = network_spec(name)
     if spec["kind"] != "osm":
@@ -118,7 +118,7 @@ def networks_osm(
     """Write a synthetic city as OSM XML (raw, before simplification), e.g. to run the OSM
     reading path on a network of any size: `evroute networks info FILE.osm`."""
     from ..io import generator
-    from ..roads.network import (
+    from ..roads.names import (
         ARRAY_BUILD_FROM_EDGES,
         check_build_memory,
         network_spec,

@@ -42,9 +42,10 @@ Bounds (relative to σ₀ = √mean(diag k) and σ₀², as ``tol``):
 A round's distinct route edges are cut into an even number of chunks of at most ``chunk``
 edges, as equal as can be. A chunk reads and writes only its domain and shell (its
 **footprint**), so two chunks whose footprints are disjoint commute. The scheduling is
-:mod:`evroute.models.ordered`'s (the numerics here are the attempt, the write, the sweep and the
-bounds): each chunk is attempted (it writes nothing), then written, and the result is defined by
-an order of the chunks, whatever the threads. From :data:`LANES_FROM` chunks on, the route's two
+:mod:`evroute.models.ordered`'s (the numerics are the attempt and the write,
+:mod:`evroute.models.local_chunks`, and the sweep and the bounds, here): each chunk is
+attempted (it writes nothing), then written, and the result is defined by an order of the
+chunks, whatever the threads. From :data:`LANES_FROM` chunks on, the route's two
 halves are two **lanes**, a_0, a_1, … and b_0, b_1, …, each chunk's radius and bound outside the
 domains coming from its lane's chunks before it, in the order b_0, a_0, b_1, a_1, …
 (:func:`~evroute.models.ordered.run_in_lanes`: two threads run the lanes side by side, claiming
@@ -55,8 +56,8 @@ where its footprint misses the first's, else attempted again after the first
 for one thread or two.
 A chunk's radius grows (by one hop of Q) until its share of both bounds fits the tolerance
 (tol/(2√chunks) of the round), and the next chunk starts one hop smaller when a chunk fitted
-with a wide margin (:data:`SHRINK_BELOW`); after the round a **sweep** of local solves around the largest
-residuals brings the mean bound under ``tol``; if it cannot (within ``MAX_SWEEPS``), the round
+with a wide margin (:data:`evroute.models.local_chunks.SHRINK_BELOW`); after the round a
+**sweep** of local solves around the largest residuals brings the mean bound under ``tol``; if it cannot (within ``MAX_SWEEPS``), the round
 is solved globally (one sparse factorisation of Q + D) and a one-line warning says so. A
 variance bound above ``tol`` is cleared the same way, by exact variances (selected
 inversion), with a warning. Never silently worse.
@@ -68,27 +69,23 @@ import math
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..errors import EvrouteError, EvrouteWarning
 from ..io import usable_cpus
+from ..priors.graph_prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..priors.linalg import (
     SparseCholesky,
     SparseSolver,
-    domain_blocks,
-    graph_ball,
-    jittered_cholesky,
     local_inverse_diagonal,
     retain_freed_memory,
     symmetric_splu,
 )
-from ..priors.prior import LOCAL_VARIANCES_ABOVE, LOCAL_VARIANCES_TOL
 from ..validate import positive_float, positive_int
 from .base import JOINT_SAMPLES, SPARSE_PRECISION, PosteriorModel, aggregate_observations, readonly
+from .local_chunks import Chunk, ChunkConditioning, footprint
 from .ordered import LaneMemory, run_in_lanes, run_in_order
 
 __all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", "MAX_THREADS", "resolve_threads",
@@ -104,10 +101,6 @@ CHUNK = 48
 CHUNK_MAX = 512
 #: Local sweeps of the residual after a round before a global solve.
 MAX_SWEEPS = 20
-#: A chunk whose shares of both bounds came below this fraction of their targets lets the
-#: next chunk start one hop smaller: the bounds fall 25–35-fold a hop of Q's graph on
-#: synthetic-100k (0.05, with one hop smaller ~1.5 times the target, cost 4 % more work).
-SHRINK_BELOW = 0.02
 #: The most threads a local update uses (chunks are conditioned in two lanes, or in pairs).
 MAX_THREADS = 2
 
@@ -123,38 +116,7 @@ def resolve_threads(threads: int | str) -> int:
 LANES_FROM = 8
 
 
-@dataclass
-class _Chunk:
-    """One chunk's attempted conditioning: what :meth:`LocalGMRFPosterior._commit` writes."""
-
-    K: np.ndarray
-    dc: np.ndarray
-    ds: np.ndarray
-    r: int = 0
-    fits: bool = False
-    next_radius: int = 1
-    omega: np.ndarray | None = None
-    shell: np.ndarray | None = None
-    dx: np.ndarray | None = None
-    res_omega: np.ndarray | None = None
-    new_shell: np.ndarray | None = None
-    dvar: np.ndarray | None = None
-    inc: np.ndarray | None = None
-    out: float = 0.0
-    trace: list = field(default_factory=list)
-    seconds: dict = field(default_factory=lambda: {"domains": 0.0, "factor": 0.0, "solve_bounds": 0.0})
-
-    @property
-    def footprint(self) -> np.ndarray:
-        """What the chunk reads and writes: its domain and shell."""
-        return np.concatenate((self.omega, self.shell))
-
-
-def _footprint(c: _Chunk) -> np.ndarray:
-    return c.footprint
-
-
-class LocalGMRFPosterior(PosteriorModel):
+class LocalGMRFPosterior(ChunkConditioning, PosteriorModel):
     """Exact GP posterior on a sparse-precision prior, every update local and bounded (the means
     rigorously, the variances to first order)
     (see the module docstring).
@@ -356,110 +318,12 @@ class LocalGMRFPosterior(PosteriorModel):
     def _precision_now(self) -> sp.csc_matrix:
         return (self._Q + sp.diags(self._counts / self.noise_var, format="csr")).tocsc()
 
-    def _ball(self, seeds: np.ndarray, r: int, slot: int = 0) -> np.ndarray:
-        """The edges within ``r`` hops of ``seeds`` in the graph of Q, sorted."""
-        return graph_ball(self._Q.indptr, self._Q.indices, seeds, r=r, mark=self._mark[slot], stamp=self._where[slot])
-
-    def _domain(self, omega: np.ndarray, slot: int = 0, seeds: np.ndarray | None = None):
-        """Ω in the order of :meth:`~evroute.priors.prior.Prior.precision_ordering`, (Q + D)_ΩΩ and
-        Q_{shell,Ω} (both CSC) in that order, the shell, and the positions of ``seeds`` in Ω."""
-        omega = omega[np.argsort(self._rank[omega], kind="stable")]
-        A, B, shell, at = domain_blocks(self._Q, omega, self._where[slot], seeds=seeds, diagonal_offset=self._diag_offset,
-                                        add=self._counts[omega] / self.noise_var)
-        return omega, A, B, shell, at
-
-    def _attempt(self, K: np.ndarray, dc: np.ndarray, ds: np.ndarray, r: int, share: float, slot: int,
-                 var_out: float | None = None) -> _Chunk:
-        """Condition chunk K on the state as it is, growing the radius from ``r`` until the
-        chunk's shares of both bounds fit; nothing is written (:meth:`_commit` does that), so
-        two chunks whose domains and shells are disjoint can be attempted side by side.
-        ``var_out`` is the bound added to every edge's variance (default: the model's; a lane
-        passes the round's start plus its own chunks', which bounds the variances before the
-        chunk as well: the other lane's data only lowers them)."""
-        nv, C = self.noise_var, self._C
-        var_out = self._var_out if var_out is None else var_out
-        res = self._res
-        x_K = self._mu[K] - self._m[K]
-        res_K = res[K] + (ds - dc * self._m[K]) / nv - (dc / nv) * x_K  # the system after the chunk
-        mean_target = share * self._sigma0
-        var_target = share * self._sigma0 ** 2
-        k = K.size
-        c = _Chunk(K=K, dc=dc, ds=ds)
-        while True:
-            tic = time.perf_counter()
-            omega, A, B, shell, posK = self._domain(self._ball(K, r, slot), slot, K)
-            # √ of a bound on each edge's variance before the chunk (its own, to first order)
-            sd = np.sqrt(np.minimum(self._kmax, np.maximum(self._var[omega], 0.0) + self._var_acc[omega] + var_out))
-            toc = time.perf_counter()
-            F = symmetric_splu(A, "a local posterior domain", ordered=True)
-            tac = time.perf_counter()
-            rhs = np.zeros((omega.size, k + 1), order="F")
-            rhs[posK, np.arange(k)] = 1.0
-            rhs[:, k] = res[omega]
-            rhs[posK, k] = res_K
-            sol = F.solve(rhs)
-            W, y = sol[:, :k], sol[:, k]
-            WKK = W[posK]
-            S = 0.5 * (WKK + WKK.T)
-            S[np.diag_indices(k)] += nv / dc
-            L = jittered_cholesky(S, what="local posterior block + noise")
-            dx = y - W @ sla.cho_solve((L, True), y[posK], check_finite=False)
-            new_shell = res[shell] - B @ dx
-            res_omega = rhs[:, k] - A @ dx
-            res_omega[posK] -= (dc / nv) * dx[posK]  # D' = D + δD on the chunk's edges
-            mean_share = C * math.sqrt(float(new_shell @ new_shell) + float(res_omega @ res_omega))
-            R = B @ W  # the columns' residuals on the shell
-            rho = np.sqrt(np.einsum("ij,ij->j", R, R) / self._lam)
-            Z = sla.solve_triangular(L, W.T, lower=True, check_finite=False)  # L⁻¹ Wᵀ (the variances' update)
-            G = np.abs(sla.solve_triangular(L, Z, lower=True, trans="T", check_finite=False).T)  # W S⁻¹
-            inc = (G @ rho) * (2.0 * sd + G @ sd[posK])
-            out = self._kmax * float(rho @ rho) * float(dc.max()) / nv
-            var_share = float(inc.max()) + out
-            c.seconds["domains"] += toc - tic
-            c.seconds["factor"] += tac - toc
-            c.seconds["solve_bounds"] += time.perf_counter() - tac
-            c.trace.append((r, omega.size, mean_share / mean_target, var_share / var_target))
-            c.fits = mean_share <= mean_target and var_share <= var_target
-            if c.fits or r >= self.max_radius or omega.size == self.n_arms:
-                break
-            r += 1
-        c.r, c.omega, c.shell, c.dx, c.res_omega, c.new_shell = r, omega, shell, dx, res_omega, new_shell
-        c.dvar, c.inc, c.out = np.einsum("ij,ij->j", Z, Z), inc, out
-        # room to spare: the decay is about tenfold a hop, so one hop less should still fit
-        c.next_radius = max(1, r - 1) if c.fits and max(c.trace[-1][2:]) <= SHRINK_BELOW else r
-        return c
-
-    def _commit(self, c: _Chunk) -> None:
+    def _commit(self, c: Chunk) -> None:
         self._write(c)
         self._var_out += c.out
         self._account(c)
 
-    def _write(self, c: _Chunk) -> None:
-        """Write chunk c's update into the state (its footprint only)."""
-        self._mu[c.omega] += c.dx
-        self._res[c.omega] = c.res_omega
-        self._res[c.shell] = c.new_shell
-        self._var[c.omega] -= c.dvar
-        self._var_acc[c.omega] += c.inc
-        self._counts[c.K] += c.dc.astype(np.int64)
-        self._sums[c.K] += c.ds
-
-    def _saved(self, c: _Chunk) -> tuple:
-        """What :meth:`_write` would overwrite, for :meth:`_restore` (fancy indexing copies)."""
-        return (c, self._mu[c.omega], self._res[c.omega], self._res[c.shell], self._var[c.omega],
-                self._var_acc[c.omega], self._counts[c.K], self._sums[c.K])
-
-    def _restore(self, saved: tuple) -> None:
-        c, mu, res_omega, res_shell, var, var_acc, counts, sums = saved
-        self._mu[c.omega] = mu
-        self._res[c.omega] = res_omega
-        self._res[c.shell] = res_shell
-        self._var[c.omega] = var
-        self._var_acc[c.omega] = var_acc
-        self._counts[c.K] = counts
-        self._sums[c.K] = sums
-
-    def _account(self, c: _Chunk) -> None:
+    def _account(self, c: Chunk) -> None:
         self._radii.append(c.r)
         self.trace.extend(c.trace)
         for key, value in c.seconds.items():
@@ -483,16 +347,16 @@ class LocalGMRFPosterior(PosteriorModel):
                 total += c.out
             return total
 
-        def attempt(lane: int, k: int, previous: list, slot: int) -> _Chunk:
+        def attempt(lane: int, k: int, previous: list, slot: int) -> Chunk:
             r = previous[-1].next_radius if previous else r0
             return self._attempt(*lanes[lane][k], r, share, slot, var_out=start + lane_out(previous))
 
-        def write(c: _Chunk) -> tuple:
+        def write(c: Chunk) -> tuple:
             saved = self._saved(c)
             self._write(c)
             return saved
 
-        kept, stats = run_in_lanes([len(lane) for lane in lanes], attempt, _footprint, write=write, restore=self._restore,
+        kept, stats = run_in_lanes([len(lane) for lane in lanes], attempt, footprint, write=write, restore=self._restore,
                                    memory=self._lane_memory, threads=self.threads,
                                    pool=self._second_thread() if self.threads > 1 else None)
         self.n_lanes_met += stats.met
@@ -522,17 +386,17 @@ class LocalGMRFPosterior(PosteriorModel):
         radius = {0: self._radius}  # pair → its radius: the larger next radius of the pair before
         var_after = {-1: self._var_out}  # task → the bound outside the domains after its commit
 
-        def attempt(q: int, fresh: bool, slot: int) -> _Chunk:
+        def attempt(q: int, fresh: bool, slot: int) -> Chunk:
             return self._attempt(*tasks[q], radius[pair_of[q]], share, slot,
                                  var_out=self._var_out if fresh else var_after[base[q]])
 
-        def commit(q: int, c: _Chunk) -> None:
+        def commit(q: int, c: Chunk) -> None:
             self._commit(c)
             var_after[q] = self._var_out
             p = pair_of[q]
             radius[p + 1] = max(radius.get(p + 1, 0), c.next_radius)
 
-        stats = run_in_order(base, attempt, _footprint, commit=commit, n_items=self.n_arms, threads=self.threads,
+        stats = run_in_order(base, attempt, footprint, commit=commit, n_items=self.n_arms, threads=self.threads,
                              pool=self._second_thread() if self.threads > 1 else None)
         self.n_redone += stats.redone
         self._radius = radius[pair_of[-1] + 1]

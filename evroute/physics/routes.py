@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import EvrouteError
 from ..registry import load_registry
-from ..roads.network import SYNTHETIC_SIZED
+from ..roads.names import SYNTHETIC_SIZED
 from ..roads.oracle import Oracle
 from ..validate import parse_latlon
 from .energy import edge_energy_wh

@@ -29,7 +29,8 @@ from ..physics.energy import load_vehicle, vehicle_names
 from ..physics.routes import edge_energies
 from ..specs import Option, format_value, parse_spec, resolve_options, split_list
 from ..validate import positive_float, unit_rate
-from .prior import NetworkPrior, ShiftedPrior
+from .network_prior import NetworkPrior
+from .prior import ShiftedPrior
 
 __all__ = ["Candidate", "CandidatePrior", "CANDIDATE_OPTIONS", "parse_candidates", "describe_candidates",
            "candidate_priors", "check_priors", "candidates_from_json"]

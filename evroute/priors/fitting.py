@@ -23,8 +23,8 @@ from scipy.stats import norm
 
 from ..errors import EvrouteError
 from .linalg import jittered_cholesky
+from .network_prior import NetworkPrior
 from .noise import edge_noise_std, fit_noise_model, noise_model_spec
-from .prior import NetworkPrior
 
 __all__ = ["FIT_LENGTHSCALES", "FIT_MAX_EDGES", "edge_statistics", "fit_prior", "check_prior", "fitted_settings"]
 

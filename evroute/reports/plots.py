@@ -14,7 +14,7 @@
   network in light grey, the edges driven coloured by their visits summed over seeds (log
   scale), the clairvoyant optimal route of seed 0, start and end.
 
-Figures have a fixed size (no tight bounding box), so a PNG is ``size × DPI`` pixels.
+The figures are made with :mod:`evroute.reports.figures` (sizes, styles, runs, maps, files).
 """
 
 from __future__ import annotations
@@ -27,267 +27,55 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..bandit.agents import LOWER_CONFIDENCE_BOUND, POLICIES, policy_family
-from ..bandit.policies import MODEL_FAMILIES
-from ..errors import EvrouteError, EvrouteWarning
-from ..io import atomic_write_with, directory_entries, generator
-from ..roads.network import load_network
-from ..runs.directory import (
-    check_output_file,
-    is_finished_run,
-    read_run_json,
-    read_run_table,
-    require_readable_run,
-    verify_run,
+from ..bandit.agents import LOWER_CONFIDENCE_BOUND, POLICIES
+from ..errors import EvrouteError
+from ..io import directory_entries
+from ..runs.directory import read_run_json, read_run_table, require_readable_run
+from ..runs.summaries import standard_error
+from .figures import (
+    ATTRIBUTION,
+    COLORBAR_W,
+    DPI,
+    LEGEND_H,
+    MAP_H,
+    MAP_W,
+    PANEL_H,
+    PANEL_W,
+    FigureSet,
+    draw_network,
+    figure_legend,
+    find_runs,
+    load_network_of,
+    load_runs,
+    main_lengthscale,
+    mean_band,
+    mean_se,
+    network_aspect,
+    panels,
+    policy_styles,
+    pretty_label,
+    pyplot,
+    run_curves,
+    save_figure,
 )
-from ..runs.grid import load_grid
-from ..runs.summaries import read_run, standard_error
-
-DPI = 100
-PANEL_W, PANEL_H = 4.8, 3.6  # inches per panel of a curve figure
-MAP_W, MAP_H = 4.6, 4.2  # inches per panel of an exploration map
-LEGEND_H = 0.9  # inches below the panels for the legend
-COLORBAR_W = 1.0  # inches right of the maps for the colour bar
-ATTRIBUTION = "© OpenStreetMap contributors"
-
-
-def _mpl():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def grid_shape(n: int) -> tuple[int, int]:
-    """(rows, columns) of a figure with ``n`` panels."""
-    ncols = n if n <= 3 else math.ceil(math.sqrt(n))
-    return math.ceil(n / ncols), ncols
-
-
-def figure_size(n: int, kind: str = "curves", aspect: float = 1.0) -> tuple[float, float]:
-    """Figure size in inches for ``n`` panels.
-
-    ``kind`` is ``curves`` or ``map``; a map panel is ``MAP_W`` wide and as high as the
-    network's ``aspect`` (height / width on the ground, bounded to 0.4–1.6) asks.
-    """
-    rows, cols = grid_shape(n)
-    if kind == "map":
-        h = MAP_W * min(max(aspect, 0.4), 1.6) + 0.5  # + title
-        return round(MAP_W * cols + COLORBAR_W, 2), round(h * rows + LEGEND_H + 0.4, 2)
-    return PANEL_W * cols, PANEL_H * rows + LEGEND_H
-
-
-def network_aspect(net) -> float:
-    """Height / width of the network's bounding box on the ground (equirectangular)."""
-    s, w, n, e = net.bounds
-    width = (e - w) * math.cos(math.radians((s + n) / 2))
-    return float((n - s) / width) if width > 0 else 1.0
-
-
-# --------------------------------------------------------------------------------------
-# Loading runs
-# --------------------------------------------------------------------------------------
-
-
-def find_runs(directory: str | os.PathLike) -> tuple[list[Path], str]:
-    """Finished run directories of a compare directory (grid order) or a single run.
-
-    Returns the runs and the kind (``"run"`` or ``"compare"``).
-    """
-    d = Path(directory)
-    if not d.is_dir():
-        raise EvrouteError(f"{d} is not a directory")
-    if is_finished_run(d) and (d / "config.json").is_file():
-        return [require_readable_run(d)], "run"
-    grid = load_grid(d)
-    if grid is not None:
-        runs = [d / "runs" / grid.cell_name(c) for c in grid.cells()]
-    elif (d / "runs").is_dir():
-        runs = sorted(p for p in (d / "runs").iterdir() if not p.name.startswith("."))
-    else:
-        raise EvrouteError(f"{d} is neither a run directory (no summary.json) nor a compare directory "
-                           "(no grid.json)")
-    runs = [r for r in runs if is_finished_run(r)]
-    readable = []
-    for r in runs:
-        why = verify_run(r)
-        if why is None:
-            readable.append(r)
-        else:  # one line per damaged run; the figures use the others
-            warnings.warn(f"skipping run {r.name}: {why} (rerun the compare command to recompute it)", EvrouteWarning,
-                          stacklevel=2)
-    if not readable:
-        raise EvrouteError(f"{d} has no finished{' readable' if runs else ''} runs yet")
-    return readable, "compare"
-
-
-def load_runs(run_dirs: list[Path]) -> pd.DataFrame:
-    """One row per run (see :func:`evroute.runs.summaries.read_run`) plus its ``dir``."""
-    rows = []
-    for r in run_dirs:
-        row = read_run(r)
-        row["dir"] = r
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _curves(runs: pd.DataFrame, column: str) -> np.ndarray:
-    """Per-run curve of ``column`` from rounds.parquet, stacked (runs × T, NaN-padded)."""
-    arrays = [pd.read_parquet(Path(d) / "rounds.parquet", columns=["t", column])[column].to_numpy(float)
-              for d in runs.dir]
-    T = max(len(a) for a in arrays)
-    out = np.full((len(arrays), T), np.nan)
-    for i, a in enumerate(arrays):
-        out[i, :len(a)] = a
-    return out
-
-
-def mean_se(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error (ddof = 1, √n) over rows; s.e. is 0 for one row."""
-    n = np.sum(np.isfinite(curves), axis=0)
-    mean = np.nanmean(curves, axis=0)
-    if curves.shape[0] < 2:
-        return mean, np.zeros_like(mean)
-    sd = np.nanstd(curves, axis=0, ddof=1)
-    return mean, np.where(n > 1, sd / np.sqrt(np.maximum(n, 1)), 0.0)
-
-
-# --------------------------------------------------------------------------------------
-# Styles
-# --------------------------------------------------------------------------------------
-
-
-def _policy_styles(labels: list[str]) -> dict:
-    """Colour per index rule/variant, solid for a policy on the GP and dashed for one on its own
-    independent model: the family each policy declared at registration
-    (:func:`evroute.bandit.agents.policy_family`), not its name; a GP policy and its BI twin
-    (``gp-ucb``, ``bi-ucb``) share a colour."""
-    plt = _mpl()
-    cmap = plt.get_cmap("tab10")
-    keys: list[str] = []
-    styles = {}
-    for label in labels:
-        family = _family(label)
-        twin = family in MODEL_FAMILIES and label.startswith(family + "-")
-        key = label[len(family) + 1:] if twin else label
-        if key not in keys:
-            keys.append(key)
-        styles[label] = {"color": cmap(keys.index(key) % 10), "linestyle": "--" if family == "bi" else "-"}
-    return styles
-
-
-def _family(label: str) -> str | None:
-    """The model family a run's policy declared; None for a policy not registered here (a
-    plug-in not installed on this machine)."""
-    try:
-        return policy_family(label)
-    except EvrouteError:
-        return None
-
-
-def _pretty(label: str) -> str:
-    name, _, rest = label.partition("[")
-    return name.upper() + (f" [{rest}" if rest else "")
-
-
-def _panels(plt, n: int, kind: str = "curves", sharex: bool = True, aspect: float = 1.0):
-    rows, cols = grid_shape(n)
-    fig = plt.figure(figsize=figure_size(n, kind, aspect), dpi=DPI, layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False, sharex=sharex)
-    flat = list(axes.ravel())
-    for ax in flat[n:]:
-        ax.set_visible(False)
-    return fig, flat[:n]
-
-
-#: The formats every figure is written in.
-FORMATS = ("png", "svg")
-
-
-class FigureSet:
-    """The figures of one ``evroute plot``, kept until every target is known to be writable:
-    :meth:`add` collects, :meth:`write` checks every file (:func:`evroute.runs.directory.check_output_file`:
-    replaced only if evroute wrote it, or with ``overwrite``) and then writes them all, so a
-    refused target leaves nothing half-done. Each file carries evroute's generator mark (PNG
-    ``Software``, SVG ``Creator``) and no date, so the same runs give the same bytes."""
-
-    def __init__(self, out_dir: FigureSet | Path):
-        self.out_dir = Path(out_dir)
-        self._figs: list[tuple[object, str]] = []
-
-    def add(self, fig, stem: str) -> list[Path]:
-        self._figs.append((fig, stem))
-        return [self.out_dir / f"{stem}.{fmt}" for fmt in FORMATS]
-
-    def write(self, overwrite: bool = False) -> list[Path]:
-        plt = _mpl()
-        try:
-            targets = [(fig, self.out_dir / f"{stem}.{fmt}", fmt) for fig, stem in self._figs for fmt in FORMATS]
-            for _, path, _ in targets:
-                check_output_file(path, overwrite)
-            meta = {"png": {"Software": generator()}, "svg": {"Creator": generator(), "Date": None}}
-            for fig, path, fmt in targets:
-                atomic_write_with(path, lambda p, f=fig, fmt=fmt: f.savefig(p, format=fmt, dpi=DPI,
-                                                                           metadata=meta[fmt]))
-            return [path for _, path, _ in targets]
-        finally:
-            for fig, _ in self._figs:
-                plt.close(fig)
-            self._figs.clear()
-
-
-def _save(fig, out: FigureSet | Path, stem: str) -> list[Path]:
-    """Add the figure to a :class:`FigureSet`, or (a folder given) write it there now."""
-    if isinstance(out, FigureSet):
-        return out.add(fig, stem)
-    figures = FigureSet(Path(out))
-    figures.add(fig, stem)
-    return figures.write()
-
-
-def _legend(fig, handles, labels, ncols: int | None = None) -> None:
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncols=ncols or min(len(labels), 6),
-                   frameon=False, fontsize="small")
-
-
-def _main_lengthscale(runs: pd.DataFrame) -> float:
-    ls = list(dict.fromkeys(runs.lengthscale))
-    return 1.0 if 1.0 in ls else ls[0]
-
-
-# --------------------------------------------------------------------------------------
-# Curve figures
-# --------------------------------------------------------------------------------------
-
-
-def _mean_band(ax, runs: pd.DataFrame, column: str, style: dict):
-    """The mean of ``column`` over the runs against t, with a ±1 s.e. band; returns the line."""
-    mean, se = mean_se(_curves(runs, column))
-    t = np.arange(1, len(mean) + 1)
-    (line,) = ax.plot(t, mean, lw=1.6, **style)
-    ax.fill_between(t, mean - se, mean + se, color=style["color"], alpha=0.2, lw=0)
-    return line
 
 
 def plot_regret(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """Cumulative regret, mean ± 1 s.e., one panel per route (003 Fig. 2)."""
-    plt = _mpl()
-    ls = _main_lengthscale(runs)
+    plt = pyplot()
+    ls = main_lengthscale(runs)
     sel = runs[runs.lengthscale == ls]
     routes = list(dict.fromkeys(sel.route))
     policies = list(dict.fromkeys(sel.policy))
-    styles = _policy_styles(policies)
-    fig, axes = _panels(plt, len(routes))
+    styles = policy_styles(policies)
+    fig, axes = panels(plt, len(routes))
     handles = {}
     for ax, route in zip(axes, routes, strict=True):
         for pol in policies:
             g = sel[(sel.route == route) & (sel.policy == pol)]
             if g.empty:
                 continue
-            handles.setdefault(pol, _mean_band(ax, g, "cumulative_regret_wh", styles[pol]))
+            handles.setdefault(pol, mean_band(ax, g, "cumulative_regret_wh", style=styles[pol]))
         n = sel[sel.route == route].groupby("policy").size()
         ax.set_title(f"{route}" + (f"  (n = {n.min()} seed{'s' if n.min() != 1 else ''})" if n.min() == n.max() else ""), fontsize="medium")
         ax.set_xlabel("round t")
@@ -297,18 +85,18 @@ def plot_regret(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     if runs.lengthscale.nunique() > 1:
         title += f" (lengthscale {ls:g})"
     fig.suptitle(title)
-    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
-    return _save(fig, out_dir, "regret")
+    figure_legend(fig, list(handles.values()), [pretty_label(p) for p in handles])
+    return save_figure(fig, out_dir, "regret")
 
 
 def _network_panels(sel: pd.DataFrame, draw, ylabel: str, title: str, out_dir: FigureSet | Path, stem: str) -> list[Path]:
     """One panel per network, one line per policy: ``draw(ax, runs, style)`` plots the runs of
     one (network, policy) and returns its line."""
-    plt = _mpl()
+    plt = pyplot()
     networks = list(dict.fromkeys(sel.network))
     policies = list(dict.fromkeys(sel.policy))
-    styles = _policy_styles(policies)
-    fig, axes = _panels(plt, len(networks))
+    styles = policy_styles(policies)
+    fig, axes = panels(plt, len(networks))
     handles = {}
     for ax, net in zip(axes, networks, strict=True):
         for pol in policies:
@@ -320,8 +108,8 @@ def _network_panels(sel: pd.DataFrame, draw, ylabel: str, title: str, out_dir: F
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
     fig.suptitle(title)
-    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
-    return _save(fig, out_dir, stem)
+    figure_legend(fig, list(handles.values()), [pretty_label(p) for p in handles])
+    return save_figure(fig, out_dir, stem)
 
 
 def plot_beta(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
@@ -331,7 +119,7 @@ def plot_beta(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
         return []
 
     def draw(ax, g, style):
-        beta = np.nanmean(_curves(g.iloc[:1], "beta"), axis=0)  # β_t is the same for every run
+        beta = np.nanmean(run_curves(g.iloc[:1], "beta"), axis=0)  # β_t is the same for every run
         return ax.plot(np.arange(1, len(beta) + 1), beta, lw=1.6, **style)[0]
 
     return _network_panels(sel, draw, r"$\beta_t$", r"Confidence parameter $\beta_t$", out_dir, "beta")
@@ -350,7 +138,7 @@ def plot_dictionary(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]
     sel = runs[[_has_column(d, "dictionary_size") for d in runs.dir]]
     if sel.empty:
         return []
-    return _network_panels(sel, lambda ax, g, style: _mean_band(ax, g, "dictionary_size", style),
+    return _network_panels(sel, lambda ax, g, style: mean_band(ax, g, "dictionary_size", style=style),
                            "dictionary size m", "Nyström dictionary size", out_dir, "dictionary")
 
 
@@ -361,7 +149,7 @@ def plot_priors(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     dirs = [Path(d) for d in runs.dir if (Path(d) / "priors.parquet").is_file()][:6]
     if not dirs:
         return []
-    plt = _mpl()
+    plt = pyplot()
     fig = plt.figure(figsize=(PANEL_W, PANEL_H * 0.7 * len(dirs) + LEGEND_H), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(dirs), 1, squeeze=False)[:, 0]
     for ax, d in zip(axes, dirs, strict=True):
@@ -385,7 +173,7 @@ def plot_priors(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
         ax.set_title(f"{d.name}  (truth around {truth})", fontsize=8)
     axes[-1].set_xlabel("round t")
     fig.suptitle("candidate priors\nalive (green), eliminated (x), chosen (dots)", fontsize=9)
-    return _save(fig, out_dir, "priors")
+    return save_figure(fig, out_dir, "priors")
 
 
 def _bound_curves(run_dir) -> tuple[np.ndarray, np.ndarray]:
@@ -413,10 +201,10 @@ def plot_coverage(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     sel = runs[runs.policy_name.isin(bound_policies)]
     if sel.empty:
         return []
-    plt = _mpl()
+    plt = pyplot()
     networks = list(dict.fromkeys(sel.network))
     policies = list(dict.fromkeys(sel.policy))
-    styles = _policy_styles(policies)
+    styles = policy_styles(policies)
     fig = plt.figure(figsize=(2 * PANEL_W, PANEL_H * len(networks) + LEGEND_H), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(networks), 2, squeeze=False, sharex=True)
     handles = {}
@@ -451,8 +239,8 @@ def plot_coverage(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     for ax in axes[-1]:
         ax.set_xlabel("round t")
     fig.suptitle("Lower confidence bounds on the edges driven: valid, and how tight (mean over seeds)")
-    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
-    return _save(fig, out_dir, "coverage")
+    figure_legend(fig, list(handles.values()), [pretty_label(p) for p in handles])
+    return save_figure(fig, out_dir, "coverage")
 
 
 def _truth_note(runs: pd.DataFrame) -> str:
@@ -465,7 +253,7 @@ def _truth_note(runs: pd.DataFrame) -> str:
 
 def plot_lengthscale(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """Cumulative regret per lengthscale (003 Fig. 4) and final regret vs lengthscale (Fig. 5)."""
-    plt = _mpl()
+    plt = pyplot()
     lengthscales = sorted(set(runs.lengthscale))
     if len(lengthscales) < 2:
         return []
@@ -487,25 +275,25 @@ def plot_lengthscale(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path
                 g = runs[(runs.route == route) & (runs.policy == pol) & (runs.lengthscale == ls)]
                 if g.empty:
                     continue
-                mean, se = mean_se(_curves(g, "cumulative_regret_wh"))
+                mean, se = mean_se(run_curves(g, "cumulative_regret_wh"))
                 t = np.arange(1, len(mean) + 1)
                 (line,) = ax.plot(t, mean, color=colors[ls], lw=1.3)
                 ax.fill_between(t, mean - se, mean + se, color=colors[ls], alpha=0.15, lw=0)
                 handles.setdefault(ls, line)
-            ax.set_title(f"{_pretty(pol)}, {route}", fontsize="small")
+            ax.set_title(f"{pretty_label(pol)}, {route}", fontsize="small")
             ax.grid(alpha=0.3)
             if i == rows - 1:
                 ax.set_xlabel("round t")
             if j == 0:
                 ax.set_ylabel("cum. regret (Wh)")
     fig.suptitle(f"Cumulative regret for varying prior lengthscale ℓ (mean ± 1 s.e.){_truth_note(runs)}")
-    _legend(fig, [handles[k] for k in lengthscales if k in handles],
-            [f"ℓ = {k:g}" for k in lengthscales if k in handles])
-    files += _save(fig, out_dir, "regret_lengthscale")
+    figure_legend(fig, [handles[k] for k in lengthscales if k in handles],
+                  [f"ℓ = {k:g}" for k in lengthscales if k in handles])
+    files += save_figure(fig, out_dir, "regret_lengthscale")
 
     # Fig. 5: final regret vs lengthscale, error bars ± 1 s.e.
-    styles = _policy_styles(policies)
-    fig, axes = _panels(plt, len(routes), sharex=False)
+    styles = policy_styles(policies)
+    fig, axes = panels(plt, len(routes), sharex=False)
     handles = {}
     for ax, route in zip(axes, routes, strict=True):
         for pol in policies:
@@ -523,8 +311,8 @@ def plot_lengthscale(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path
         ax.set_ylabel(f"cumulative regret at T = {int(runs.horizon.max())} (Wh)")
         ax.grid(alpha=0.3)
     fig.suptitle(f"Final cumulative regret vs lengthscale (± 1 s.e.){_truth_note(runs)}")
-    _legend(fig, list(handles.values()), [_pretty(p) for p in handles])
-    files += _save(fig, out_dir, "final_regret_vs_lengthscale")
+    figure_legend(fig, list(handles.values()), [pretty_label(p) for p in handles])
+    files += save_figure(fig, out_dir, "final_regret_vs_lengthscale")
     return files
 
 
@@ -533,26 +321,16 @@ def plot_lengthscale(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path
 # --------------------------------------------------------------------------------------
 
 
-def _load_network_of(run_dir: Path):
-
-    cfg, _ = read_run_json(run_dir)
-    return load_network(cfg["network"], osm=cfg.get("osm"), dem=cfg.get("dem"))
-
-
-#: Networks with more edges draw their grey background as pixels in vector outputs.
-RASTERIZE_FROM_EDGES = 20_000
-
-
 def plot_exploration(runs: pd.DataFrame, out_dir: FigureSet | Path, nets: dict | None = None) -> list[Path]:
     """One figure per route, one panel per policy: edges coloured by visits summed over seeds
     (log scale), the clairvoyant optimal route of the lowest seed shown, start and end
     (003 Fig. 6–9)."""
-    plt = _mpl()
+    plt = pyplot()
     from matplotlib.colors import LogNorm
     from matplotlib.lines import Line2D
 
     nets = {} if nets is None else nets
-    ls = _main_lengthscale(runs)
+    ls = main_lengthscale(runs)
     sel = runs[runs.lengthscale == ls]
     files = []
     for route in dict.fromkeys(sel.route):
@@ -560,7 +338,7 @@ def plot_exploration(runs: pd.DataFrame, out_dir: FigureSet | Path, nets: dict |
         first = Path(rr.dir.iloc[0])
         key = rr.network.iloc[0]
         if key not in nets:
-            nets[key] = _load_network_of(first)
+            nets[key] = load_network_of(first)
         net = nets[key]
         policies = list(dict.fromkeys(rr.policy))
         visits = {}
@@ -581,13 +359,13 @@ def plot_exploration(runs: pd.DataFrame, out_dir: FigureSet | Path, nets: dict |
         vmax = max(1, max(int(v.max()) for v in visits.values()))
         norm = LogNorm(vmin=1, vmax=max(vmax, 2))
         cmap = plt.get_cmap("plasma")
-        fig, axes = _panels(plt, len(policies), kind="map", sharex=False, aspect=network_aspect(net))
+        fig, axes = panels(plt, len(policies), kind="map", sharex=False, aspect=network_aspect(net))
         for ax, pol in zip(axes, policies, strict=True):
             v = visits[pol]
-            _draw_network(ax, net, np.where(v > 0, v, np.nan), norm=norm, cmap=cmap, route=optimal,
-                          ends=(start, end))
+            draw_network(ax, net, np.where(v > 0, v, np.nan), norm=norm, cmap=cmap, route=optimal,
+                         ends=(start, end))
             n_seeds = int((rr.policy == pol).sum())
-            ax.set_title(f"{_pretty(pol)} ({n_seeds} seed{'s' if n_seeds != 1 else ''})", fontsize="medium")
+            ax.set_title(f"{pretty_label(pol)} ({n_seeds} seed{'s' if n_seeds != 1 else ''})", fontsize="medium")
         sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
         fig.colorbar(sm, ax=axes, label="visits (sum over seeds)", shrink=0.8)
         handles = [Line2D([], [], color="black", lw=1.1, ls=(0, (3, 2))),
@@ -595,47 +373,19 @@ def plot_exploration(runs: pd.DataFrame, out_dir: FigureSet | Path, nets: dict |
                    Line2D([], [], marker="s", color="#d73027", mec="black", ls="none"),
                    Line2D([], [], color="#d4d4d4", lw=1.5)]
         labels = [f"clairvoyant optimal route (seed {int(seed0.seed)})", "start", "end", "road network"]
-        _legend(fig, handles, labels, ncols=4)
+        figure_legend(fig, handles, labels, ncols=4)
         fig.suptitle(f"Exploration of {route}")
         synthetic = str(net.meta.get("source", "")).startswith("synthetic")
         fig.text(0.995, 0.005, "synthetic network (evroute)" if synthetic else ATTRIBUTION,
                  ha="right", va="bottom", fontsize=7, color="#555555")
         stem = f"explore-{Path(route.partition(':')[0]).stem}-{route.partition(':')[2]}"
-        files += _save(fig, out_dir, stem)
+        files += save_figure(fig, out_dir, stem)
     return files
 
 
 # --------------------------------------------------------------------------------------
 # Figures for Python users: each returns (fig, ax) and writes nothing
 # --------------------------------------------------------------------------------------
-
-
-def _draw_network(ax, net, values=None, *, norm=None, cmap=None, route=None, ends=None, linewidth: float = 1.6):
-    """The network in light grey on ``ax``; the edges with a finite value coloured by it (the
-    largest on top); a route as a dashed black line; the trip's start and end edges."""
-    from matplotlib.collections import LineCollection
-
-    segs = [np.asarray(g, dtype=float) for g in net.geometry]
-    # the grey network as pixels in the SVG of a large network (100k edges: 16 MB of paths)
-    ax.add_collection(LineCollection(segs, colors="#d4d4d4", linewidths=0.5, zorder=1,
-                                     rasterized=len(segs) > RASTERIZE_FROM_EDGES))
-    if values is not None:
-        v = np.asarray(values, dtype=float)
-        idx = np.flatnonzero(np.isfinite(v))
-        idx = idx[np.argsort(v[idx], kind="stable")]
-        if len(idx):
-            ax.add_collection(LineCollection([segs[i] for i in idx], colors=cmap(norm(v[idx])),
-                                             linewidths=linewidth, zorder=2))
-    if route is not None and len(route):
-        xy = np.concatenate([segs[int(i)] for i in route])
-        ax.plot(xy[:, 0], xy[:, 1], color="black", lw=1.1, ls=(0, (3, 2)), zorder=3)
-    if ends is not None:
-        ax.plot(*segs[int(ends[0])][0], marker="o", ms=7, color="#1a9850", mec="black", zorder=4)
-        ax.plot(*segs[int(ends[1])][-1], marker="s", ms=7, color="#d73027", mec="black", zorder=4)
-    ax.set_aspect(1.0 / math.cos(math.radians(float(np.mean(net.nodes.lat)))))
-    ax.autoscale_view()
-    ax.set_xticks([])
-    ax.set_yticks([])
 
 
 def plot_network(net, values=None, *, route=None, ends=None, ax=None, cmap: str = "plasma", log: bool = False,
@@ -669,10 +419,11 @@ def plot_network(net, values=None, *, route=None, ends=None, ax=None, cmap: str 
 
     Examples
     --------
+    >>> from evroute.roads.network import load_network
     >>> net = load_network("synthetic")
     >>> fig, ax = plot_network(net, net.edges.grade.to_numpy(), label="grade")
     """
-    plt = _mpl()
+    plt = pyplot()
     from matplotlib.colors import LogNorm, Normalize
 
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(MAP_W + COLORBAR_W, MAP_H),
@@ -686,7 +437,7 @@ def plot_network(net, values=None, *, route=None, ends=None, ax=None, cmap: str 
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 2.0)
         norm = LogNorm(vmin=lo, vmax=max(hi, lo * 1.0001)) if log else Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1)
         colormap = plt.get_cmap(cmap)
-    _draw_network(ax, net, values, norm=norm, cmap=colormap, route=route, ends=ends)
+    draw_network(ax, net, values, norm=norm, cmap=colormap, route=route, ends=ends)
     if values is not None:
         fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=colormap), ax=ax, label=label or "", shrink=0.8)
     return fig, ax
@@ -718,7 +469,7 @@ def plot_run(run_dir: str | os.PathLike, column: str = "visits", *, ax=None, log
     edges = read_run_table(run_dir, "edges")
     if column not in edges:
         raise EvrouteError(f"{run_dir}: edges.parquet has no column {column!r} (columns: {', '.join(edges.columns)})")
-    net = _load_network_of(run_dir)
+    net = load_network_of(run_dir)
     values = edges[column].to_numpy(dtype=float)
     if column == "visits":
         values = np.where(values > 0, values, np.nan)
@@ -746,10 +497,10 @@ def plot_regret_curves(directory: str | os.PathLike, route: str | None = None, *
     -------
     (matplotlib.figure.Figure, matplotlib.axes.Axes)
     """
-    plt = _mpl()
+    plt = pyplot()
     run_dirs, _ = find_runs(directory)
     runs = load_runs(run_dirs)
-    runs = runs[runs.lengthscale == _main_lengthscale(runs)]
+    runs = runs[runs.lengthscale == main_lengthscale(runs)]
     routes = list(dict.fromkeys(runs.route))
     route = routes[0] if route is None else route
     if route not in routes:
@@ -757,10 +508,10 @@ def plot_regret_curves(directory: str | os.PathLike, route: str | None = None, *
     sel = runs[runs.route == route]
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(PANEL_W + 1.2, PANEL_H),
                                                                   layout="constrained")
-    styles = _policy_styles(list(dict.fromkeys(sel.policy)))
+    styles = policy_styles(list(dict.fromkeys(sel.policy)))
     for pol, style in styles.items():
-        line = _mean_band(ax, sel[sel.policy == pol], "cumulative_regret_wh", style)
-        line.set_label(_pretty(pol))
+        line = mean_band(ax, sel[sel.policy == pol], "cumulative_regret_wh", style=style)
+        line.set_label(pretty_label(pol))
     ax.set_title(route, fontsize="medium")
     ax.set_xlabel("round t")
     ax.set_ylabel("cumulative regret (Wh)")
@@ -807,7 +558,7 @@ def plot_atlas(energy_det, energy_sumo, counts, *, out_dir: FigureSet | Path, ti
     """How good the paper's prior mean is: E_det (Eq. 8) against the mean SUMO energy of each
     edge of an energy atlas (edges with a mean), with the identity line, the correlation r and
     R² = 1 − Σ(SUMO − E_det)² / Σ(SUMO − mean)², E_det taken as the prediction (``atlas.png``)."""
-    plt = _mpl()
+    plt = pyplot()
     ok = np.isfinite(energy_sumo)
     x, y, n = np.asarray(energy_det)[ok], np.asarray(energy_sumo)[ok], np.asarray(counts)[ok]
     if x.size < 2:
@@ -823,4 +574,4 @@ def plot_atlas(energy_det, energy_sumo, counts, *, out_dir: FigureSet | Path, ti
     ax.set_title(f"{title}{': ' if title else ''}{x.size:,} edges, r = {r:.3f}, R² = {r2:.3f}", fontsize="small")
     fig.colorbar(sc, ax=ax, label="log10 traversals")
     ax.legend(loc="upper left", frameon=False, fontsize="small")
-    return _save(fig, out_dir, "atlas")
+    return save_figure(fig, out_dir, "atlas")

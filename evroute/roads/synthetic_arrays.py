@@ -50,7 +50,7 @@ def synthetic_arrays(seed: int = 0, size: int = 400) -> dict:
 
     It is a different city from :func:`evroute.roads.synthetic.synthetic_graph`'s for the same (seed, size) from step 3
     on. Used by :func:`evroute.roads.network.load_network` from
-    :data:`evroute.roads.network.ARRAY_BUILD_FROM_EDGES` edges.
+    :data:`evroute.roads.names.ARRAY_BUILD_FROM_EDGES` edges.
 
     Parameters
     ----------

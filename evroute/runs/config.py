@@ -34,7 +34,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 
 from ..bandit.agents import ONE_NOISE_LEVEL, POLICIES, policy_family, resolve_policy
-from ..bandit.environments import CLOSURES, TRUTHS
+from ..components import CLOSURES, TRUTHS
 from ..errors import EvrouteError
 from ..models import MODELS, resolve_model
 from ..physics.energy import load_vehicle

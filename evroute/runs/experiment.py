@@ -42,7 +42,7 @@ import pandas as pd
 from ..bandit.agents import policy_family
 from ..errors import EvrouteError, EvrouteWarning, Interrupted
 from ..io import atomic_write_json, directory_entries, short_list
-from ..roads.network import network_spec, resolve_osm_path
+from ..roads.names import network_spec, resolve_osm_path
 from ..validate import int_in
 from .config import SimulationConfig, flat_config_json
 from .directory import is_finished_run, is_run_directory, verify_run

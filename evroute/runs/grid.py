@@ -25,7 +25,7 @@ from ..physics.routes import route_names
 from ..presets import AXES, DEFAULT_POLICIES, PAPER_ROUTES, PRESETS, SWEEPABLE
 from ..priors.kernels import check_lengthscale
 from ..registry import load_registry
-from ..roads.network import network_spec
+from ..roads.names import network_spec
 from ..specs import Component, format_value, split_list
 from ..validate import int_in, positive_float
 from .config import (

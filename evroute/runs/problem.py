@@ -18,15 +18,9 @@ import numpy as np
 
 from ..bandit.agents import AgentSetup
 from ..bandit.agents import make_agent as make_named_agent
-from ..bandit.environments import (
-    RoadEnvironment,
-    StaticEnvironment,
-    Truth,
-    TruthSetup,
-    make_truth,
-    truth_kernel,
-)
+from ..bandit.environments import RoadEnvironment, StaticEnvironment
 from ..bandit.policies import route_weights
+from ..bandit.truths import Truth, TruthSetup, make_truth, truth_kernel
 from ..bandit.turns import TURN_KERNEL, TurnPrior
 from ..cache import CacheEntry, hash_bytes, make_key
 from ..errors import EvrouteError
@@ -34,14 +28,9 @@ from ..io import atomic_write_text
 from ..physics.energy import energy_floor_wh, load_vehicle
 from ..physics.routes import edge_energies, resolve_route
 from ..priors.candidates import candidate_priors, describe_candidates
+from ..priors.network_prior import NetworkPrior
 from ..priors.noise import edge_noise_std
-from ..priors.prior import (
-    NOISE_SCALE,
-    PRIOR_SCALE,
-    EdgeScaledPrior,
-    NetworkPrior,
-    VehicleScalePrior,
-)
+from ..priors.prior import NOISE_SCALE, PRIOR_SCALE, EdgeScaledPrior, VehicleScalePrior
 from ..progress import stage
 from ..roads.network import load_network
 from ..roads.optimum import exact_optimum

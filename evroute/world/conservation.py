@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bandit.environments import Turns
 from ..bandit.policies import route_weights
+from ..bandit.truths import Turns
 from ..errors import EvrouteError
 from ..physics.energy import Vehicle, energy_floor_wh
 from ..roads.optimum import exact_optimum

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
 
-from ..bandit.environments import Turns
+from ..bandit.truths import Turns
 from ..bandit.turns import TurnPrior
 from ..errors import EvrouteError
 from ..physics.energy import Vehicle, kinetic_energy_wh

@@ -57,7 +57,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from ..bandit.environments import Truth, Turns, noise_at, register_truth
+from ..bandit.truths import Truth, Turns, noise_at, register_truth
 from ..cache import CacheEntry, make_key
 from ..errors import EvrouteError, EvrouteWarning
 from ..geo import EARTH_RADIUS_M
