@@ -130,7 +130,13 @@ def template(tmp_path_factory):
     (root / "bad-prior.json").write_text((root / "prior.json").read_text()[:300])
     (root / "old-drives").mkdir()
     table.to_parquet(root / "old-drives" / "traversals.parquet")
-    (root / "old-drives" / "report.json").write_text('{"network": "synthetic", "vehicle": "sumo-ev"}')
+    (root / "old-drives" / "report.json").write_text('{"network": "my-city", "vehicle": "sumo-ev"}')
+    shutil.copytree(root / "old-drives", root / "old-car")
+    (root / "old-car" / "report.json").write_text('{"network": "synthetic", "vehicle": "my-car"}')
+    shutil.copytree(root / "fleet-drives", root / "moved-drives")
+    report = json.loads((root / "fleet-drives" / "report.json").read_text())
+    report["network"]["fingerprint"] = "synthetic-0123456789ab"
+    (root / "moved-drives" / "report.json").write_text(json.dumps(report))
     return root
 
 
@@ -448,7 +454,11 @@ CASES = [
     # ---- prior fit, and a prior file in the runs
     (["prior", "fit", "nope", "--out", "p.json"], "no drives import"),
     (["prior", "fit", "adir", "--out", "p.json"], "no drives import"),
-    (["prior", "fit", "old-drives", "--out", "p.json"], "import the traces again"),
+    (["prior", "fit", "old-drives", "--out", "p.json"], "give it with --network"),
+    (["prior", "fit", "old-car", "--out", "p.json"], "give it with --fleet-vehicle"),
+    (["prior", "fit", "moved-drives", "--out", "p.json"], "loads differently now"),
+    (["prior", "fit", "fleet-drives", "--out", "p.json", "--network", "synthetic-1k"], "loads differently now"),
+    (["prior", "fit", "old-drives", "--out", "p.json", "--network", "nowhere.osm"], "not found"),
     (["prior", "fit", "fleet-drives", "--out", "p.json", "--residual-sd", "-1"], "--residual-sd"),
     (["prior", "fit", "fleet-drives", "--out", "p.json", "--vehicle-scale", "11"], "--vehicle-scale"),
     (["prior", "fit", "fleet-drives", "--out", "p.json", "--seed", "-1"], "--seed"),

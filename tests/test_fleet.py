@@ -139,7 +139,8 @@ def test_a_run_under_the_prior_file_is_what_the_options_it_replaced_gave(synthet
     moved traversals, the fleet's variance per edge plus (k r)² capped at σ₀², D K D plus
     0.25 r rᵀ): the same mean, variances and covariance; σ₀, the noise, ℓ, the vehicle and the
     network come from the file unless given, and a σ₀ given updates the edges under it."""
-    from evroute.priors.prior import EdgeScaledPrior, NetworkPrior, VehicleScalePrior
+    from evroute.priors.network_prior import NetworkPrior
+    from evroute.priors.prior import EdgeScaledPrior, VehicleScalePrior
     from evroute.world.drives import fleet_prior_mean, transfer_traversals
 
     tmp, table = fitted
@@ -199,6 +200,14 @@ def test_runs_and_grids_take_the_prior_file(synthetic, fitted, tmp_path, monkeyp
     assert (grid.base.vehicle, grid.base.prior_std) == ("delivery-van", data["prior_std"])
     assert main(["compare", "--prior", prior, "--policies", "gp-ts", "--seeds", "1", "--horizon", "3", "--jobs", "1",
                  "--out", "cmp", "--no-progress"]) == 0, capsys.readouterr().err
+    # judged: --sweep prior=none,PRIOR runs with and without the fleet's posterior, all else the file's
+    grid = make_grid(sweep=f"prior=none,{prior}", policies="gp-ts", seeds=1, horizon=3)
+    without, with_ = (grid.config(c) for c in grid.cells())
+    assert (without.prior, with_.prior) == (None, prior) and (without.prior_turns, with_.prior_turns) == (
+        "physics", "drives")
+    assert without.scenario.replace(prior=prior, prior_turns="drives") == with_.scenario
+    assert (without.vehicle, without.prior_std, without.lengthscale) == ("delivery-van", data["prior_std"],
+                                                                          data["lengthscale"])
 
 
 def test_route_under_the_prior_writes_geojson_and_a_map(synthetic, fitted, tmp_path, monkeypatch, capsys):
@@ -290,11 +299,61 @@ def test_prior_fit_command(synthetic, fitted, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "<- chosen" in out and out.count("  k = ") == len(RESIDUAL_SD_GRID)
     assert json.loads((tmp_path / "van.json").read_text())["vehicle_scale"] == 0.2
+    # an import of an earlier evroute (the network and the vehicle by name only): read, said in a warning,
+    # and the same prior as from the import that records them
     old = tmp_path / "old"
     old.mkdir()
     table.to_parquet(old / "traversals.parquet")
     (old / "report.json").write_text(json.dumps({"network": "synthetic", "vehicle": "sumo-ev"}))
+    assert main(["prior", "fit", str(old), "--vehicle", "delivery-van", "--vehicle-scale", "0.2", "--out",
+                 str(tmp_path / "old.json"), "--no-progress"]) == 0
+    assert "an earlier evroute's" in capsys.readouterr().err
+    new, got = (json.loads((tmp_path / f).read_text()) for f in ("van.json", "old.json"))
+    for key in ("drives", "generator"):
+        new.pop(key), got.pop(key)
+    assert got == new
+    (old / "report.json").write_text(json.dumps({"network": "my-city", "vehicle": "sumo-ev"}))
     assert main(["prior", "fit", str(old), "--out", str(tmp_path / "x.json")]) == 2
-    assert "import the traces again" in capsys.readouterr().err
+    assert "give it with --network" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+    assert main(["prior", "fit", str(old), "--network", "synthetic", "--out", str(tmp_path / "x.json"),
+                 "--no-progress"]) == 0
     pd.testing.assert_frame_equal(pd.read_parquet(old / "traversals.parquet"), table)
+
+
+def test_a_small_fleet_falls_back_in_words(synthetic, tmp_path, capsys):
+    """Two trips: too few for a fit or a cross-validation; the paper's sigma_0, noise and ℓ, and
+    k = 0, each said in one warning line, and the file still runs."""
+    from evroute.priors.prior import NOISE_SCALE, PRIOR_SCALE
+
+    table = fleet_table(synthetic, trips=2, seed=6)
+    write_drives_import(tmp_path / "small", synthetic, table)
+    assert main(["prior", "fit", str(tmp_path / "small"), "--out", str(tmp_path / "p.json"), "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: drives too few for a fit" in err and "warning: the residual trust k is 0" in err
+    assert "residual trust k 0 (too few trips)" in out and "the paper's: sigma_0" in out
+    data = json.loads((tmp_path / "p.json").read_text())
+    sigma_det = float(np.std(edge_energies(synthetic, load_vehicle("sumo-ev"))))
+    assert data["prior_std"] == pytest.approx(PRIOR_SCALE * sigma_det) and data["lengthscale"] == 1.0
+    assert data["noise_std"] == pytest.approx(NOISE_SCALE * sigma_det) and data["residual_sd"] == 0.0
+    assert len(data["notes"]) == 2 and data["cross_validation"] is None
+    assert main(["simulate", "--prior", str(tmp_path / "p.json"), "--horizon", "3", "--out", str(tmp_path / "run"),
+                 "--no-progress"]) == 0, capsys.readouterr().err
+
+
+def test_prior_fit_is_the_same_whatever_the_hash_seed(fitted, tmp_path):
+    """Two processes of other PYTHONHASHSEEDs write the same prior file, byte for byte."""
+    import os
+    import subprocess
+    import sys
+
+    tmp, _ = fitted
+    files = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"h{seed}.json"
+        proc = subprocess.run([sys.executable, "-m", "evroute", "prior", "fit", str(tmp / "drives"), "--vehicle",
+                               "delivery-van", "--out", str(out), "--no-progress"], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        files.append(out.read_bytes())
+    assert files[0] == files[1] == (tmp / "van.json").read_bytes()

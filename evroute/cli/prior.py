@@ -34,19 +34,33 @@ def prior_fit_cmd(
         "online (default 0.5 for another vehicle than the fleet's, 0 for its own).")] = None,
     seed: Annotated[int, typer.Option(help="Seeds the held-out half that chooses the noise model and the folds of "
                                       "trips; 0 to 2^31-1.")] = 0,
+    network: Annotated[str | None, typer.Option(
+        "--network", help="Only for an import of an earlier evroute that names its network by a name this one cannot "
+        "load (or to say another file of it): the network name or OSM file the drives were imported on.")] = None,
+    fleet_vehicle: Annotated[str | None, typer.Option(
+        "--fleet-vehicle", help="Only for an import of an earlier evroute that names the fleet's vehicle by a name "
+        "this one does not know: the vehicle that drove (a preset or JSON file).")] = None,
+    osm: OsmOpt = None, dem: DemOpt = None,
     overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """A fleet's drives as the agents' prior, in one file: sigma_0, the noise and the lengthscale by
     type-II maximum likelihood, the fleet's per-edge and per-turn posterior in the agents' units,
-    the vehicle scale, and the residual trust k chosen by cross-validation over held-out trips."""
-    from ..errors import EvrouteError
+    the vehicle scale, and the residual trust k chosen by cross-validation over held-out trips. The
+    network and the fleet's vehicle are the import's (its report.json)."""
+    import warnings
+
+    from ..errors import EvrouteError, EvrouteWarning
     from ..physics.energy import load_vehicle
     from ..progress import configure as configure_progress
     from ..progress import stage
     from ..roads.network import load_network
     from ..runs.directory import check_output_file
+    from ..world.drives import read_drives
     from ..world.fleet import (
+        check_import_network,
+        file_digest,
         fit_fleet_prior,
+        network_record,
         read_drives_import,
         read_fleet_prior,
         vehicle_record,
@@ -59,27 +73,30 @@ def prior_fit_cmd(
         if value is not None and not 0 <= value <= 10:
             raise EvrouteError(f"{flag} must be 0 to 10 (a standard deviation of a factor), got {value:g}")
     check_output_file(out, overwrite)  # before any work
-    table, report, table_path = read_drives_import(drives)
-    net_rec, fleet_rec = report["network"], report["vehicle"]
-    fleet_vehicle = load_vehicle(fleet_rec["spec"])
-    agents = load_vehicle(vehicle) if vehicle is not None else fleet_vehicle
+    where, fleet_rec, table_path, notes = read_drives_import(drives, network=network, osm=osm, dem=dem,
+                                                              fleet_vehicle=fleet_vehicle)
+    fleet = load_vehicle(fleet_rec["spec"])
+    agents = load_vehicle(vehicle) if vehicle is not None else fleet
     configure_progress(progress)
-    net = load_network(net_rec["network"], osm=net_rec.get("osm"), dem=net_rec.get("dem"))
-    if net.cache_key != net_rec["fingerprint"]:
-        raise EvrouteError(f"the network {net_rec['name']} loads differently now than when the drives were imported "
-                           "(its data or evroute's preparation changed): import the drives again")
+    net = load_network(where["network"], osm=where["osm"], dem=where["dem"])
+    check_import_network(net, where)
+    table = read_drives(table_path, net.n_edges)
     if not len(table):
         raise EvrouteError(f"{table_path} holds no traversal: nothing to fit")
     with stage("type-II maximum likelihood, the fleet's posterior, the residual trust's cross-validation"):
-        prior = fit_fleet_prior(net, table, fleet_vehicle=fleet_vehicle, vehicle=agents, seed=seed,
+        prior = fit_fleet_prior(net, table, fleet_vehicle=fleet, vehicle=agents, seed=seed,
                                 residual_sd=residual_sd, vehicle_scale=vehicle_scale)
-    from ..world.fleet import file_digest
-
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", EvrouteWarning)
+        for line in notes + prior["notes"]:
+            warnings.warn(line, EvrouteWarning, stacklevel=1)
     drives_rec = {"path": str(table_path.resolve()), "sha256": file_digest(table_path), "traversals": len(table),
                   "trips": int(table.trip.nunique()), "edges": int(table.edge.nunique()),
-                  "gps_noise_m": report.get("gps_noise_m"), "matcher": report.get("matcher")}
-    write_fleet_prior(out, prior, network=net_rec, fleet_vehicle=fleet_rec,
-                      vehicle=vehicle_record(agents, vehicle) if vehicle is not None else fleet_rec, drives=drives_rec)
+                  "gps_noise_m": fleet_rec["gps_noise_m"], "matcher": fleet_rec["matcher"]}
+    fleet_veh = vehicle_record(fleet, fleet_rec["spec"])
+    write_fleet_prior(out, prior, network=network_record(net, where["network"], osm=where["osm"], dem=where["dem"]),
+                      fleet_vehicle=fleet_veh, vehicle=vehicle_record(agents, vehicle) if vehicle is not None
+                      else fleet_veh, drives=drives_rec)
     written = read_fleet_prior(out)  # (what a run will read)
     if as_json:
         print(json.dumps({k: v for k, v in written.data.items() if k not in ("edges", "turns")}))
@@ -102,11 +119,11 @@ def describe_prior(p: dict) -> list[str]:
         h = fit["held_out"]
         gain = h["edge_noise"]["log_density"] - h["kernel"]["log_density"]
         why = f" (a noise per edge predicts a held-out half {gain:+.3f} nats a traversal against one level)"
-    lines.append(f"type-II maximum likelihood: sigma_0 {p['prior_std']:.2f} Wh, noise {noise}, lengthscale "
-                 f"{p['lengthscale']:g}{why}")
+    how = {"the paper's": "the paper's", "given": "given"}.get(fit.get("noise_model"), "type-II maximum likelihood")
+    lines.append(f"{how}: sigma_0 {p['prior_std']:.2f} Wh, noise {noise}, lengthscale {p['lengthscale']:g}{why}")
     cv = p.get("cross_validation")
     if cv is None:
-        lines.append(f"residual trust k {p['residual_sd']:g} (given)")
+        lines.append(f"residual trust k {p['residual_sd']:g} ({p.get('residual_sd_from', 'given')})")
     else:
         lines.append(f"residual trust k by {cv['folds']}-fold cross-validation over trips ({cv['traversals']:,} "
                      "held-out traversals of edges the other folds drove), log predictive density a traversal:")

@@ -136,7 +136,7 @@ class Scenario(_Part):
             fleet.check_network_name(self.network)
         has_turns = fleet is not None and fleet.turns is not None
         if self.prior_turns is None:  # the fleet's turns where its prior file has them, else physics'
-            object.__setattr__(self, "prior_turns", "drives" if has_turns else "physics")
+            object.__setattr__(self, "prior_turns", self._default_turns())
         if self.prior_turns == "drives" and self.prior is None:
             raise EvrouteError("--prior-turns drives takes the junctions' prior from a fleet's drives: give their "
                                "prior file with --prior (evroute prior fit DRIVES --out PRIOR)")
@@ -146,6 +146,17 @@ class Scenario(_Part):
         TRUTHS.get(self.truth.name).check_installed()  # an extra not installed: one line now
         if self.truth_prior is not None:
             load_vehicle(self.truth_vehicle())
+
+    def _default_turns(self) -> str:
+        """``--prior-turns``' default: drives where the prior file has the fleet's turns, else physics."""
+        return "drives" if self.prior is not None and read_fleet_prior(self.prior).turns is not None else "physics"
+
+    def replace(self, **changes):
+        """A copy with some settings changed, checked again; another prior file takes its own default
+        of ``--prior-turns`` unless the turns' prior was given otherwise."""
+        if "prior" in changes and "prior_turns" not in changes and self.prior_turns == self._default_turns():
+            changes["prior_turns"] = None
+        return super().replace(**changes)
 
     @property
     def static(self) -> bool:
@@ -277,7 +288,8 @@ class SimulationConfig:
         unknown = sorted(set(settings) - set(SETTING_PART))
         if unknown:
             raise TypeError(f"SimulationConfig got unknown setting(s): {', '.join(unknown)}")
-        if settings.get("prior") is not None:  # what the prior file stands for, where not given
+        if settings.get("prior") is not None and scenario is None and agent is None:
+            # what the prior file stands for, where not given (a copy keeps its own: replace)
             settings = {**prior_file_settings(settings["prior"], settings), **settings}
         given = {"scenario": scenario, "agent": agent, "control": control}
         for part, cls in _PARTS:

@@ -404,11 +404,28 @@ def parse_sweep(items: Iterable[str] | str | None) -> tuple:
     return tuple(out.items())
 
 
-def _prior_defaults(settings: dict) -> dict:
-    """What a fleet's prior file (``prior``) stands for where the settings give none: its network,
-    files, vehicle, σ₀, noise and lengthscale (:func:`evroute.runs.config.prior_file_settings`); {}
-    without one."""
-    return {} if settings.get("prior") is None else prior_file_settings(settings["prior"], settings)
+def _prior_defaults(settings: dict, sweeps: tuple = ()) -> dict:
+    """What a fleet's prior file (``prior``, else the first of ``--sweep prior=...``) stands for
+    where the settings give none: its network, files, vehicle, σ₀, noise and lengthscale
+    (:func:`evroute.runs.config.prior_file_settings`), so that a grid's runs with and without it
+    differ in the fleet's posterior alone; {} without one."""
+    prior = settings.get("prior")
+    if prior is None:
+        prior = next((v for k, vs in sweeps if k == "prior" for v in vs if v is not None), None)
+    return {} if prior is None else prior_file_settings(prior, settings)
+
+
+def _take_prior_settings(prior_settings: dict, values: dict, nets: list, osm_map: dict, dem_map: dict) -> None:
+    """A grid's prior file's settings where the grid gives none (in place): the OSM and DEM its
+    network was loaded with; where the file is swept (``prior=none,PRIOR``), its vehicle, σ₀ and
+    noise for every run too."""
+    if "prior" not in values:
+        values.update({k: prior_settings[k] for k in ("vehicle", "prior_std", "noise_std")
+                       if k in prior_settings and k not in values})
+    own = prior_settings.get("network")
+    for files, key in ((osm_map, "osm"), (dem_map, "dem")):  # the prior's network as it was loaded
+        if own in nets and own not in files and prior_settings.get(key) is not None:
+            files[own] = prior_settings[key]
 
 
 def make_grid(*, preset: str | None = None, network: str | None = None, routes: str | Iterable[str] | None = None,
@@ -470,7 +487,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
             raise EvrouteError(f"unknown setting {key!r}; settings: {', '.join(RUN_SETTINGS)}")
         if key in AXES and key != "priors":
             raise EvrouteError(f"{key} is an axis of a grid: give it with {AXES[key]}")
-    prior_settings = _prior_defaults(settings)
+    prior_settings = _prior_defaults(settings, parse_sweep(sweep))
     if network is None and preset is None:
         network = prior_settings.get("network")
     if lengthscales is None and "lengthscales" not in base and prior_settings:
@@ -500,10 +517,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
     first = route_list[0]
     nets = list(dict.fromkeys(r.partition(":")[0] for r in route_list))
     osm_map, dem_map = parse_file_map(osm, nets, "osm"), parse_file_map(dem, nets, "dem")
-    own = prior_settings.get("network")
-    for files, key in ((osm_map, "osm"), (dem_map, "dem")):  # the prior's network as it was loaded
-        if own in nets and own not in files and prior_settings.get(key) is not None:
-            files[own] = prior_settings[key]
+    _take_prior_settings(prior_settings, values, nets, osm_map, dem_map)
     base_cfg = SimulationConfig(**{**values, "network": first.partition(":")[0], "route": first,
                                    "osm": osm_map.get(nets[0]), "dem": dem_map.get(nets[0]),
                                    "policy": policy_list[0], "lengthscale": ls[0],

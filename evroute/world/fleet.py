@@ -29,11 +29,12 @@ from ..physics.energy import Vehicle, load_vehicle, vehicle_names
 from ..physics.routes import edge_energies
 from ..priors.fitting import check_prior, fit_prior, fitted_settings
 from ..priors.noise import edge_noise_std, fit_noise_model, parse_noise_std
-from .drives import fleet_prior_mean, fleet_ratio, posterior_route, read_drives, transfer_traversals
+from ..priors.prior import NOISE_SCALE, PRIOR_SCALE
+from .drives import fleet_prior_mean, fleet_ratio, posterior_route, transfer_traversals
 from .junctions import fleet_turns, physics_turns, turn_geometry
 
 __all__ = ["PRIOR_FORMAT", "PRIOR_KIND", "RESIDUAL_SD_GRID", "CV_FOLDS", "FleetPrior", "network_record",
-           "vehicle_record", "read_drives_import", "fleet_edge_posterior", "residual_sd_scores", "fit_fleet_prior",
+           "vehicle_record", "read_drives_import", "check_import_network", "fleet_edge_posterior", "residual_sd_scores", "fit_fleet_prior",
            "write_fleet_prior", "read_fleet_prior", "check_prior_file", "file_digest", "prior_route",
            "TRANSFER_VEHICLE_SCALE"]
 
@@ -101,20 +102,33 @@ def file_digest(path) -> str:
     return h.hexdigest()
 
 
-def read_drives_import(path) -> tuple[pd.DataFrame, dict, Path]:
-    """A drives import (``evroute drives import``'s folder, or its ``traversals.parquet``): the
-    table, its ``report.json`` and the table's path. The report must name the network and the
-    vehicle completely (:func:`network_record`, :func:`vehicle_record`), as this evroute writes them.
+def read_drives_import(path, *, network: str | None = None, osm=None, dem=None,
+                       fleet_vehicle: str | None = None) -> tuple[dict, dict, Path, list[str]]:
+    """A drives import (``evroute drives import``'s folder, or its ``traversals.parquet``): what
+    to load its network and its vehicle from, as its ``report.json`` records them
+    (:func:`network_record`, :func:`vehicle_record`) or as given here.
+
+    An import of an earlier evroute names the network and the vehicle by their names only: a
+    built-in network's name and a preset's are taken (with a note: the network's fingerprint
+    cannot be checked), anything else must be given (``network``, ``osm``, ``dem``,
+    ``fleet_vehicle``). Given for an import that records them, they relocate moved files, and the
+    network is then checked against the recorded fingerprint (:func:`check_import_network`).
 
     Returns
     -------
-    (pandas.DataFrame, dict, pathlib.Path)
+    (dict, dict, pathlib.Path, list of str)
+        The network to load (``network``, ``osm``, ``dem``, ``fingerprint``: None where unknown,
+        ``name``), the fleet's vehicle (``spec``, ``name``), the table's path, and the notes to
+        say (one line each).
 
     Raises
     ------
     EvrouteError
-        No such import, no report beside the table, or a report of an earlier evroute.
+        No such import, no report beside the table, a report that cannot be read, or one that
+        names neither completely nor by a name this evroute knows.
     """
+    from ..roads.names import SYNTHETIC_SIZED, network_names
+
     path = Path(path)
     table_path = path / "traversals.parquet" if path.is_dir() else path
     if not table_path.is_file():
@@ -126,14 +140,53 @@ def read_drives_import(path) -> tuple[pd.DataFrame, dict, Path]:
     except FileNotFoundError:
         raise EvrouteError(f"{table_path}: no report.json beside it, which names the network and the vehicle of "
                            "the drives; import them with evroute drives import") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise EvrouteError(f"cannot read {report_path}: {getattr(exc, 'strerror', None) or exc}") from None
-    net_rec, veh_rec = (report.get(k) if isinstance(report, dict) else None for k in ("network", "vehicle"))
-    if not (isinstance(net_rec, dict) and {"network", "fingerprint"} <= set(net_rec)
-            and isinstance(veh_rec, dict) and {"spec", "parameters"} <= set(veh_rec)):
-        raise EvrouteError(f"{report_path} does not name the network and the vehicle completely (imported by an "
-                           f"earlier evroute): import the traces again with evroute drives import")
-    return read_drives(table_path, int(net_rec.get("edges", 2**62))), report, table_path
+    if not isinstance(report, dict):
+        raise EvrouteError(f"{report_path} is not the report of evroute drives import")
+    notes = []
+    rec = report.get("network")
+    if isinstance(rec, dict) and {"network", "fingerprint"} <= set(rec):
+        where = {"network": rec["network"], "osm": rec.get("osm"), "dem": rec.get("dem"),
+                 "fingerprint": rec["fingerprint"], "name": rec.get("name", rec["network"])}
+        if network is not None:
+            where.update(network=network, osm=None, dem=None)
+    else:  # an earlier evroute's: the network's name only
+        name = rec if isinstance(rec, str) else None
+        if network is None and not (name in network_names() or SYNTHETIC_SIZED.match(str(name))):
+            raise EvrouteError(f"{report_path} (an earlier evroute's) names the network "
+                               f"{name if name is not None else 'nowhere'}, not how to load it: give it with "
+                               "--network (and --osm, --dem as it was imported), or import the traces again")
+        where = {"network": network or name, "osm": None, "dem": None, "fingerprint": None,
+                 "name": network or name}
+        notes.append(f"{report_path} is an earlier evroute's: it names the network {name} without its fingerprint, "
+                     f"so the drives are taken as imported on {where['network']} as it loads now")
+    if osm is not None:
+        where["osm"] = _absolute(osm)
+    if dem is not None:
+        where["dem"] = _absolute(dem)
+    veh = report.get("vehicle")
+    if fleet_vehicle is not None:
+        fleet = {"spec": fleet_vehicle}
+    elif isinstance(veh, dict) and {"spec", "parameters"} <= set(veh):
+        fleet = {"spec": veh["spec"]}
+    elif isinstance(veh, str) and veh in vehicle_names():
+        fleet = {"spec": veh}
+    else:
+        raise EvrouteError(f"{report_path} (an earlier evroute's) names the fleet's vehicle "
+                           f"{veh if isinstance(veh, str) else 'nowhere'}, not how to load it: give it with "
+                           "--fleet-vehicle (a preset or JSON file), or import the traces again")
+    return where, {**fleet, "gps_noise_m": report.get("gps_noise_m"), "matcher": report.get("matcher")}, \
+        table_path, notes
+
+
+def check_import_network(net, where: dict) -> None:
+    """Refuse (one line) a network that loads otherwise than the one the drives were imported on
+    (its fingerprint, where the import records one)."""
+    if where.get("fingerprint") is not None and net.cache_key != where["fingerprint"]:
+        raise EvrouteError(f"the network {where['name']} loads differently now than when the drives were imported "
+                           f"(fingerprint {net.cache_key[:12]}, then {str(where['fingerprint'])[:12]}: its data, "
+                           "--osm, --dem or evroute's preparation changed): import the drives again")
 
 
 def fleet_edge_posterior(e_det, counts, traversal_mean, *, noise_var: float, prior_var: float):
@@ -236,13 +289,30 @@ def residual_sd_scores(table: pd.DataFrame, e_det, *, prior_var: float, noise_sd
             "seed": int(seed), "chosen": grid[best]}
 
 
-def _fit_in_units(net, e_fleet, table: pd.DataFrame, *, kernel: str, seed: int, rho: float) -> dict:
+def _fit_in_units(net, e_fleet, e_det, table: pd.DataFrame, *, kernel: str, seed: int, rho: float) -> dict:
     """σ₀, the noise and ℓ by type-II maximum likelihood in the fleet's units, times ρ.
 
     One noise level or the per-edge model (:mod:`evroute.priors.noise`): the one that predicts
     half of the trips better when fitted on the other half (:func:`evroute.priors.fitting.check_prior`);
-    then fitted again on every trip."""
-    check = check_prior(net, e_fleet, table, kernel=kernel, seed=seed)
+    then fitted again on every trip. Drives too few for the held-out check (fewer than 4 trips, or
+    a half with fewer than 10 edges driven twice) are fitted on every trip with one noise level;
+    too few for that, σ₀, the noise and ℓ are the paper's (0.25 and 0.1 of σ_det of the agents'
+    E_det, ℓ = 1). Either is said in ``note``."""
+    try:
+        check = check_prior(net, e_fleet, table, kernel=kernel, seed=seed)
+    except EvrouteError as exc:  # too few drives to hold half of them out
+        try:
+            fit = fit_prior(net, e_fleet, table, kernel=kernel)
+        except EvrouteError:
+            sigma_det = float(np.std(e_det))
+            return {"prior_std": PRIOR_SCALE * sigma_det, "noise_std": NOISE_SCALE * sigma_det, "lengthscale": 1.0,
+                    "noise_model": "the paper's", "fit": None, "held_out": None,
+                    "note": "drives too few for a fit (fewer than 10 edges driven twice): sigma_0, the noise and "
+                            "the lengthscale are the paper's (0.25 and 0.1 sigma_det, 1)"}
+        settings = fitted_settings({"fit": fit}, rho)
+        return {"prior_std": settings["prior_std"], "noise_std": settings["noise_std"],
+                "lengthscale": settings["lengthscale"], "noise_model": "one level", "fit": fit, "held_out": None,
+                "note": f"drives too few to choose the noise model on held-out trips ({exc}): one noise level"}
     held_out = fitted_settings(check, rho)
     per_edge = isinstance(held_out["noise_std"], str)
     if per_edge:
@@ -272,26 +342,30 @@ def fit_fleet_prior(net, table: pd.DataFrame, *, fleet_vehicle: Vehicle, vehicle
     1. ρ, the agents' vehicle's E_det over the fleet's (least squares over the edges driven,
        :func:`evroute.world.drives.fleet_ratio`; 1 for the fleet's own vehicle);
     2. σ₀, the noise (one level or per edge) and ℓ by type-II maximum likelihood on the traversals
-       in the fleet's units, times ρ (:func:`evroute.priors.fitting.fit_prior`);
+       in the fleet's units, times ρ (:func:`evroute.priors.fitting.fit_prior`; drives too few for
+       it: the paper's, said in ``notes``);
     3. each traversal moved into the agents' units, E_det + ρ (y − E_fleet)
        (:func:`evroute.world.drives.transfer_traversals`), and each edge's conjugate posterior under
        σ₀ (:func:`fleet_edge_posterior`);
     4. the junctions' per-turn posterior (:func:`evroute.world.junctions.fleet_turns`; none where no
        two cars took the same turn);
-    5. the residual trust k (:func:`residual_sd_scores` over :data:`RESIDUAL_SD_GRID`) unless given, and the vehicle scale's sd
+    5. the residual trust k (:func:`residual_sd_scores` over :data:`RESIDUAL_SD_GRID`, at most
+       ``folds`` folds, one a trip; 0 where fewer than 2 trips) unless given, and the vehicle scale's sd
        (:data:`TRANSFER_VEHICLE_SCALE` for another vehicle, 0 for the fleet's own) unless given.
 
-    ``fitted`` (``prior_std``, ``noise_std``, ``lengthscale`` in the agents' units) replaces step 2
-    (drives too few for a fit: fewer than 4 trips or 10 edges driven twice).
+    ``fitted`` (``prior_std``, ``noise_std``, ``lengthscale`` in the agents' units) replaces step 2.
 
     Returns
     -------
     dict
         ``rho``, ``kernel``, ``kappa``, ``nu``, ``prior_std``, ``noise_std``, ``lengthscale``,
         ``fit`` (the type-II fit and the held-out check that chose the noise model),
-        ``vehicle_scale``, ``residual_sd``, ``cross_validation`` (None where k was given), ``edges``
+        ``vehicle_scale``, ``residual_sd``, ``residual_sd_from`` (``given``, ``cross-validation`` or
+        ``too few trips``), ``cross_validation`` (None where k was given or could
+        not be chosen), ``edges``
         (``mean``, ``var``, ``traversals``, ``traversal_mean``, ``noise_var``), ``turns`` (``mean``,
-        ``var``, ``cars``, ``noise_var``; None without) and ``turns_note``.
+        ``var``, ``cars``, ``noise_var``; None without), ``turns_note`` and ``notes`` (what fell back
+        to a default, drives too few: one line each).
     """
     vehicle = vehicle or fleet_vehicle
     e_fleet = edge_energies(net, fleet_vehicle)
@@ -300,7 +374,7 @@ def fit_fleet_prior(net, table: pd.DataFrame, *, fleet_vehicle: Vehicle, vehicle
     driven = np.bincount(edges, minlength=net.n_edges) > 0
     rho = 1.0 if vehicle == fleet_vehicle else fleet_ratio(e_fleet[driven], e_det[driven])
     if fitted is None:
-        fitted = _fit_in_units(net, e_fleet, table, kernel=kernel, seed=seed, rho=rho)
+        fitted = _fit_in_units(net, e_fleet, e_det, table, kernel=kernel, seed=seed, rho=rho)
     else:
         fitted = {"noise_model": "given", "fit": None, "held_out": None, **fitted}
     prior_var = fitted["prior_std"] ** 2
@@ -314,20 +388,27 @@ def fit_fleet_prior(net, table: pd.DataFrame, *, fleet_vehicle: Vehicle, vehicle
                  "noise_var": float(t.noise_var)}
     except EvrouteError as exc:
         note = str(exc)
-    cv = None
+    cv, notes = None, [fitted["note"]] if fitted.get("note") else []
+    k_from = "given" if residual_sd is not None else "cross-validation"
     if residual_sd is None:
-        cv = residual_sd_scores(moved, e_det, prior_var=prior_var,
-                                noise_sd=edge_noise_std(net, fitted["noise_std"]), folds=folds, seed=seed)
-        residual_sd = cv["chosen"]
+        trips = int(table.trip.nunique())
+        try:
+            cv = residual_sd_scores(moved, e_det, prior_var=prior_var, noise_sd=edge_noise_std(net, fitted["noise_std"]),
+                                    folds=min(folds, trips), seed=seed)
+            residual_sd = cv["chosen"]
+        except EvrouteError as exc:  # fewer than 2 trips, or none drove what another did
+            residual_sd, k_from = 0.0, "too few trips"
+            notes.append(f"the residual trust k is 0: no cross-validation ({exc})")
     if vehicle_scale is None:
         vehicle_scale = 0.0 if vehicle == fleet_vehicle else TRANSFER_VEHICLE_SCALE
     return {"rho": rho, "kernel": kernel, "kappa": 1.0, "nu": 2.0, "prior_std": fitted["prior_std"],
             "noise_std": fitted["noise_std"], "lengthscale": fitted["lengthscale"],
             "fit": {k: fitted[k] for k in ("noise_model", "fit", "held_out")},
-            "vehicle_scale": float(vehicle_scale), "residual_sd": float(residual_sd), "cross_validation": cv,
+            "vehicle_scale": float(vehicle_scale), "residual_sd": float(residual_sd),
+            "residual_sd_from": k_from, "cross_validation": cv,
             "edges": {"mean": mean.tolist(), "var": var.tolist(), "traversals": counts.astype(int).tolist(),
                       "traversal_mean": ybar.tolist(), "noise_var": float(max(spread, 1e-6 * prior_var))},
-            "turns": turns, "turns_note": note}
+            "turns": turns, "turns_note": note, "notes": notes}
 
 
 def write_fleet_prior(path, prior: dict, *, network: dict, fleet_vehicle: dict, vehicle: dict, drives: dict) -> None:
