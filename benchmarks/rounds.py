@@ -1,30 +1,31 @@
 #!/usr/bin/env python
-"""Benchmarks (not tests): network loads, oracle queries, seconds per bandit round.
+"""Network loads, oracle queries and seconds per bandit round (benchmarks, not tests).
 
 Usage::
 
-    EVROUTE_DATA_DIR=../shared/data python scripts/bench.py networks
-    EVROUTE_DATA_DIR=../shared/data python scripts/bench.py oracle [--queries 200]
-    EVROUTE_DATA_DIR=../shared/data python scripts/bench.py rounds [--horizon 500] [--blas-threads 1]
-        [--cases luxembourg:A:gp-ucb,monaco:B:bi-ts]
+    python benchmarks/rounds.py networks
+    python benchmarks/rounds.py oracle [--queries 200]
+    python benchmarks/rounds.py rounds [--horizon 500] [--blas-threads 1]
+        [--cases luxembourg:A:gp-ucb,monaco:B:bi-ts] [--out DIR]
 
-Every section prints a markdown table of medians (and 95th percentiles); machines here are
-shared and noisy, so compare ratios and medians, not single timings.
+The real networks come from the data folder (``evroute data fetch all``; ``$EVROUTE_DATA_DIR``).
+Every section prints a Markdown table of medians (and 95th percentiles) and the hardware line;
+compare medians and ratios measured side by side, not single timings.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser, peak_rss_gb  # noqa: E402
 
 NETWORKS = ("synthetic", "monaco", "luxembourg")
 
@@ -36,10 +37,9 @@ def _child(code: str, env: dict) -> float:
     return time.perf_counter() - tic
 
 
-def bench_networks(repeats: int) -> None:
+def bench_networks(repeats: int) -> Table:
     """Cold (empty cache) and warm load of each network, in fresh processes."""
-    print("| network | edges | cold load s | warm load s (median) | warm in-process s |")
-    print("| --- | --- | --- | --- | --- |")
+    table = Table(["network", "edges", "cold load s", "warm load s (median)", "warm in-process s"])
     for name in NETWORKS:
         with tempfile.TemporaryDirectory() as cache:
             env = {**os.environ, "EVROUTE_CACHE_DIR": cache}
@@ -55,16 +55,16 @@ def bench_networks(repeats: int) -> None:
                 tic = time.perf_counter()
                 net = load_network(name)
                 inproc.append(time.perf_counter() - tic)
-        print(f"| {name} | {net.n_edges} | {cold:.2f} | {np.median(warm):.2f} | {np.median(inproc):.3f} |")
+        table.add(name, net.n_edges, f"{cold:.2f}", f"{np.median(warm):.2f}", f"{np.median(inproc):.3f}")
+    return table
 
 
-def bench_oracle(queries: int) -> None:
+def bench_oracle(queries: int) -> Table:
     """Dijkstra per query on random start/end pairs with random non-negative weights."""
     from evroute.roads.network import load_network
     from evroute.roads.oracle import Oracle
 
-    print("| network | edges | queries | median ms | p95 ms |")
-    print("| --- | --- | --- | --- | --- |")
+    table = Table(["network", "edges", "queries", "median ms", "p95 ms"])
     for name in NETWORKS:
         net = load_network(name)
         oracle = Oracle.from_network(net)
@@ -77,10 +77,11 @@ def bench_oracle(queries: int) -> None:
             oracle.shortest_path(w, s, t)
             times.append(time.perf_counter() - tic)
         ms = np.array(times) * 1e3
-        print(f"| {name} | {net.n_edges} | {queries} | {np.median(ms):.2f} | {np.percentile(ms, 95):.2f} |")
+        table.add(name, net.n_edges, queries, f"{np.median(ms):.2f}", f"{np.percentile(ms, 95):.2f}")
+    return table
 
 
-def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], window: int = 50) -> None:
+def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], seed: int, window: int = 50) -> Table:
     """Seconds per round (policy + oracle + posterior update) over t = 1..horizon.
 
     Besides the median and 95th percentile over all rounds, the median of every window of
@@ -91,53 +92,53 @@ def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], window: i
     from evroute.runs.problem import prepare_problem
     from evroute.runs.simulation import run_bandit
 
-    print(f"| route | policy | model | median ms | p95 ms | max ms | worst {window}-round median ms (rounds) "
-          "| distinct edges | final regret Wh | peak RSS GB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table = Table(["route", "policy", "model", "median ms", "p95 ms", "max ms",
+                   f"worst {window}-round median ms (rounds)", "distinct edges", "peak RSS GB"], align="lll")
     for network, route, policy, model in cases:
-        cfg = SimulationConfig(network=network, route=route, policy=policy, model=model, horizon=horizon, seed=0)
+        cfg = SimulationConfig(network=network, route=route, policy=policy, model=model, horizon=horizon, seed=seed)
         problem = prepare_problem(cfg)
         res = run_bandit(cfg, problem)
         ms = res.rounds.seconds.to_numpy() * 1e3
         meds = [np.median(ms[i : i + window]) for i in range(0, ms.size, window)]
         worst = int(np.argmax(meds))
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
         lo, hi = worst * window + 1, min(ms.size, (worst + 1) * window)
-        print(f"| {network}:{route} | {policy} | {res.summary['model']} | {np.median(ms):.1f} | "
-              f"{np.percentile(ms, 95):.1f} | {ms.max():.1f} | {meds[worst]:.1f} ({lo}–{hi}) | "
-              f"{res.summary['distinct_edges_observed']} | "
-              f"{res.summary['final_cumulative_regret_wh']:.0f} | {rss:.2f} |", flush=True)
+        table.add(f"{network}:{route}", policy, res.summary["model"], f"{np.median(ms):.1f}",
+                  f"{np.percentile(ms, 95):.1f}", f"{ms.max():.1f}", f"{meds[worst]:.1f} ({lo}–{hi})",
+                  res.summary["distinct_edges_observed"], f"{peak_rss_gb():.2f}")
+    return table
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("section", choices=["networks", "oracle", "rounds", "all"])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--horizon", type=int, default=500)
-    parser.add_argument("--blas-threads", type=int, default=None,
-                        help="limit BLAS threads (default: the library's own setting)")
-    parser.add_argument("--cases", default=None,
-                        help="comma-separated network:route:policy (model exact for gp-*); "
-                             "default: gp-ts, gp-ucb, gp-bucb, bi-ts on luxembourg:A and monaco:B")
-    args = parser.parse_args()
+def main(argv=None) -> int:
+    p = parser(__doc__, seed=0)
+    p.add_argument("section", choices=["networks", "oracle", "rounds", "all"])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--horizon", type=int, default=500)
+    p.add_argument("--blas-threads", type=int, default=None,
+                   help="limit BLAS threads (default: the library's own setting)")
+    p.add_argument("--cases", default=None,
+                   help="comma-separated network:route:policy (model exact for gp-*); "
+                        "default: gp-ts, gp-ucb, gp-bucb, bi-ts on luxembourg:A and monaco:B")
+    args = p.parse_args(argv)
     if args.blas_threads is not None:
         from evroute.runs.simulation import limit_blas
 
         limit_blas(args.blas_threads)  # for the whole process (not used as a context)
-    os.environ.setdefault("EVROUTE_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    tables = []
     if args.section in ("networks", "all"):
-        bench_networks(args.repeats)
+        tables.append(bench_networks(args.repeats))
     if args.section in ("oracle", "all"):
-        bench_oracle(args.queries)
+        tables.append(bench_oracle(args.queries))
     if args.section in ("rounds", "all"):
         if args.cases:
             cases = [(*c.split(":"), "exact") for c in args.cases.split(",")]
         else:
             cases = [(n, r, p, "exact") for n, r in (("luxembourg", "A"), ("monaco", "B"))
                      for p in ("gp-ts", "gp-ucb", "gp-bucb", "bi-ts")]
-        bench_rounds(args.horizon, cases)
+        tables.append(bench_rounds(args.horizon, cases, args.seed))
+    finish(args.out, f"rounds-{args.section}", *tables)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
