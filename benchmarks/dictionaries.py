@@ -15,6 +15,7 @@ its finished runs).
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -33,13 +34,14 @@ def main(argv=None) -> int:
     p.add_argument("--policies", default="gp-ucb,gp-ts")
     p.add_argument("--models", default="exact,nystrom,bkb")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--args", default="", help="more arguments of evroute compare, e.g. \"--truth gp --weights rectified\"")
     args = p.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     for m in models:
         d = args.out / m.replace("[", "_").replace("]", "").replace("=", "").replace(",", "_")
         subprocess.run([sys.executable, "-m", "evroute", "compare", "--routes", args.route, "--policies",
                         args.policies, "--seeds", str(args.seeds), "--horizon", str(args.horizon), "--model", m,
-                        "--out", str(d), "--jobs", str(args.jobs), "--no-progress"], check=True,
+                        "--out", str(d), "--jobs", str(args.jobs), "--no-progress", *shlex.split(args.args)], check=True,
                        stdout=subprocess.DEVNULL)
     from evroute.runs.directory import read_run_json, read_run_table
 

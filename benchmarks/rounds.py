@@ -5,7 +5,7 @@ Usage::
 
     python benchmarks/rounds.py networks
     python benchmarks/rounds.py oracle [--queries 200]
-    python benchmarks/rounds.py rounds [--horizon 500] [--blas-threads 1]
+    python benchmarks/rounds.py rounds [--horizon 500] [--blas-threads 1] [--truth gp] [--weights rectified]
         [--cases luxembourg:A:gp-ucb,monaco:B:bi-ts] [--out DIR]
 
 The real networks come from the data folder (``evroute data fetch all``; ``$EVROUTE_DATA_DIR``).
@@ -81,7 +81,8 @@ def bench_oracle(queries: int) -> Table:
     return table
 
 
-def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], seed: int, window: int = 50) -> Table:
+def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], seed: int, window: int = 50,
+                 settings: dict | None = None) -> Table:
     """Seconds per round (policy + oracle + posterior update) over t = 1..horizon.
 
     Besides the median and 95th percentile over all rounds, the median of every window of
@@ -95,7 +96,8 @@ def bench_rounds(horizon: int, cases: list[tuple[str, str, str, str]], seed: int
     table = Table(["route", "policy", "model", "median ms", "p95 ms", "max ms",
                    f"worst {window}-round median ms (rounds)", "distinct edges", "peak RSS GB"], align="lll")
     for network, route, policy, model in cases:
-        cfg = SimulationConfig(network=network, route=route, policy=policy, model=model, horizon=horizon, seed=seed)
+        cfg = SimulationConfig(network=network, route=route, policy=policy, model=model, horizon=horizon, seed=seed,
+                               **(settings or {}))
         problem = prepare_problem(cfg)
         res = run_bandit(cfg, problem)
         ms = res.rounds.seconds.to_numpy() * 1e3
@@ -116,6 +118,8 @@ def main(argv=None) -> int:
     p.add_argument("--horizon", type=int, default=500)
     p.add_argument("--blas-threads", type=int, default=None,
                    help="limit BLAS threads (default: the library's own setting)")
+    p.add_argument("--truth", default=None, help="the runs' truth (default: evroute simulate's)")
+    p.add_argument("--weights", default=None, help="the runs' weight rule (default: evroute simulate's)")
     p.add_argument("--cases", default=None,
                    help="comma-separated network:route:policy (model exact for gp-*); "
                         "default: gp-ts, gp-ucb, gp-bucb, bi-ts on luxembourg:A and monaco:B")
@@ -135,7 +139,8 @@ def main(argv=None) -> int:
         else:
             cases = [(n, r, p, "exact") for n, r in (("luxembourg", "A"), ("monaco", "B"))
                      for p in ("gp-ts", "gp-ucb", "gp-bucb", "bi-ts")]
-        tables.append(bench_rounds(args.horizon, cases, args.seed))
+        settings = {k: v for k, v in (("truth", args.truth), ("weights", args.weights)) if v is not None}
+        tables.append(bench_rounds(args.horizon, cases, args.seed, settings=settings))
     finish(args.out, f"rounds-{args.section}", *tables)
     return 0
 

@@ -56,6 +56,9 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=2500)
     p.add_argument("--steps", type=int, default=1)
     p.add_argument("--fixed-hyperparameters", action="store_true")
+    p.add_argument("--truth", default=None, help="the runs' truth (default: evroute simulate's; the table in the "
+                   "docs: gp)")
+    p.add_argument("--weights", default=None, help="the runs' weight rule (default: evroute simulate's)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--json", type=Path, default=None, help="write the raw results here")
     p.add_argument("--seed-list", default=None, help="comma-separated seeds (overrides --seeds)")
@@ -69,8 +72,9 @@ def run_one(args, policy: str, model: str, seed: int, net) -> dict:
     if model == "svgp":
         spec = (f"svgp[inducing={args.inducing},batch_size={args.batch_size},steps={args.steps},"
                 f"learn_hyperparameters={str(not args.fixed_hyperparameters).lower()}]")
+    settings = {k: v for k, v in (("truth", args.truth), ("weights", args.weights)) if v is not None}
     cfg = SimulationConfig(network=args.network, route=args.route, policy=policy, model=spec,
-                           horizon=args.horizon, seed=seed)
+                           horizon=args.horizon, seed=seed, **settings)
     problem = prepare_problem(cfg, net=net)
     tic = time.perf_counter()
     res = run_bandit(cfg, problem)
