@@ -91,7 +91,7 @@ class Option:
         One line for help texts; a callable is asked each time (a list of registered names
         that plug-ins may extend).
     source : str
-        Where the default comes from (``003 App. B.3``, ``measured: scripts/bench_models.py``).
+        Where the default comes from (``003 App. B.3``, ``measured: benchmarks/posterior_updates.py``).
     aliases : tuple of str
         Other names accepted for it in a spec (``w`` for ``omega``).
     flag : str

@@ -180,3 +180,52 @@ def test_every_public_function_says_what_it_returns():
         if not inspect.isfunction(obj) or inspect.signature(obj).return_annotation in ("None", None):
             continue
         assert "Returns\n-------" in (inspect.getdoc(obj) or ""), f"{name} does not say what it returns"
+
+
+def _pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
+#: The most words a documentation page may have (``str.split``, as ``wc -w`` counts them).
+MAX_WORDS = 4000
+
+
+def test_no_page_is_over_four_thousand_words():
+    """A page states current results once; a page that grows past this is several pages."""
+    words = {str(p.relative_to(DOCS)): len(p.read_text(encoding="utf-8").split()) for p in _pages()}
+    assert {page: n for page, n in words.items() if n > MAX_WORDS} == {}
+
+
+#: A path into the checkout's own folders, which ``pip install evroute`` does not ship (a link to
+#: a documentation page such as ``reproductions/sumo.md`` is not one).
+CHECKOUT_PATH = re.compile(r"(?<![\w./-])(?:scripts|tests|benchmarks|reproductions)/(?![\w-]+\.md\b)")
+
+
+def _outside_from_a_checkout(path: Path) -> list[str]:
+    """The lines of a Markdown file that name a checkout path outside every section headed
+    "From a checkout" (headings inside fenced code are not headings)."""
+    found, headings, fenced = [], [], False
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        heading = None if fenced else re.match(r"(#{1,6}) (.*)", line)
+        if heading:
+            level = len(heading[1])
+            headings = [(lv, title) for lv, title in headings if lv < level] + [(level, heading[2])]
+        elif CHECKOUT_PATH.search(line) and not any("From a checkout" in title for _, title in headings):
+            found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}")
+    return found
+
+
+def test_the_pages_name_the_checkouts_folders_only_from_a_checkout():
+    """pip install ships neither the tests nor the benchmarks nor the reproductions: the pages and
+    the README name them only under a heading "From a checkout"."""
+    found = [hit for page in [*_pages(), ROOT / "README.md"] for hit in _outside_from_a_checkout(page)]
+    assert found == []
+
+
+def test_no_page_names_a_path_of_the_machine_it_was_written_on():
+    machine = re.compile(r"(?<![\w.])/(?:tmp|work|home|root|Users)/")
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in [*_pages(), ROOT / "README.md"]
+             for m in machine.finditer(p.read_text(encoding="utf-8"))]
+    assert found == []

@@ -41,7 +41,7 @@ def test_wheel_carries_and_reads_the_registries(tmp_path):
         assert f"evroute/data/{name}.json" in names
     sources = {p.relative_to(REPO).as_posix() for p in (REPO / "evroute").rglob("*.py")}
     assert sources - names == set(), "modules missing from the wheel"
-    assert not any(n.startswith(("data/", "tests/", "scripts/")) for n in names)
+    assert not any(n.startswith(("data/", "tests/", "benchmarks/", "reproductions/")) for n in names)
     # read from the unpacked wheel, in a folder outside the checkout, with the source
     # tree out of sys.path
     code = ("import evroute, evroute.registry as r, sys; "

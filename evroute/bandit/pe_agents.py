@@ -297,7 +297,7 @@ def _pe_factory(setup: AgentSetup, delta=0.05, beta_scale=1.0, xi_scale=1.0, tv_
 
 #: The time-varying backend ``tv_model=auto`` picks: the exact dense Kalman filter up to this
 #: many edges (about 0.1 s a round at 2,145 edges, 0.8 s at 5,620), the sliding window above
-#: (the truncated eigenbasis keeps too little of these kernels' variance: scripts/check_time_varying.py).
+#: (the truncated eigenbasis keeps too little of these kernels' variance: benchmarks/time_varying.py).
 TV_DENSE_MAX_EDGES = 3_000
 
 

@@ -20,7 +20,7 @@ O(E r²) for all edges' standard deviations: no E×E matrix.
 With rank = E the remainder is zero and the model is the exact time-varying posterior
 (:mod:`evroute.models.kalman`; tested equal). Below that it is an approximation whose
 quality is the share of the prior variance the eigenbasis keeps (``explained_variance``).
-Measured (``scripts/check_time_varying.py``, docs/reproductions/paper-004.md): for evroute's kernels that share is
+Measured (``benchmarks/time_varying.py``, docs/reproductions/paper-004.md): for evroute's kernels that share is
 small (the graph Matérn spectrum is flat at its top: 512 of Luxembourg's 5,620 pairs keep
 43 %), and the unlearnt remainder leaves errors of several σ₀ on the most driven edges, so
 the agents prefer :mod:`evroute.models.window` on large networks.

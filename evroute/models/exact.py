@@ -74,7 +74,7 @@ class ExactGPModel(PosteriorModel):
     four probe edges are recomputed exactly from K and the counts (O(n₀²) each, via the
     refinement above); the refinement must converge. Tolerance: ``check_tol`` times the
     largest prior variance (σ²) or standard deviation (μ). Measured drift without any
-    refactorisation on 500 rounds at E = 5,600 (``scripts/bench_models.py``) stays near
+    refactorisation on 500 rounds at E = 5,600 (``benchmarks/posterior_updates.py``) stays near
     1e-13, hence no periodic refactorisation by default. Variances are clipped at 0 on
     output; everything is float64.
 
@@ -574,7 +574,7 @@ def _threads(name, value):
 _threads.bounds = f"auto or [1, {MAX_THREADS}]"
 
 
-#: The options of ``--model exact[...]`` (defaults: measured in scripts/bench_models.py).
+#: The options of ``--model exact[...]`` (defaults: measured in benchmarks/posterior_updates.py).
 OPTIONS = (
     Option("merge", _merge_rule, "auto", "when to fold the active block into the base: auto, always or never"),
     Option("max_active", positive_int, 2048, "merge whenever the active block holds more edges than this"),
@@ -584,15 +584,15 @@ OPTIONS = (
     Option("update", _update_rule, "local", "sparse-precision priors: local (each update on a domain around the "
            "route, with error bounds: rigorous for the means, first-order for the variances) or global (one "
            "factorisation of Q + D; the reference); dense "
-           "priors ignore it", "docs/performance.md: local updates"),
+           "priors ignore it", "docs/performance-scale.md: local updates"),
     Option("tol", in_range(0, TOL_MAX, lo_open=True, why="relative error bound"), 1e-8, "update=local: bound on the error of every mean (relative to sigma_0; a rigorous "
            "bound) and variance (to sigma_0^2; a first-order bound)"),
     Option("threads", _threads, "auto", "update=local: 1 or 2 threads, or auto: 2 where the process may use two "
            "CPUs or more (chunks are conditioned in two lanes, or in pairs; the results are the same bits for either)",
-           "measured: 100k gp-ucb 1.6x faster a round on two threads (docs/performance.md)"),
+           "measured: 100k gp-ucb 1.6x faster a round on two threads (docs/performance-scale.md)"),
     Option("chunk", int_range(1, CHUNK_MAX, why="route edges conditioned at once"), CHUNK, "update=local: the most "
            "route edges conditioned at once, on one domain (a round's are cut into an even number of equal chunks; "
-           "measured in docs/performance.md)"),
+           "measured in docs/performance-scale.md)"),
 )
 
 

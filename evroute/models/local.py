@@ -94,7 +94,7 @@ __all__ = ["LocalGMRFPosterior", "TOL_MAX", "CHUNK", "CHUNK_MAX", "MAX_SWEEPS", 
 #: The largest tolerance accepted (relative to σ₀ and σ₀²).
 TOL_MAX = 1e-2
 #: The most route edges conditioned at once: 48 was the fastest of 32–64 at 100k and 1M, and
-#: 40–56 are within the noise of each other since the order (docs/performance.md, "The chunk";
+#: 40–56 are within the noise of each other since the order (docs/performance-scale.md, "The chunk";
 #: the spec's prototype found 32 and 64 equally fast per edge on one thread).
 CHUNK = 48
 #: The largest chunk the option accepts (a chunk's dense work grows as its square).

@@ -24,7 +24,7 @@ that missed a meeting would show on one thread as on two (``tests/test_models_or
 :func:`run_in_lanes` (the local update's lanes). Tasks in lanes, the result that of the order
 b_0, a_0, b_1, a_1, …; the threads run the lanes side by side and commit out of that order,
 claiming footprints and rolling back where two tasks met unordered. Measured side by side
-(docs/performance.md, "The ordered executor"), :func:`run_in_order` with each task's base its
+(docs/performance-scale.md, "The ordered executor"), :func:`run_in_order` with each task's base its
 lane's previous task gave the same bits but was 4–7 % slower on the lanes' rounds at 100k and
 300k edges (commits in order: a lane waits for the other's slower task), so the lanes stay.
 """

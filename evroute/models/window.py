@@ -12,8 +12,8 @@ correlation (1 − ε)^{H/2} has fallen to about e^{−1/2}). The cost is twice 
 fresh base every H/2 rounds.
 
 It is an approximation (it forgets abruptly, and treats a window's data as if they were all
-current); the exact time-varying posterior is ``kalman`` (dense, E ≤ 20,000). ``scripts/
-check_time_varying.py`` measures both against each other on Monaco.
+current); the exact time-varying posterior is ``kalman`` (dense, E ≤ 20,000). ``benchmarks/
+time_varying.py`` measures both against each other on Monaco.
 
 ``log_evidence``: the chain rule with each round's predictive from the answering posterior
 (its joint block where the base gives one, else independent marginals), like the exact

@@ -155,7 +155,7 @@ def retain_freed_memory() -> bool:
     for every factorisation; by default glibc maps such large blocks as new pages and returns
     them when freed, so every factorisation pays the kernel for zeroed pages again. Keeping
     them in the heap made the local posterior's rounds 6–14 % faster on synthetic-100k
-    (``docs/performance.md``), for about 0.15 GB more resident memory. Results do not change.
+    (``docs/performance-scale.md``), for about 0.15 GB more resident memory. Results do not change.
 
     Returns
     -------
@@ -233,7 +233,7 @@ class SparseSolver:
 
     The factor itself is not exposed (cholespy keeps it); :class:`SparseCholesky` adds one
     where it is needed. Measured on the synthetic cities (graph Matérn P² with ν = 2,
-    ``scripts/bench_scale.py``): a factorisation costs about 300 solves of one right-hand
+    ``benchmarks/scale.py``): a factorisation costs about 300 solves of one right-hand
     side each (in batches of 64), from 3k to 100k edges.
 
     Parameters

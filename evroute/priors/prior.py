@@ -49,7 +49,7 @@ NOISE_SCALE = 0.1
 DENSE_MAX_EDGES = 40_000
 #: A :class:`evroute.priors.network_prior.NetworkPrior` with the graph kernel and an integer ν works from its sparse
 #: precision (:class:`evroute.priors.graph_prior.GraphMaternPrior`; the ``exact`` backend then conditions the GMRF)
-#: from this many edges on, densely below. Measured (``scripts/bench_scale.py``, docs/performance.md,
+#: from this many edges on, densely below. Measured (``benchmarks/scale.py``, docs/performance-scale.md,
 #: the scaling ladder): from 1k edges the sparse form builds faster (Luxembourg 0.4 s vs 5.0 s)
 #: and runs GP-UCB and GP-BayesUCB faster per round (Luxembourg gp-ucb 0.049 vs 0.074 s),
 #: GP-TS about as fast; the two agree to ~1e-10. (:mod:`evroute.priors.network_prior` reads it.)

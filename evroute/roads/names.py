@@ -87,7 +87,7 @@ def network_spec(name: str) -> dict:
 
 
 #: Peak memory of building a synthetic city (networkx/osmnx graphs), per edge: measured
-#: 2.4 GB at 99k edges (``scripts/bench_scale.py``), plus the interpreter and libraries.
+#: 2.4 GB at 99k edges (``benchmarks/scale.py``), plus the interpreter and libraries.
 BUILD_BYTES_PER_EDGE = 24_000
 BUILD_BYTES_BASE = 400_000_000
 

@@ -253,17 +253,17 @@ BOUNDARIES = ("centre", "sumo")
 
 #: How far past a junction's centre SUMO's edge boundary lies, measured on Monaco: with exact
 #: positions the ``sumo`` convention then reproduces SUMO's per-traversal energies (median error
-#: 0.0 %, against 3.6 % at 3 m and 9.1 % at 0 m; scripts/bench_drives.py --boundary sumo).
+#: 0.0 %, against 3.6 % at 3 m and 9.1 % at 0 m; benchmarks/map_matching.py --boundary sumo).
 SUMO_JUNCTION_OFFSET_M = 6.0
 
 
 #: The odometer's error a step (:func:`odometry_positions`): a floor in metres plus a share of the
 #: step's length (a logger's speed is a few per cent off, the trapezoid misses the acceleration
 #: within a step, and a matched route that is not the driven one has another length). Chosen on
-#: SUMO's Monaco drives (scripts/bench_drives.py; floors 0.5–2 m, shares 5–20 % tried): the
+#: SUMO's Monaco drives (benchmarks/map_matching.py; floors 0.5–2 m, shares 5–20 % tried): the
 #: loosest was best at 10 and 20 m of noise in SUMO's accounting. Against the import's own
 #: accounting of the exact positions (``--odometry``), 1 m and 10 % is a point better at 10 m and
-#: worse at 20 m; kept, as every fleet in the docs was imported with these (docs/performance.md).
+#: worse at 20 m; kept, as every fleet in the docs was imported with these (docs/performance-matching.md).
 ODOMETRY_FLOOR_M = 2.0
 ODOMETRY_SHARE = 0.2
 
@@ -403,7 +403,7 @@ def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = 
     :meth:`Matcher.match`; ``boundary`` as :func:`trip_traversals`) and the number of fixes placed
     on the network. ``smooth``: the positions from the GPS and the speed together
     (:func:`odometry_positions`, at the matcher's noise); False: the matched positions as they are
-    (exact fixes, as scripts/bench_drives.py's reference reads them). A fix without a speed
+    (exact fixes, as benchmarks/map_matching.py's reference reads them). A fix without a speed
     takes the speed of the track the positions make (:func:`trip_speeds`), as if logged: for the
     matcher's distances driven, the positions along the route and the kinetic split alike."""
     rows, placed = [], 0
@@ -425,7 +425,7 @@ _WORKER: dict = {}
 #: The map matchers (``evroute drives import --matcher``): ``hmm``, evroute's own hidden Markov
 #: matcher (:class:`evroute.world.matching.HMMMatcher`, the default: more of the driven length
 #: on the right edge than leuvenmapmatching at every noise and rate measured, and about a hundred
-#: times as fast; scripts/bench_drives.py), and ``leuven``, leuvenmapmatching's
+#: times as fast; benchmarks/map_matching.py), and ``leuven``, leuvenmapmatching's
 #: (:class:`Matcher`).
 MATCHERS = {"hmm": HMMMatcher, "leuven": Matcher}
 

@@ -33,7 +33,7 @@ __all__ = ["HMMMatcher", "local_metres", "smooth_track", "fix_speeds", "BETA_PER
 
 #: β, the scale of a step's cost |d_route − d_ref| / β, per metre of the GPS noise σ: two
 #: projections each off by σ make d_route about σ√2 off. Chosen on SUMO's Monaco drives (30
-#: vehicles; 0.5, 1, 2 and 4 tried at 10 and 20 m, 1 and 0.2 Hz; scripts/bench_drives.py
+#: vehicles; 0.5, 1, 2 and 4 tried at 10 and 20 m, 1 and 0.2 Hz; benchmarks/map_matching.py
 #: --matcher hmm): 2 matched the most driven length at every noise and rate but one.
 BETA_PER_NOISE = 2.0
 #: The most roads a fix may be on (its nearest ones within reach): where two-way streets meet,
@@ -49,7 +49,7 @@ REACH_BETAS = 20.0
 
 #: The random acceleration of :func:`fix_speeds`' motion model (m²/s³, the spectral density of a
 #: white-noise acceleration): how fast a car's velocity may wander between fixes. Chosen on SUMO's
-#: Monaco drives without their speeds (scripts/bench_drives.py --no-speed; docs/performance.md).
+#: Monaco drives without their speeds (benchmarks/map_matching.py --no-speed; docs/performance-matching.md).
 ACCELERATION_NOISE = 1.0
 
 

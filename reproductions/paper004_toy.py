@@ -18,24 +18,23 @@ f of the chosen point.
 
 Usage::
 
-    python scripts/reproduce_ziomek.py                  # 30 seeds
-    python scripts/reproduce_ziomek.py --seeds 5         # a quick look
+    python reproductions/paper004_toy.py                  # 30 seeds
+    python reproductions/paper004_toy.py --seeds 5         # a quick look
 
 Prints the final cumulative regret (mean ± s.e.) per method and the share of rounds each
-method chose each prior (Fig. 2b's histogram); ``--out`` writes a CSV (temp file, rename).
+method chose each prior (Fig. 2b's histogram); ``--out DIR`` also writes the table and the raw rows there.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser, write_rows  # noqa: E402
 from evroute.bandit.agents import AgentSetup, make_agent  # noqa: E402
 from evroute.bandit.environments import StaticEnvironment  # noqa: E402
 from evroute.bandit.loop import run_loop  # noqa: E402
@@ -104,18 +103,16 @@ def run(method: str, seed: int, K, oracle) -> tuple[float, list[str]]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("--seeds", type=int, default=30)
-    p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     K = kernel()
     src = np.concatenate([np.zeros(N, np.int64), 1 + np.arange(N)])
     dst = np.concatenate([1 + np.arange(N), np.full(N, N + 1)])
     oracle = Oracle(N + 2, src, dst)
     rows = []
-    print(f"Paper 004's toy, T = {T}, {args.seeds} seeds; the truth from prior 2\n")
-    print("| method | final regret (mean ± s.e.) | rounds on prior 2 | most chosen prior |")
-    print("| --- | ---: | ---: | --- |")
+    table = Table(["method", "final regret (mean ± s.e.)", "rounds on prior 2", "most chosen prior"], align="lrrl",
+                  title=f"Paper 004's toy, T = {T}, {args.seeds} seeds; the truth from prior 2")
     for m in METHODS:
         regs, chosen = [], []
         for s in range(args.seeds):
@@ -128,14 +125,9 @@ def main(argv=None) -> int:
         top = max(set(chosen), key=chosen.count) if chosen else "–"
         hist = {f"prior {q}": chosen.count(f"prior {q}") / len(chosen) for q in range(11)} if chosen else {}
         rows.append({"method": m, "regret_mean": regs.mean(), "regret_se": se, **hist})
-        print(f"| {m} | {regs.mean():.2f} ± {se:.2f} | {'' if math.isnan(share) else f'{100 * share:.0f} %'} | "
-              f"{top} |", flush=True)
-    if args.out is not None:
-        import pandas as pd
-
-        from evroute.io import atomic_write_with
-
-        atomic_write_with(args.out, lambda p: pd.DataFrame(rows).to_csv(p, index=False))
+        table.add(m, f"{regs.mean():.2f} ± {se:.2f}", "" if math.isnan(share) else f"{100 * share:.0f} %", top)
+    write_rows(args.out, "paper004-toy", rows)
+    finish(args.out, "paper004-toy", table)
     return 0
 
 

@@ -13,7 +13,7 @@ observed at the end. Two workloads:
 
 Usage::
 
-    python scripts/bench_models.py [--edges 5600] [--rounds 500] [--path 60]
+    python benchmarks/posterior_updates.py [--edges 5600] [--rounds 500] [--path 60]
         [--distinct 1500] [--workload uniform routes] [--variant default always never bi]
         [--set refactor_every=0 ...] [--kernel-cache K.npy]
 
@@ -25,22 +25,20 @@ observations of an ``evroute simulate`` run directory (its ``observations.parque
 round) into each variant, with the run's own kernel, prior and noise, and also prints
 where the time goes (cumulative time of the exact backend's internal steps)::
 
-    EVROUTE_DATA_DIR=../shared/data evroute simulate --network luxembourg --route A \
-        --policy gp-ucb --horizon 50 --out ucb50
-    python scripts/bench_models.py --replay ucb50 --variant default always
+    evroute simulate --network luxembourg --route A --policy gp-ucb --horizon 50 --out ucb50
+    python benchmarks/posterior_updates.py --replay ucb50 --variant default always
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser, spread  # noqa: E402
 from evroute.models import make_model  # noqa: E402
 from evroute.priors.prior import DensePrior  # noqa: E402
 
@@ -186,10 +184,7 @@ def run(K, workload, variant, rounds, path, distinct, seed, noise_var, extra=Non
         cpu.append(time.process_time() - c0)
     times, cpu = np.array(times), np.array(cpu)
     out = {
-        "median": float(np.median(times)),
-        "p95": float(np.quantile(times, 0.95)),
-        "max": float(times.max()),
-        "mean": float(times.mean()),
+        **spread(times),
         "last50_median": float(np.median(times[-50:])),
         "cpu_median": float(np.median(cpu)),
         "cpu_p95": float(np.quantile(cpu, 0.95)),
@@ -215,14 +210,13 @@ def run(K, workload, variant, rounds, path, distinct, seed, noise_var, extra=Non
     return out
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    ap = parser(__doc__, seed=1)
     ap.add_argument("--edges", type=int, default=5600)
     ap.add_argument("--rounds", type=int, default=None, help="rounds (default 500; with --replay, all)")
     ap.add_argument("--path", type=int, default=60)
     ap.add_argument("--distinct", type=int, default=1500)
     ap.add_argument("--noise-var", type=float, default=0.16, help="ς²/σ₀² = 0.1²/0.25²")
-    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--workload", nargs="+", default=["uniform", "routes"], choices=["uniform", "routes"]
     )
@@ -258,14 +252,16 @@ def main(argv=None):
             except ValueError:
                 extra[k] = v
     t0 = time.perf_counter()
+    table, notes = Table(COLUMNS, align="ll"), []
     if a.replay:
         K, prior_mean, noise_var, data = load_replay(a.replay, a.rounds)
         print(f"replaying {len(data)} rounds of {a.replay} (E = {K.shape[0]}), "
               f"loaded in {time.perf_counter() - t0:.1f}s", flush=True)
         for var in a.variant:
             r = run(K, "replay", var, len(data), 0, 0, a.seed, noise_var, extra, replay=(prior_mean, data))
-            _print_result("replay", var, r)
-        return
+            _add_result(table, notes, "replay", var, r)
+        finish(a.out, "posterior-updates-replay", table, notes=notes)
+        return 0
     if a.kernel_cache and Path(a.kernel_cache).exists():
         K = np.load(a.kernel_cache)
     else:
@@ -276,31 +272,27 @@ def main(argv=None):
     for wl in a.workload:
         for var in a.variant:
             r = run(K, wl, var, a.rounds or 500, a.path, a.distinct, a.seed, a.noise_var, extra)
-            _print_result(wl, var, r)
+            _add_result(table, notes, wl, var, r)
+    finish(a.out, "posterior-updates", table, notes=notes)
+    return 0
 
 
-def _print_result(wl, var, r):
-    info = ""
+COLUMNS = ["workload", "variant", "distinct edges", "median ms", "p95 ms", "max ms", "mean ms", "last 50: median ms",
+           "CPU median ms", "CPU p95 ms", "CPU mean ms"]
+
+
+def _add_result(table, notes, wl, var, r):
+    ms = {k: r[k] * 1e3 for k in ("median", "p95", "max", "mean", "last50_median", "cpu_median", "cpu_p95", "cpu_mean")}
+    table.add(wl, var, r["distinct"], f"{ms['median']:.1f}", f"{ms['p95']:.1f}", f"{ms['max']:.0f}", f"{ms['mean']:.1f}",
+              f"{ms['last50_median']:.1f}", f"{ms['cpu_median']:.1f}", f"{ms['cpu_p95']:.1f}", f"{ms['cpu_mean']:.1f}")
     if "merges" in r:
-        info = (
-            f" merges={r['merges']} refactors={r['refactors']}"
-            f" check_fail={r['check_failures']} refactor={r['refactor_s']:.2f}s"
-            f" drift after {r['since_refactor']} rounds: mean {r['drift_mean']:.1e}"
-            f" std(rel) {r['drift_std_rel']:.1e}"
-        )
-    print(
-        f"{wl:8s} {var:10s} distinct={r['distinct']} "
-        f"median={r['median'] * 1e3:.1f}ms p95={r['p95'] * 1e3:.1f}ms "
-        f"max={r['max'] * 1e3:.0f}ms mean={r['mean'] * 1e3:.1f}ms "
-        f"last50-median={r['last50_median'] * 1e3:.1f}ms | cpu: "
-        f"median={r['cpu_median'] * 1e3:.1f}ms p95={r['cpu_p95'] * 1e3:.1f}ms "
-        f"mean={r['cpu_mean'] * 1e3:.1f}ms{info}",
-        flush=True,
-    )
+        notes.append(f"{wl} {var}: merges {r['merges']}, refactors {r['refactors']}, failed checks "
+                     f"{r['check_failures']}, a refactorisation {r['refactor_s']:.2f} s; drift after "
+                     f"{r['since_refactor']} rounds: mean {r['drift_mean']:.1e}, std (relative) {r['drift_std_rel']:.1e}")
     if "steps_ms_per_round" in r:
         steps = ", ".join(f"{k.lstrip('_')} {v:.1f}" for k, v in r["steps_ms_per_round"].items())
-        print(f"{'':19s} ms/round in (nested, cumulative): {steps}", flush=True)
+        notes.append(f"{wl} {var}: ms a round in (nested, cumulative): {steps}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

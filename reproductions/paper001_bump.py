@@ -1,4 +1,4 @@
-"""Paper 001's own experiment, reduced (issue "Nyström dictionaries"): the Bump environment
+"""Paper 001's own experiment, reduced: the Bump environment
 with EK-UCB, exact kernel UCB (K-UCB) and BKB, through evroute's dictionary engine.
 
 The environment (paper 001 §6 and spec nystrom-dictionaries §3; the details of the authors'
@@ -32,17 +32,16 @@ Methods (λ = ridge = the engine's noise variance; μ = λ as in the paper's tex
 
 Usage::
 
-    python scripts/reproduce_ekucb.py                    # T = 2000, λ ∈ {1, 10, 100}, 3 seeds
-    python scripts/reproduce_ekucb.py --horizon 300 --lambdas 10 --seeds 1   # a quick look
+    python reproductions/paper001_bump.py                    # T = 2000, λ ∈ {1, 10, 100}, 3 seeds
+    python reproductions/paper001_bump.py --horizon 300 --lambdas 10 --seeds 1   # a quick look
 
 Prints one Markdown row per (λ, method): final regret mean ± s.e. over seeds, seconds per run,
-final dictionary size m, and d_eff = Tr(K(K + λI)⁻¹) on the K-UCB run's points. ``--out``
-also writes the table as CSV (temp file, then rename).
+final dictionary size m, and d_eff = Tr(K(K + λI)⁻¹) on the K-UCB run's points. ``--out DIR``
+also writes the table and the raw rows there.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -50,8 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser, write_rows  # noqa: E402
 from evroute.bandit.policies import gp_beta_from_radius  # noqa: E402
 from evroute.models import make_model  # noqa: E402
 from evroute.models.nystrom import BKBPosterior, KORSPosterior  # noqa: E402
@@ -128,7 +127,7 @@ def run(method: str, env: Bump, lam: float, seed: int, gamma_factor: float = 1.0
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("--horizon", type=int, default=2000)
     p.add_argument("--lambdas", default="1,10,100")
     p.add_argument("--seeds", type=int, default=3)
@@ -138,16 +137,14 @@ def main(argv=None) -> int:
     p.add_argument("--mus", default=None, help="EK-UCB's KORS ridges μ to sweep (default: μ = λ); the code's "
                    "Bump sweep is λ = 10, μ ∈ {1, 10, 100}")
     p.add_argument("--methods", default=None, help="comma-separated subset of random,K-UCB,EK-UCB,BBKB,CBKB")
-    p.add_argument("--out", type=Path, default=None, help="also write the table as CSV")
     args = p.parse_args(argv)
     methods = ["random", "K-UCB", "EK-UCB", "BBKB"] + (["CBKB"] if args.cbkb else [])
     if args.methods:
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     rows = []
-    print(f"Bump, T = {args.horizon}, {args.seeds} seeds, fixed radius {RADIUS} (papers' units), "
-          f"Gaussian kernel ℓ = {LENGTHSCALE}\n")
-    print("| λ | μ | method | final regret (mean ± s.e.) | s / run | m at T | d_eff |")
-    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    table = Table(["λ", "μ", "method", "final regret (mean ± s.e.)", "s / run", "m at T", "d_eff"], align="rrl",
+                  title=f"Bump, T = {args.horizon}, {args.seeds} seeds, fixed radius {RADIUS} (papers' units), "
+                        f"Gaussian kernel ℓ = {LENGTHSCALE}")
     for lam in [float(x) for x in args.lambdas.split(",")]:
         for method in methods:
             mus = [float(x) for x in args.mus.split(",")] if (args.mus and method == "EK-UCB") else [None]
@@ -162,15 +159,11 @@ def main(argv=None) -> int:
                        "seconds": float(np.mean([r["seconds"] for r in res])),
                        "m": float(np.mean([r["m"] for r in res])), "d_eff": deff}
                 rows.append(row)
-                print(f"| {lam:g} | {f'{mu_used:g}' if method == 'EK-UCB' else ''} | {method} | "
-                      f"{row['regret_mean']:.1f} ± {se:.1f} | {row['seconds']:.1f} | {row['m']:.0f} | "
-                      f"{'' if math.isnan(deff) else f'{deff:.0f}'} |", flush=True)
-    if args.out is not None:
-        import pandas as pd
-
-        from evroute.io import atomic_write_with
-
-        atomic_write_with(args.out, lambda p: pd.DataFrame(rows).to_csv(p, index=False))
+                table.add(f"{lam:g}", f"{mu_used:g}" if method == "EK-UCB" else "", method,
+                          f"{row['regret_mean']:.1f} ± {se:.1f}", f"{row['seconds']:.1f}", f"{row['m']:.0f}",
+                          "" if math.isnan(deff) else f"{deff:.0f}")
+    write_rows(args.out, "paper001-bump", rows)
+    finish(args.out, "paper001-bump", table)
     return 0
 
 

@@ -1,8 +1,9 @@
-"""Match quality and throughput of ``evroute drives import`` against SUMO's answer key
-(issue "Drives in"): SUMO drives on a network, degraded to a GPS noise and a rate, imported, and
-compared traversal by traversal with SUMO's own accounting.
+"""Match quality and throughput of ``evroute drives import`` against SUMO's answer key.
 
-    python scripts/bench_drives.py monaco --vehicles 30 --noise 0,5,10,20 --rates 1,0.2
+SUMO drives on a network, degraded to a GPS noise and a rate, imported, and compared traversal
+by traversal with SUMO's own accounting (needs the sumo extra)::
+
+    python benchmarks/map_matching.py monaco --vehicles 30 --noise 0,5,10,20 --rates 1,0.2
 
 Reports, per noise and rate: the share of the driven length (the answer key's complete
 traversals) whose edge the import found at that time, the median absolute error of the matched
@@ -17,16 +18,19 @@ import writes).
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from evroute.physics.energy import load_vehicle
-from evroute.roads.network import load_network
-from evroute.world import drives, matching
-from evroute.world.drives import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser  # noqa: E402
+from evroute.physics.energy import load_vehicle  # noqa: E402
+from evroute.roads.network import load_network  # noqa: E402
+from evroute.world import drives, matching  # noqa: E402
+from evroute.world.drives import (  # noqa: E402
     MATCHERS,
     TRAVERSAL_COLUMNS,
     ImportReport,
@@ -36,7 +40,7 @@ from evroute.world.drives import (
     plausible_traversals,
     trip_speeds,
 )
-from evroute.world.sumo import sumo_drives
+from evroute.world.sumo import sumo_drives  # noqa: E402
 
 
 def compare(answer: pd.DataFrame, got: pd.DataFrame, length: np.ndarray) -> dict:
@@ -77,11 +81,10 @@ def compare(answer: pd.DataFrame, got: pd.DataFrame, length: np.ndarray) -> dict
             "total_err": ours / theirs - 1.0}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    ap = parser(__doc__, seed=0)
     ap.add_argument("network")
     ap.add_argument("--vehicles", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--noise", default="0,5,10,20")
     ap.add_argument("--rates", default="1,0.2")
     ap.add_argument("--dem")
@@ -102,7 +105,7 @@ def main() -> None:
     ap.add_argument("--acceleration", type=float,
                     help="the random acceleration of the speed estimated from positions where a trace has none, m²/s³ "
                          "(evroute.world.matching.ACCELERATION_NOISE; default: theirs)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.acceleration is not None:
         matching.ACCELERATION_NOISE = args.acceleration
     if args.odometry:
@@ -142,22 +145,24 @@ def main() -> None:
     print(f"# the import's own accounting: the 1 Hz drives without noise, {100 * key_match['length_right']:.1f} % of the "
           f"driven length on the right edge, {100 * key_match['phantom']:.1f} % of its traversals pairing with none of the "
           "answer key's")
-    print("| GPS noise (m) | rate (Hz) | driven length on the right edge | traversals found | energy error "
-          "(median, ≥ 5 Wh) | energy error (median Wh) | edge_wh error (median, ≥ 5 Wh) | the found traversals' "
-          "energy summed | fixes a second | against the exact positions: energy error, edge_wh error | traversals "
-          "pairing with none of the answer key's | dropped as implausible |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    table = Table(["GPS noise (m)", "rate (Hz)", "driven length on the right edge", "traversals found",
+                   "energy error (median, ≥ 5 Wh)", "energy error (median Wh)", "edge_wh error (median, ≥ 5 Wh)",
+                   "the found traversals' energy summed", "fixes a second",
+                   "against the exact positions: energy error, edge_wh error",
+                   "traversals pairing with none of the answer key's", "dropped as implausible"], align="rr")
     for rate in [float(x) for x in args.rates.split(",")]:
         for noise in [float(x) for x in args.noise.split(",")]:
             got, fixes, seconds = imported(noise, rate)
             c = compare(d.answer, got, length)
             o = compare(own, got, length)
-            print(f"| {noise:g} | {rate:g} | {100 * c['length_right']:.1f} % | {100 * c['traversals_right']:.1f} % | "
-                  f"{100 * c['energy_err_median']:.1f} % | {c['energy_err_wh_median']:.2f} | "
-                  f"{100 * c['edge_err_median']:.1f} % | {100 * c['total_err']:+.2f} % | "
-                  f"{fixes / seconds:,.0f} | {100 * o['energy_err_median']:.1f} %, {100 * o['edge_err_median']:.1f} % | "
-                  f"{100 * c['phantom']:.1f} % | {got.attrs['dropped']:,} |", flush=True)
+            table.add(f"{noise:g}", f"{rate:g}", f"{100 * c['length_right']:.1f} %", f"{100 * c['traversals_right']:.1f} %",
+                      f"{100 * c['energy_err_median']:.1f} %", f"{c['energy_err_wh_median']:.2f}",
+                      f"{100 * c['edge_err_median']:.1f} %", f"{100 * c['total_err']:+.2f} %", f"{fixes / seconds:,.0f}",
+                      f"{100 * o['energy_err_median']:.1f} %, {100 * o['edge_err_median']:.1f} %",
+                      f"{100 * c['phantom']:.1f} %", f"{got.attrs['dropped']:,}")
+    finish(args.out, f"map-matching-{args.network}", table)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,43 +6,39 @@ length from a random edge to one a random walk reached), driven along the juncti
 at 12 m/s, a fix a second with ``--noise`` metres of GPS noise, matched one after another in this
 process: fixes a second, and the share of the driven length (the routes' interior edges) matched
 to the right edge. Prints one Markdown row per network (the peak memory is the process's so far:
-give the networks smallest first):
+give the networks smallest first)::
 
-    python scripts/bench_matcher_scale.py synthetic-100k,synthetic-1000k --drives 50 --noise 10
+    python benchmarks/matcher_scale.py synthetic-100k,synthetic-1000k --drives 50 --noise 10
 """
 
 from __future__ import annotations
 
-import argparse
-import resource
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from evroute.errors import EvrouteError
-from evroute.geo import EARTH_RADIUS_M
-from evroute.roads.network import load_network
-from evroute.roads.oracle import Oracle
-from evroute.world.matching import HMMMatcher
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser, peak_rss_gb  # noqa: E402
+from evroute.errors import EvrouteError  # noqa: E402
+from evroute.geo import EARTH_RADIUS_M  # noqa: E402
+from evroute.roads.network import load_network  # noqa: E402
+from evroute.roads.oracle import Oracle  # noqa: E402
+from evroute.world.matching import HMMMatcher  # noqa: E402
 
 SPEED = 12.0
 
 
-def rss_gb() -> float:
-    """The process's peak resident memory so far (GB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> int:
+    ap = parser(__doc__, seed=0)
     ap.add_argument("networks", help="comma-separated, e.g. synthetic-100k,synthetic-1000k")
     ap.add_argument("--drives", type=int, default=50)
     ap.add_argument("--hops", type=int, default=60)
     ap.add_argument("--noise", type=float, default=10.0)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    print("| network | edges | load s | matcher set-up s | peak memory GB | fixes | fixes a second | right edge % |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    args = ap.parse_args(argv)
+    table = Table(["network", "edges", "load s", "matcher set-up s", "peak memory GB", "fixes", "fixes a second",
+                   "right edge %"])
     for name in args.networks.split(","):
         t0 = time.perf_counter()
         net = load_network(name)
@@ -93,9 +89,11 @@ def main() -> None:
             total += float(length[inner].sum())
             fixes += grid.size
             done += 1
-        print(f"| {name} | {net.n_edges:,} | {t_load:.1f} | {t_setup:.2f} | {rss_gb():.2f} | {int(fixes):,} | "
-              f"{fixes / seconds:,.0f} | {100 * right / total:.1f} |", flush=True)
+        table.add(name, f"{net.n_edges:,}", f"{t_load:.1f}", f"{t_setup:.2f}", f"{peak_rss_gb():.2f}", f"{int(fixes):,}",
+                  f"{fixes / seconds:,.0f}", f"{100 * right / total:.1f}")
+    finish(args.out, "matcher-scale", table)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,12 +3,13 @@
 # App. C): Fig. 2 (GP vs BI with UCB/BUCB/TS), Fig. 3 (β_t parametrisations), Fig. 4–5
 # (lengthscale sweep) and Fig. 6–9 (exploration maps), on Luxembourg and Monaco.
 #
-# Usage: scripts/reproduce_paper.sh [OUT_DIR] [extra options for evroute compare...]
-#   e.g. scripts/reproduce_paper.sh results --jobs 8
-#        scripts/reproduce_paper.sh results --executor ray --ray-address auto
-#        scripts/reproduce_paper.sh results --dem luxembourg=/data/lux-dem.tif
+# Usage: reproductions/paper003.sh [OUT_DIR] [extra options for evroute compare...]
+#   e.g. reproductions/paper003.sh results --jobs 8
+#        reproductions/paper003.sh results --executor ray --ray-address auto
+#        reproductions/paper003.sh results --dem luxembourg=/data/lux-dem.tif
 #
-# The OSM files are read from $EVROUTE_DATA_DIR (default: ../shared/data next to the repo).
+# The OSM files come from the data folder (`evroute data fetch all`; $EVROUTE_DATA_DIR, else
+# ../shared/data beside the checkout where it exists).
 # Luxembourg has no elevation unless a DEM is given (--dem luxembourg=PATH).
 # Every step resumes: run the script again after an interruption and finished runs are kept.
 set -euo pipefail
@@ -16,7 +17,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-results}"
 shift || true
-export EVROUTE_DATA_DIR="${EVROUTE_DATA_DIR:-$here/../shared/data}"
+if [ -z "${EVROUTE_DATA_DIR:-}" ] && [ -d "$here/../shared/data" ]; then
+    export EVROUTE_DATA_DIR="$here/../shared/data"
+fi
 export MPLBACKEND=Agg
 
 for preset in paper-fig2 paper-fig3 paper-lengthscale; do
@@ -26,3 +29,4 @@ for preset in paper-fig2 paper-fig3 paper-lengthscale; do
     echo "== $preset: $(( $(date +%s) - start )) s" >&2
     evroute plot "$out/$preset"
 done
+python -c "import sys; sys.path.insert(0, '$here'); from benchmarks.harness import hardware; print('Hardware:', hardware())"

@@ -1,5 +1,4 @@
-"""Sparse Cholesky libraries side by side on the graph Matérn precision (issue "country
-scale", item 2: which library, and why).
+"""Sparse Cholesky libraries side by side on the graph Matérn precision: which library, and why.
 
 For one network, Q = P^ν + I (the pattern of the posterior precision Q + D, ν = 2, κ = 1):
 the time to factorise Q (the symbolic analysis included) and to solve with a block of
@@ -21,7 +20,7 @@ SciPy are evroute's dependencies; the others are measured to justify the choice.
   reference BLAS).
 
 ``--domain R``: instead of the whole network, the local posterior updates' problem
-(``spec/local-posteriors.md``, :mod:`evroute.models.local`): the domain within R hops of Q's
+(:mod:`evroute.models.local`): the domain within R hops of Q's
 graph around the first ``--edges`` edges of route A (32 unless told), its block of Q + I, and
 one right-hand side more than edges. It also measures whether a library can use the second
 core: the same factorisations and solves run twice one after the other, then on two threads at
@@ -31,18 +30,15 @@ nested-dissection order (:func:`evroute.priors.linalg.nested_dissection` of the 
 
 Usage::
 
-    EVROUTE_DATA_DIR=../shared/data python scripts/bench_sparse_solvers.py synthetic-100k
-    python scripts/bench_sparse_solvers.py luxembourg --rhs 64 --repeats 5
-    python scripts/bench_sparse_solvers.py synthetic-100k --domain 8 --repeats 7   # a local update's domain
-    python scripts/bench_sparse_solvers.py synthetic-100k --domain 8 --edges 48 --network-order --libraries superlu,superlu_ordered
-    python scripts/bench_sparse_solvers.py synthetic-1000k --libraries cholespy --rhs 8 --repeats 1   # the global fallback at 1M
+    python benchmarks/sparse_solvers.py synthetic-100k
+    python benchmarks/sparse_solvers.py luxembourg --rhs 64 --repeats 5
+    python benchmarks/sparse_solvers.py synthetic-100k --domain 8 --repeats 7   # a local update's domain
+    python benchmarks/sparse_solvers.py synthetic-100k --domain 8 --edges 48 --network-order --libraries superlu,superlu_ordered
+    python benchmarks/sparse_solvers.py synthetic-1000k --libraries cholespy --rhs 8 --repeats 1   # the global fallback at 1M
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -50,9 +46,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("EVROUTE_DATA_DIR", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser, peak_rss_gb  # noqa: E402
 from evroute.priors.graph_prior import graph_matern_operator  # noqa: E402
 from evroute.priors.linalg import (  # noqa: E402
     SparseSolver,
@@ -179,7 +174,7 @@ def domain(net, Q, radius: int, edges: int = 32, rank: np.ndarray | None = None)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("network", help="a network name, e.g. luxembourg or synthetic-100k")
     p.add_argument("--rhs", type=int, default=256, help="right-hand sides per solve (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=3)
@@ -207,18 +202,17 @@ def main(argv=None) -> int:
         Q, B = domain(net, Q, args.domain, args.edges, rank)
         E = Q.shape[0]
         how = " in the network's nested-dissection order" if rank is not None else ""
-        print(f"{args.network}, a domain of {args.domain} hops{how}: {E:,} edges, nnz = {Q.nnz:,}, {B.shape[1]} "
-              f"right-hand sides, median of {args.repeats}")
+        title = (f"{args.network}, a domain of {args.domain} hops{how}: {E:,} edges, nnz = {Q.nnz:,}, {B.shape[1]} "
+                 f"right-hand sides, median of {args.repeats}")
     else:
         E = Q.shape[0]
         B = np.zeros((E, args.rhs))
         B[(np.arange(args.rhs) * 7919) % E, np.arange(args.rhs)] = 1.0
-        print(f"{args.network}: {E:,} edges, nnz(Q) = {Q.nnz:,}, {args.rhs} right-hand sides, "
-              f"median of {args.repeats}")
+        title = (f"{args.network}: {E:,} edges, nnz(Q) = {Q.nnz:,}, {args.rhs} right-hand sides, "
+                 f"median of {args.repeats}")
     overlap = args.domain is not None
-    print("| library | factorise s | solve s | solve ms per right-hand side | max difference |"
-          + (" two threads × |" if overlap else ""))
-    print("| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if overlap else ""))
+    table = Table(["library", "factorise s", "solve s", "solve ms per right-hand side", "max difference",
+                   *(["two threads ×"] if overlap else [])], title=title)
     # the repeats go round the libraries in turn, so that a slow spell of the machine falls on
     # all of them alike (medians of interleaved runs)
     runs: dict[str, list] = {}
@@ -239,18 +233,17 @@ def main(argv=None) -> int:
     reference = None
     for name in names:
         if name in missing:
-            print(f"| {name} | not installed ({missing[name]}) | | | |")
+            table.add(name, f"not installed ({missing[name]})", "", "", "", *([""] if overlap else []))
             continue
         f, s = np.median(np.array(runs[name]), axis=0)
         X = solutions[name]
         if reference is None:
             reference = X
         diff = float(np.abs(X - reference).max() / np.abs(reference).max())
-        row = f"| {name} | {f:.4f} | {s:.4f} | {1000 * s / B.shape[1]:.2f} | {diff:.1e} |"
-        if overlap:
-            row += f" {two_thread_speedup(LIBRARIES[name], Q, B):.2f} |"
-        print(row)
-    print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2:.2f} GB")
+        table.add(name, f"{f:.4f}", f"{s:.4f}", f"{1000 * s / B.shape[1]:.2f}", f"{diff:.1e}",
+                  *([f"{two_thread_speedup(LIBRARIES[name], Q, B):.2f}"] if overlap else []))
+    finish(args.out, f"sparse-solvers-{args.network}", table,
+           notes=[f"peak RSS of the process: {peak_rss_gb():.2f} GB"])
     return 0
 
 

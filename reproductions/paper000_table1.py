@@ -18,17 +18,16 @@ conversion is tested against the paper's own formulas (tests/test_bounds.py).
 
 Usage::
 
-    python scripts/reproduce_flynn_reeb.py                    # T = 1000, 10 repetitions (long)
-    python scripts/reproduce_flynn_reeb.py --horizon 300 --reps 3   # a quick look
-    python scripts/reproduce_flynn_reeb.py --horizon 200 --c-horizon 1000 --reps 3   # with CMM: its 200 rounds
+    python reproductions/paper000_table1.py                    # T = 1000, 10 repetitions (long)
+    python reproductions/paper000_table1.py --horizon 300 --reps 3   # a quick look
+    python reproductions/paper000_table1.py --horizon 200 --c-horizon 1000 --reps 3   # with CMM: its 200 rounds
 
 Prints the Table 1 layout (cumulative regret at T, mean ± sd over repetitions) with the
-paper's numbers beside it; ``--out`` writes a CSV (temp file, then rename).
+paper's numbers beside it; ``--out DIR`` also writes the table and the raw rows there.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -37,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import scipy.linalg as sla
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser, write_rows  # noqa: E402
 from evroute.bandit.bounds import DMM_GRID, amm_beta, ay_beta, dual_bounds, igp_beta, rtilde2  # noqa: E402
 
 D = 3
@@ -186,14 +185,13 @@ def run(method: str, kname: str, ls: float, T: int, rep: int, c_horizon: int | N
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("--horizon", type=int, default=1000)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--settings", default=None, help="subset, e.g. RBF-0.5,M5/2-0.2")
     p.add_argument("--c-horizon", type=int, default=None,
                    help="the T in the Matérn mixture scale c = T^(-d/(2d+2nu)) (default: --horizon; paper: 1000)")
     p.add_argument("--methods", default=",".join(METHODS[:-1]), help="default: all but CMM")
-    p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     settings = SETTINGS
     if args.settings:
@@ -215,19 +213,12 @@ def main(argv=None) -> int:
                   file=sys.stderr, flush=True)
     heads = [f"{k} ℓ={ls:g}" for k, ls in settings]
     idx = [SETTINGS.index(s) for s in settings]
-    print(f"Cumulative regret at T = {args.horizon}, mean ± sd over {args.reps} repetitions (evroute / paper 000 "
-          "Table 1, T = 1000, 10 runs)\n")
-    print("| method | " + " | ".join(heads) + " |")
-    print("| --- |" + " ---: |" * len(heads))
+    out = Table(["method", *heads], title=f"Cumulative regret at T = {args.horizon}, mean ± sd over {args.reps} "
+                "repetitions (evroute / paper 000 Table 1, T = 1000, 10 runs)", stream=False)
     for m in methods:
-        print(f"| {m} | " + " | ".join(f"{ours} / {PAPER[m][i]}" for ours, i in zip(table[m], idx, strict=True))
-              + " |")
-    if args.out is not None:
-        import pandas as pd
-
-        from evroute.io import atomic_write_with
-
-        atomic_write_with(args.out, lambda p: pd.DataFrame(rows).to_csv(p, index=False))
+        out.add(m, *(f"{ours} / {PAPER[m][i]}" for ours, i in zip(table[m], idx, strict=True)))
+    write_rows(args.out, "paper000-table1", rows)
+    finish(args.out, "paper000-table1", out)
     return 0
 
 

@@ -1,35 +1,33 @@
-"""Scaling ladder of the sparse graph prior (issue "country scale"): seconds a round, median and
-95th percentile, at one network size, and the peak memory.
+"""The scaling ladder of the sparse graph prior: seconds a round (median and 95th percentile) at one
+network size, and the peak memory.
 
 By default it measures the command a user types, on the defaults, with nothing in the
 environment: for each policy, ``evroute simulate --network synthetic-<N>k --kernel graph
 --policy P --horizon R`` in a fresh process (the rounds' seconds read from the run's
 ``rounds.parquet``; the peak resident memory of the largest of these processes)::
 
-    python scripts/bench_scale.py 100k --rounds 20 --policies gp-ucb,gp-bucb,gp-ts
-    python scripts/bench_scale.py 1000k --rounds 8 --policies gp-ts,gp-ucb
-    python scripts/bench_scale.py 100k --args "--model exact[threads=1]"   # a setting side by side
+    python benchmarks/scale.py 100k --rounds 20 --policies gp-ucb,gp-bucb,gp-ts
+    python benchmarks/scale.py 1000k --rounds 8 --policies gp-ts,gp-ucb
+    python benchmarks/scale.py 100k --args "--model exact[threads=1]"   # a setting side by side
 
 ``--in-process`` runs the agents inside this process instead (route A, the graph Matérn kernel
 κ = 1, ν = 2, the paper's σ₀ and ς, a truth drawn from the same prior) and prints each phase (the
 network build, the prior's factorisation and selected inversion, the truth) and where a local
 update's time goes: a development tool::
 
-    python scripts/bench_scale.py luxembourg --in-process --dense   # the dense exact backend
-    python scripts/bench_scale.py 100k --in-process --kernel combined --model nystrom --policies gp-ts,gp-ucb
-    python scripts/bench_scale.py 100k --in-process --warm --model "exact[update=global]"
+    python benchmarks/scale.py luxembourg --in-process --dense   # the dense exact backend
+    python benchmarks/scale.py 100k --in-process --kernel combined --model nystrom --policies gp-ts,gp-ucb
+    python benchmarks/scale.py 100k --in-process --warm --model "exact[update=global]"
 
 Cold by default (a fresh cache: the first command builds the network and the prior's variances;
 ``--warm`` uses the user's cache). A size is ``synthetic-<N>k`` (``<N>k`` for short) or a
-network name. Prints one Markdown row (``--header`` first prints the header).
+network name. Prints a Markdown table of one row and the hardware line.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
-import resource
 import shlex
 import shutil
 import subprocess
@@ -40,11 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
 if "--warm" not in sys.argv:  # cold by default: network build and selected inversion timed from scratch
     os.environ["EVROUTE_CACHE_DIR"] = tempfile.mkdtemp(prefix="evroute-bench-scale-")
 
 import evroute.priors.network_prior as network_prior_module  # noqa: E402
+from benchmarks.harness import Table, finish, parser, peak_rss_gb  # noqa: E402
 from evroute.bandit.agents import AgentSetup, make_agent  # noqa: E402
 from evroute.bandit.environments import StaticEnvironment  # noqa: E402
 from evroute.bandit.loop import run_loop  # noqa: E402
@@ -57,23 +56,10 @@ from evroute.roads.oracle import Oracle  # noqa: E402
 POLICIES = ("bi-ts", "gp-ts", "gp-ucb", "gp-bucb")
 
 
-def _peak_gb() -> float:
-    """The process's peak resident memory so far, GB (ru_maxrss is in KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+_peak_gb = peak_rss_gb
 
 
-def header(policies) -> str:
-    cols = ["network", "edges", "build s", "prior s", "truth s", "factor nnz"]
-    cols += [f"{p} med / p95 s" for p in policies] + ["peak RSS GB"]
-    return "| " + " | ".join(cols) + " |\n| --- |" + " ---: |" * (len(cols) - 1)
-
-
-def _children_peak_gb() -> float:
-    """The largest peak resident memory of the finished child processes, GB."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
-
-
-def cli_row(name: str, policies, rounds: int, extra: list[str], route: str) -> str:
+def cli_row(name: str, policies, rounds: int, extra: list[str], route: str) -> list[str]:
     """Each policy through `evroute simulate` as typed (a fresh process), its rounds' seconds."""
     import pandas as pd
 
@@ -98,17 +84,16 @@ def cli_row(name: str, policies, rounds: int, extra: list[str], route: str) -> s
             print(f"  {policy}: {wall:.1f} s in all, median {np.median(sec):.3f} s a round, regret "
                   f"{summary['final_cumulative_regret_wh']:.1f} Wh; {done.stdout.strip().splitlines()[-1]}",
                   file=sys.stderr, flush=True)
-    return (f"| {name} | {edges if edges is None else f'{edges:,}'} | {first_wall:.1f} | "
-            + " | ".join(cells) + f" | {_children_peak_gb():.2f} |")
+    return [name, f"{edges:,}" if edges is not None else "–", f"{first_wall:.1f}", *cells,
+            f"{peak_rss_gb(children=True):.2f}"]
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("network", help="synthetic-<N>k, <N>k, or a network name")
     p.add_argument("--rounds", type=int, default=50)
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default: %(default)s)")
     p.add_argument("--route", default="A")
-    p.add_argument("--header", action="store_true", help="print the table header first")
     p.add_argument("--warm", action="store_true", help="use the evroute cache (default: a fresh one)")
     p.add_argument("--dense", action="store_true",
                    help="the dense graph Matérn prior instead (E×E; for the crossover, where it fits)")
@@ -122,16 +107,13 @@ def main(argv=None) -> int:
     policies = [s.strip() for s in args.policies.split(",") if s.strip()]
     name = args.network if not args.network[:1].isdigit() else f"synthetic-{args.network}"
     if not args.in_process:
-        if args.header:
-            cols = ["network", "edges", "first command s"] + [f"{p} med / p95 s" for p in policies] + ["peak RSS GB"]
-            print("| " + " | ".join(cols) + " |\n| --- |" + " ---: |" * (len(cols) - 1))
-        print(cli_row(name, policies, args.rounds, shlex.split(args.args), args.route))
+        table = Table(["network", "edges", "first command s", *[f"{p} med / p95 s" for p in policies], "peak RSS GB"])
+        table.add(*cli_row(name, policies, args.rounds, shlex.split(args.args), args.route))
+        finish(args.out, f"scale-{name}", table)
         return 0
     from evroute.models import resolve_model
 
     model = resolve_model(args.model)
-    if args.header:
-        print(header(policies))
     t = time.perf_counter()
     net = load_network(name)
     t_build = time.perf_counter() - t
@@ -182,8 +164,11 @@ def main(argv=None) -> int:
         gc.collect()
     rss = _peak_gb()
     nnz = getattr(prior, "factor_nnz", None)
-    print(f"| {name} | {net.n_edges:,} | {t_build:.1f} | {t_prior:.1f} | {t_truth:.2f} | "
-          f"{f'{nnz:,}' if nnz else '–'} | " + " | ".join(cells) + f" | {rss:.2f} |")
+    table = Table(["network", "edges", "build s", "prior s", "truth s", "factor nnz",
+                   *[f"{p} med / p95 s" for p in policies], "peak RSS GB"])
+    table.add(name, f"{net.n_edges:,}", f"{t_build:.1f}", f"{t_prior:.1f}", f"{t_truth:.2f}",
+              f"{nnz:,}" if nnz else "–", *cells, f"{rss:.2f}")
+    finish(args.out, f"scale-{name}-in-process", table)
     return 0
 
 

@@ -1,21 +1,19 @@
-"""Throughput of ``evroute drives import`` on a fleet (issue "Drives in": an hour of a
-1,000-vehicle fleet at 1 Hz, 3.6 M fixes, in at most 2 minutes on 2 cores and 4 GB).
+"""Throughput of ``evroute drives import`` on a fleet (an hour of a 1,000-vehicle fleet at 1 Hz).
 
 SUMO's drives on a network (``--vehicles`` of them, seed 0), copied ``--copies`` times with
 independent GPS noise (each copy its own trips, named apart) into one CSV; then the import,
 timed as a user runs it (``evroute drives import FLEET.csv --network NET --gps-noise M --jobs
 J``), with the peak memory of the command and its workers together (sampled) and of its largest
 process. Prints one Markdown row: network, fixes, matcher, jobs, seconds, fixes a second, a
-second per process, memory together, the largest process's:
+second per process, memory together, the largest process's. The fleet's CSV and the import go
+under ``--out`` (the CSV is reused when there)::
 
-    python scripts/bench_import.py monaco --vehicles 30 --copies 250 --noise 10 --jobs 2 --matcher hmm
+    python benchmarks/fleet_import.py monaco --vehicles 30 --copies 250 --noise 10 --jobs 2 --out fleet-import
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -24,10 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from evroute.physics.energy import load_vehicle
-from evroute.roads.network import load_network
-from evroute.world.drives import degrade
-from evroute.world.sumo import sumo_drives
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser, peak_rss_gb  # noqa: E402
+from evroute.physics.energy import load_vehicle  # noqa: E402
+from evroute.roads.network import load_network  # noqa: E402
+from evroute.world.drives import degrade  # noqa: E402
+from evroute.world.sumo import sumo_drives  # noqa: E402
 
 
 def fleet_csv(network: str, vehicles: int, copies: int, noise: float, path: Path) -> int:
@@ -44,17 +44,16 @@ def fleet_csv(network: str, vehicles: int, copies: int, noise: float, path: Path
     return len(fleet)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    ap = parser(__doc__, out_required=True)
     ap.add_argument("network")
     ap.add_argument("--vehicles", type=int, default=30)
     ap.add_argument("--copies", type=int, default=250)
     ap.add_argument("--noise", type=float, default=10.0)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--matcher", default="hmm")
-    ap.add_argument("--keep", help="folder for the fleet's CSV (kept; reused when there)")
-    args = ap.parse_args()
-    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="evroute-fleet-"))
+    args = ap.parse_args(argv)
+    folder = args.out
     folder.mkdir(parents=True, exist_ok=True)
     csv = folder / f"fleet-{args.network}-{args.vehicles}x{args.copies}-{args.noise:g}m.csv"
     if not csv.exists():
@@ -78,9 +77,13 @@ def main() -> None:
         if proc.returncode:
             errors.seek(0)
             sys.exit(errors.read()[-2000:])
-    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"| {args.network} | {n:,} | {args.matcher} | {args.jobs} | {wall:.1f} s | {n / wall:,.0f} | "
-          f"{n / wall / args.jobs:,.0f} | {total:,.0f} MB | {largest:,.0f} MB |")
+    largest = peak_rss_gb(children=True) * 1024
+    table = Table(["network", "fixes", "matcher", "jobs", "seconds", "fixes a second", "a second per process",
+                   "memory (command and workers, sampled)", "largest process"], align="lrl")
+    table.add(args.network, f"{n:,}", args.matcher, args.jobs, f"{wall:.1f} s", f"{n / wall:,.0f}",
+              f"{n / wall / args.jobs:,.0f}", f"{total:,.0f} MB", f"{largest:,.0f} MB")
+    finish(args.out, f"fleet-import-{args.network}", table)
+    return 0
 
 
 def tree_rss_mb(pid: int) -> float:
@@ -98,4 +101,4 @@ def tree_rss_mb(pid: int) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,22 +6,21 @@ The PNGs are committed: the grids take minutes to an hour, and the site must bui
 seconds (``mkdocs build --strict`` in CI); this script is how they were made, and remaking
 them after a change of behaviour is one command::
 
-    EVROUTE_DATA_DIR=../shared/data python scripts/make_docs_figures.py            # every figure
-    python scripts/make_docs_figures.py --only fig2 --reuse fig2=/tmp/fig2          # a grid you ran
+    python reproductions/docs_figures.py --out figures-work                          # every figure
+    python reproductions/docs_figures.py --out figures-work --only fig2 --reuse fig2=results/fig2
 
-Grids go to ``--work`` (default ``/tmp/evroute-docs-figures``) and are resumed when run again.
+The grids go under ``--out`` and are resumed when run again.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-os.environ.setdefault("EVROUTE_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout: evroute and the harness
+from benchmarks.harness import parser  # noqa: E402
 
 #: name → (the command that makes its directory, [(figure evroute plot writes, name in docs/figures)])
 FIGURES = {
@@ -58,8 +57,7 @@ def shrink(src: Path, dst: Path, width: int = 1100) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--work", type=Path, default=Path("/tmp/evroute-docs-figures"))
+    p = parser(__doc__, out_required=True)
     p.add_argument("--only", default=",".join(FIGURES), help="comma-separated (default: %(default)s)")
     p.add_argument("--reuse", action="append", default=[], metavar="NAME=DIR",
                    help="take NAME's directory from an earlier run of its command")
@@ -70,13 +68,13 @@ def main(argv=None) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     for name in [s.strip() for s in args.only.split(",") if s.strip()]:
         command, figures = FIGURES[name]
-        directory = Path(reuse[name]) if name in reuse else args.work / name
+        directory = Path(reuse[name]) if name in reuse else args.out / name
         if name not in reuse:
             if command[0] == "compare":
                 evroute(*command, "--out", str(directory), "--jobs", args.jobs, "--no-progress")
             else:
                 evroute(*command, "--out", str(directory), "--overwrite")
-        plots = args.work / f"{name}-plots"
+        plots = args.out / f"{name}-plots"
         if command[0] == "compare":
             evroute("plot", str(directory), "--out", str(plots), "--overwrite")
         else:

@@ -3,30 +3,33 @@ trip's atlas), its energy per km, how its edges (at a constant kinetic state) co
 paper's E_det and with the car's own fitted prior (``evroute vehicles fit``), and the truth's
 conservation checks.
 
-    EVROUTE_DATA_DIR=../shared/data python scripts/measure_powertrains.py --network monaco --route A \\
-        --cars leaf,bolt,model3,zoe --ambient 20 [--json out.json]
+    python reproductions/powertrains.py --network monaco --route A --cars leaf,bolt,model3,zoe --ambient 20 \\
+        [--out DIR]
 
 Needs the sumo and fastsim extras (pip install "evroute[sumo,fastsim]").
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from evroute.physics.energy import load_vehicle
-from evroute.physics.routes import edge_energies, resolve_route
-from evroute.roads.network import load_network
-from evroute.roads.oracle import Oracle
-from evroute.world.powertrain import fit_vehicle
-from evroute.world.sumo import atlas_conservation, build_atlas, edet_agreement
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import finish, parser  # noqa: E402
+from evroute.physics.energy import load_vehicle  # noqa: E402
+from evroute.physics.routes import edge_energies, resolve_route  # noqa: E402
+from evroute.roads.network import load_network  # noqa: E402
+from evroute.roads.oracle import Oracle  # noqa: E402
+from evroute.world.powertrain import fit_vehicle  # noqa: E402
+from evroute.world.sumo import atlas_conservation, build_atlas, edet_agreement  # noqa: E402
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None) -> int:
+    ap = parser(__doc__)
     ap.add_argument("--network", default="monaco")
     ap.add_argument("--route", default="A")
     ap.add_argument("--cars", default="leaf,bolt,model3,zoe")
@@ -35,8 +38,7 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=0.5)
     ap.add_argument("--probes", type=int, default=3)
     ap.add_argument("--min-traversals", type=int, default=5)
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     net = load_network(a.network)
     route = resolve_route(net, a.route)
     kw = dict(oracle=Oracle.from_network(net), start=route.start, end=route.end, rate=a.rate, hours=a.hours,
@@ -55,9 +57,8 @@ def main() -> None:
                              a.min_traversals, seconds, start=route.start, end=route.end))
     for r in rows:
         print(json.dumps(r))
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump({"network": a.network, "route": a.route, "rows": rows}, fh, indent=2)
+    finish(a.out, f"powertrains-{a.network}", data={"network": a.network, "route": a.route, "rows": rows})
+    return 0
 
 
 def _row(label, atlas, net, paper, fitted, length_km, min_traversals, seconds, start=None, end=None) -> dict:
@@ -83,4 +84,4 @@ def _row(label, atlas, net, paper, fitted, length_km, min_traversals, seconds, s
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

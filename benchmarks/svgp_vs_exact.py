@@ -1,8 +1,7 @@
 """Benchmark the ``svgp`` backend (paper 003, Algorithm 3) against ``exact`` in the loop.
 
 For each policy (default gp-ts and gp-bucb), backend (exact, svgp) and seed 0..N-1, one
-bandit run of T rounds on ``luxembourg:A`` (real data from ``$EVROUTE_DATA_DIR``, default
-``/work/shared/data``). Both backends see the same truth, noise and policy streams per
+bandit run of T rounds on ``luxembourg:A`` (``evroute data fetch luxembourg``). Both backends see the same truth, noise and policy streams per
 seed, so the final cumulative regrets are paired by seed.
 
 Reported (markdown):
@@ -15,11 +14,11 @@ Reported (markdown):
 
 Usage::
 
-    python scripts/bench_svgp.py [--horizon 500] [--seeds 5] [--network luxembourg]
+    python benchmarks/svgp_vs_exact.py [--horizon 500] [--seeds 5] [--network luxembourg]
         [--route A] [--policies gp-ts gp-bucb] [--inducing 1000] [--batch-size 2500]
         [--steps 1] [--fixed-hyperparameters] [--threads N] [--json FILE]
         [--seed-list 0,1,2]
-    python scripts/bench_svgp.py --combine a.json b.json   # one table from split runs
+    python benchmarks/svgp_vs_exact.py --combine a.json b.json   # one table from split runs
 
 A full run (2 policies x 2 backends x 5 seeds x 500 rounds) takes hours on a CPU at the
 paper's M = 1000: split it over processes with ``--seed-list``/``--policies`` and
@@ -31,26 +30,23 @@ unless told otherwise.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("EVROUTE_DATA_DIR", "/work/shared/data")
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser  # noqa: E402
 from evroute.runs.config import SimulationConfig  # noqa: E402
 from evroute.runs.problem import prepare_problem  # noqa: E402
 from evroute.runs.simulation import run_bandit  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("--network", default="luxembourg")
     p.add_argument("--route", default="A")
     p.add_argument("--horizon", type=int, default=500, help="T, rounds per run")
@@ -60,6 +56,9 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=2500)
     p.add_argument("--steps", type=int, default=1)
     p.add_argument("--fixed-hyperparameters", action="store_true")
+    p.add_argument("--truth", default=None, help="the runs' truth (default: evroute simulate's; the table in the "
+                   "docs: gp)")
+    p.add_argument("--weights", default=None, help="the runs' weight rule (default: evroute simulate's)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--json", type=Path, default=None, help="write the raw results here")
     p.add_argument("--seed-list", default=None, help="comma-separated seeds (overrides --seeds)")
@@ -73,8 +72,9 @@ def run_one(args, policy: str, model: str, seed: int, net) -> dict:
     if model == "svgp":
         spec = (f"svgp[inducing={args.inducing},batch_size={args.batch_size},steps={args.steps},"
                 f"learn_hyperparameters={str(not args.fixed_hyperparameters).lower()}]")
+    settings = {k: v for k, v in (("truth", args.truth), ("weights", args.weights)) if v is not None}
     cfg = SimulationConfig(network=args.network, route=args.route, policy=policy, model=spec,
-                           horizon=args.horizon, seed=seed)
+                           horizon=args.horizon, seed=seed, **settings)
     problem = prepare_problem(cfg, net=net)
     tic = time.perf_counter()
     res = run_bandit(cfg, problem)
@@ -90,16 +90,14 @@ def _se(x) -> float:
     return float(np.std(x, ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan
 
 
-def table(results: list[dict], args) -> str:
-    lines = [
-        f"network {args.network}:{args.route}, T = {args.horizon}, {len(_seeds(args))} seeds; "
-        f"svgp M = {args.inducing}, B = {args.batch_size}, G = {args.steps}, "
-        f"hyperparameters {'fixed' if args.fixed_hyperparameters else 'learnt'}",
-        "",
-        "| policy | backend | median s/round | mean s/round | median final regret (Wh) | mean ± SE (Wh) |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    summary = []
+def tables(results: list[dict], args) -> tuple[Table, Table]:
+    title = (f"network {args.network}:{args.route}, T = {args.horizon}, {len(_seeds(args))} seeds; "
+             f"svgp M = {args.inducing}, B = {args.batch_size}, G = {args.steps}, "
+             f"hyperparameters {'fixed' if args.fixed_hyperparameters else 'learnt'}")
+    runs = Table(["policy", "backend", "median s/round", "mean s/round", "median final regret (Wh)", "mean ± SE (Wh)"],
+                 align="ll", title=title, stream=False)
+    summary = Table(["policy", "speed ratio svgp/exact (median s/round)",
+                     "final regret svgp − exact, paired mean ± SE (Wh)", "seeds"], stream=False)
     for policy in args.policies:
         per = {}
         for model in ("exact", "svgp"):
@@ -110,16 +108,14 @@ def table(results: list[dict], args) -> str:
             secs = np.concatenate([r["seconds"] for r in rs])
             reg = np.array([r["final_regret_wh"] for r in rs])
             per[model] = (np.median(secs), reg, [r["seed"] for r in rs])
-            lines.append(f"| {policy} | {model} | {np.median(secs):.4f} | {np.mean(secs):.4f} | "
-                         f"{np.median(reg):.1f} | {np.mean(reg):.1f} ± {_se(reg):.1f} |")
+            runs.add(policy, model, f"{np.median(secs):.4f}", f"{np.mean(secs):.4f}", f"{np.median(reg):.1f}",
+                     f"{np.mean(reg):.1f} ± {_se(reg):.1f}")
         if len(per) == 2:
             (se, re_, seeds_e), (ss, rs_, seeds_s) = per["exact"], per["svgp"]
             common = sorted(set(seeds_e) & set(seeds_s))
             d = np.array([rs_[seeds_s.index(s)] - re_[seeds_e.index(s)] for s in common])
-            summary.append(f"| {policy} | {ss / se:.1f}× | {np.mean(d):+.1f} ± {_se(d):.1f} | {len(common)} |")
-    lines += ["", "| policy | speed ratio svgp/exact (median s/round) | final regret svgp − exact, "
-              "paired mean ± SE (Wh) | seeds |", "| --- | ---: | ---: | ---: |", *summary]
-    return "\n".join(lines)
+            summary.add(policy, f"{ss / se:.1f}×", f"{np.mean(d):+.1f} ± {_se(d):.1f}", len(common))
+    return runs, summary
 
 
 def _seeds(args) -> list[int]:
@@ -143,7 +139,7 @@ def main(argv=None) -> int:
             if r["policy"] not in policies:
                 policies.append(r["policy"])
         args.policies, args.seeds = policies, len(seeds)
-        print(table(results, args))
+        finish(args.out, "svgp-vs-exact", *tables(results, args))
         return 0
     if args.threads:
         import torch
@@ -164,7 +160,7 @@ def main(argv=None) -> int:
                 if args.json:
                     args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                                      "results": results}))
-    print(table(results, args))
+    finish(args.out, "svgp-vs-exact", *tables(results, args))
     return 0
 
 

@@ -1,8 +1,8 @@
-"""The residual diagnostics of docs/reproductions/sumo.md: f − E_det per edge of an energy atlas,
-booked whole (``energy_wh``) and at a constant kinetic state (``edge_wh``).
+"""The residuals of an energy atlas: f − E_det per edge, booked whole (``energy_wh``) and at a
+constant kinetic state (``edge_wh``). Needs the sumo extra::
 
-    python scripts/sumo_residuals.py monaco
-    python scripts/sumo_residuals.py luxembourg --dem "$(evroute data path luxembourg-dem)"
+    python reproductions/sumo_residuals.py monaco
+    python reproductions/sumo_residuals.py luxembourg --dem "$(evroute data path luxembourg-dem)"
 
 For the edges with at least 5 traversals (route A's atlas, cached by ``evroute sumo atlas``):
 the correlation of neighbouring edges' residuals (over the line graph's arcs; a permutation null
@@ -15,17 +15,20 @@ per-edge signal rather than traversal noise (1 − mean(var/n) / var of the resi
 
 from __future__ import annotations
 
-import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from evroute.physics.energy import load_vehicle
-from evroute.physics.routes import edge_energies, resolve_route
-from evroute.priors.network_prior import NetworkPrior
-from evroute.roads.network import load_network
-from evroute.roads.oracle import Oracle
-from evroute.world.sumo import build_atlas
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import finish, parser  # noqa: E402
+from evroute.physics.energy import load_vehicle  # noqa: E402
+from evroute.physics.routes import edge_energies, resolve_route  # noqa: E402
+from evroute.priors.network_prior import NetworkPrior  # noqa: E402
+from evroute.roads.network import load_network  # noqa: E402
+from evroute.roads.oracle import Oracle  # noqa: E402
+from evroute.world.sumo import build_atlas  # noqa: E402
 
 
 def cv_r2(X: np.ndarray, y: np.ndarray, folds: int = 5, repeats: int = 10, seed: int = 0) -> float:
@@ -63,12 +66,12 @@ def features(net, e_det: np.ndarray) -> pd.DataFrame:
     return pd.concat([base, pd.get_dummies(e.highway.astype(str), prefix="highway").astype(float)], axis=1)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> int:
+    ap = parser(__doc__, seed=0)
     ap.add_argument("network")
     ap.add_argument("--dem", default=None)
     ap.add_argument("--route", default="A")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     net = load_network(args.network, dem=args.dem)
     vehicle = load_vehicle(None)
     spec = resolve_route(net, args.route, None, to_point=None)
@@ -79,7 +82,8 @@ def main() -> None:
     prior = NetworkPrior(net, e_det, "combined", 1.0, 1.0, 2.0, 1.0)
     X0 = features(net, e_det)
     travel = atlas.table.groupby("edge").seconds.mean().reindex(range(net.n_edges)).to_numpy()
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(args.seed)
+    lines = []
     for column in ("energy_wh", "edge_wh"):
         mean, _ = atlas.mean_energy(net.n_edges, min_traversals=5, column=column)
         r = mean - e_det
@@ -104,16 +108,18 @@ def main() -> None:
                                                                            / net.edges.length_m.to_numpy()[ok])])
         t = atlas.table[atlas.table.edge.isin(idx)].groupby("edge")[column]
         signal = 1.0 - float((t.var() / t.count()).mean()) / float(np.var(r[ok]))
-        print(f"{net.name} {column}: {ok.sum():,} edges with 5 traversals or more")
-        print(f"  neighbouring edges' residuals correlate at {neighbours:+.2f} (random pairs {np.mean(null):+.2f} "
+        lines.append(f"{net.name} {column}: {ok.sum():,} edges with 5 traversals or more")
+        lines.append(f"  neighbouring edges' residuals correlate at {neighbours:+.2f} (random pairs {np.mean(null):+.2f} "
               f"± {np.std(null):.2f}); residual sd {np.std(r[ok]):.1f} Wh; one edge's traversals' median sd "
               f"{spread:.1f} Wh")
-        print("  by the kernel's correlation: " + "; ".join(bins))
-        print(f"  edge features' cross-validated R² (linear) {cv_r2(X, r[ok]):.2f}, with the travel time "
+        lines.append("  by the kernel's correlation: " + "; ".join(bins))
+        lines.append(f"  edge features' cross-validated R² (linear) {cv_r2(X, r[ok]):.2f}, with the travel time "
               f"{cv_r2(Xt, r[ok]):.2f}; the length times the speed limit squared alone "
               f"{cv_r2((net.edges.length_m * net.edges.speed_mps ** 2).to_numpy()[ok, None], r[ok]):.2f}; "
               f"per-edge signal share {signal:.2f}")
+    finish(args.out, f"sumo-residuals-{args.network}", notes=lines)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,22 +4,26 @@ output directories (``--preset priors`` and its variants).
 Per (route, policy, vehicle): final regret (mean ± standard error over seeds), the share of
 rounds driven under the true prior (the candidate with the ``--truth-prior`` vehicle and the
 run's drift as its ε), the most chosen prior, and each elimination as ``prior@round`` (median
-round over the seeds that eliminated it, and in how many seeds).
+round over the seeds that eliminated it, and in how many seeds)::
 
-    python scripts/priors_table.py /tmp/priors [/tmp/priors-closures ...]
+    evroute compare --preset priors --routes monaco:B --out priors
+    python reproductions/priors_table.py priors [priors-closures ...]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from evroute.runs.config import normalise_config_json
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: evroute and the harness
+from benchmarks.harness import Table, finish, parser  # noqa: E402
+from evroute.runs.config import normalise_config_json  # noqa: E402
+from evroute.runs.directory import read_run_table  # noqa: E402
 
 
 def rows(out_dir: Path) -> list[dict]:
@@ -35,7 +39,7 @@ def rows(out_dir: Path) -> list[dict]:
                "seed": s["seed"], "regret": s["final_cumulative_regret_wh"], "truth": s.get("truth_prior"),
                "on_true": np.nan, "chosen": Counter(), "eliminated": s.get("priors_eliminated_at") or {}}
         if (d / "priors.parquet").is_file():
-            pri = pd.read_parquet(d / "priors.parquet")
+            pri = read_run_table(d, "priors")
             row["chosen"] = Counter(pri.chosen)
             truth = s.get("truth_prior")
             described = (cfg.get("resolved") or {}).get("candidates")
@@ -49,9 +53,9 @@ def rows(out_dir: Path) -> list[dict]:
     return found
 
 
-def table(found: list[dict]) -> str:
-    out = ["| roads | route | policy | prior of gp-ucb | final regret (Wh) | rounds on the true prior | most chosen | "
-           "eliminated (median round, seeds) |", "| --- | --- | --- | --- | ---: | ---: | --- | --- |"]
+def table(found: list[dict]) -> Table:
+    out = Table(["roads", "route", "policy", "prior of gp-ucb", "final regret (Wh)", "rounds on the true prior",
+                 "most chosen", "eliminated (median round, seeds)"], align="llllrrll", stream=False)
     df = pd.DataFrame(found)
     for (variant, route, policy, vehicle), g in df.groupby(["variant", "route", "policy", "vehicle"], sort=True):
         reg = g.regret.to_numpy()
@@ -67,19 +71,20 @@ def table(found: list[dict]) -> str:
             ("none" if total and policy.split("[")[0] in ("gp-pe", "gp-rb") else "–")
         on_true = "–" if g.on_true.isna().all() else f"{100 * g.on_true.mean():.1f} %"
         prior = vehicle if policy.split("[")[0] in ("gp-ucb", "gp-ts", "gp-bucb") else "–"
-        out.append(f"| {variant} | {route} | {policy} | {prior} | {reg.mean():,.0f} ± {se:,.0f} | {on_true} | {most} | {el} |")
-    return "\n".join(out)
+        out.add(variant, route, policy, prior, f"{reg.mean():,.0f} ± {se:,.0f}", on_true, most, el)
+    return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dirs", nargs="+", type=Path)
-    args = ap.parse_args()
+def main(argv=None) -> int:
+    ap = parser(__doc__)
+    ap.add_argument("dirs", nargs="+", type=Path, help="directories written by evroute compare")
+    args = ap.parse_args(argv)
     found = [r for d in args.dirs for r in rows(d)]
     if not found:
         raise SystemExit(f"error: no runs under {', '.join(map(str, args.dirs))}")
-    print(table(found))
+    finish(args.out, "priors-table", table(found))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
