@@ -245,6 +245,8 @@ CASES = [
     (["route", "--prior", "nope.json"], "no such prior file"),
     (["route", "--prior", "bad-prior.json"], "not JSON"),
     (["route", "--prior", "prior.json", "--vehicle", "compact-ev"], "made for the vehicle"),
+    (["route", "synthetic-1k", "--prior", "prior.json"], "made for the network"),
+    (["route", "--prior", "cands-empty.json"], "not a prior file"),
     # ---- simulate: specs
     ([*SIM, "--policy", "gp-magic"], "unknown policy"),
     ([*SIM, "--policy", "gp-ucb[beta=004]"], "beta"),
@@ -456,6 +458,7 @@ CASES = [
     (["prior", "fit", "adir", "--out", "p.json"], "no drives import"),
     (["prior", "fit", "old-drives", "--out", "p.json"], "give it with --network"),
     (["prior", "fit", "old-car", "--out", "p.json"], "give it with --fleet-vehicle"),
+    (["prior", "fit", "fleet-drives", "--out", "p.json", "--fleet-vehicle", "delivery-van"], "leave --fleet-vehicle out"),
     (["prior", "fit", "moved-drives", "--out", "p.json"], "loads differently now"),
     (["prior", "fit", "fleet-drives", "--out", "p.json", "--network", "synthetic-1k"], "loads differently now"),
     (["prior", "fit", "old-drives", "--out", "p.json", "--network", "nowhere.osm"], "not found"),
@@ -476,6 +479,8 @@ CASES = [
     ([*SIM, "--prior-turns", "drives"], "--prior"),
     ([*CMP, "--prior", "nope.json"], "no such prior file"),
     ([*CMP, "--prior", "prior.json", "--vehicle", "suv-ev"], "made for the vehicle"),
+    ([*CMP, "--prior", "prior.json", "--routes", "synthetic-1k:A"], "made for the network"),
+    ([*CMP, "--sweep", "prior=none,bad-prior.json"], "not JSON"),
     # ---- the powertrain world and vehicles fit (checked before FASTSim is looked for)
     (["networks", "info", "--vehicle", "negaux.json"], "aux_power_w"),
     ([*SIM, "--truth", "sumo[powertrain=tractor]"], "unknown car"),

@@ -160,15 +160,21 @@ def read_drives_import(path, *, network: str | None = None, osm=None, dem=None,
         where = {"network": network or name, "osm": None, "dem": None, "fingerprint": None,
                  "name": network or name}
         notes.append(f"{report_path} is an earlier evroute's: it names the network {name} without its fingerprint, "
-                     f"so the drives are taken as imported on {where['network']} as it loads now")
+                     f"so the drives are taken as imported on {where['network']} as it loads now"
+                     + (" (give --osm and --dem as they were imported)" if osm is None and dem is None else ""))
     if osm is not None:
         where["osm"] = _absolute(osm)
     if dem is not None:
         where["dem"] = _absolute(dem)
     veh = report.get("vehicle")
+    complete = isinstance(veh, dict) and {"spec", "parameters"} <= set(veh)
+    if complete and fleet_vehicle is not None and _parameters(load_vehicle(fleet_vehicle).to_dict()) != \
+            _parameters(veh["parameters"]):
+        raise EvrouteError(f"{report_path} records that {veh.get('name', veh['spec'])} drove these drives, not "
+                           f"{fleet_vehicle}: leave --fleet-vehicle out (--vehicle is the agents' vehicle)")
     if fleet_vehicle is not None:
         fleet = {"spec": fleet_vehicle}
-    elif isinstance(veh, dict) and {"spec", "parameters"} <= set(veh):
+    elif complete:
         fleet = {"spec": veh["spec"]}
     elif isinstance(veh, str) and veh in vehicle_names():
         fleet = {"spec": veh}
@@ -178,6 +184,11 @@ def read_drives_import(path, *, network: str | None = None, osm=None, dem=None,
                            "--fleet-vehicle (a preset or JSON file), or import the traces again")
     return where, {**fleet, "gps_noise_m": report.get("gps_noise_m"), "matcher": report.get("matcher")}, \
         table_path, notes
+
+
+def _parameters(vehicle: dict) -> dict:
+    """A vehicle's parameters without its name."""
+    return {k: v for k, v in vehicle.items() if k != "name"}
 
 
 def check_import_network(net, where: dict) -> None:
@@ -505,8 +516,7 @@ class FleetPrior:
     def check_vehicle(self, vehicle: Vehicle) -> None:
         """Refuse (one line) a vehicle other than the one the prior was made for (its parameters)."""
         rec = self.data["vehicle"]
-        mine = {k: v for k, v in vehicle.to_dict().items() if k != "name"}
-        if mine != {k: v for k, v in rec["parameters"].items() if k != "name"}:
+        if _parameters(vehicle.to_dict()) != _parameters(rec["parameters"]):
             raise EvrouteError(f"the prior {self.path} was made for the vehicle {rec['name']}, not this run's "
                                f"{vehicle.name}: leave --vehicle out (the prior's is taken), or fit a prior for it "
                                f"with evroute prior fit DRIVES --vehicle {vehicle.name}")
