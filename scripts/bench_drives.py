@@ -36,7 +36,7 @@ from evroute.world.drives import (
     plausible_traversals,
     trip_speeds,
 )
-from evroute.world.sumo import sumo_drives
+from evroute.world.sumo_drives import sumo_drives
 
 
 def compare(answer: pd.DataFrame, got: pd.DataFrame, length: np.ndarray) -> dict:

@@ -27,7 +27,7 @@ import pandas as pd
 from evroute.physics.energy import load_vehicle
 from evroute.roads.network import load_network
 from evroute.world.drives import degrade
-from evroute.world.sumo import sumo_drives
+from evroute.world.sumo_drives import sumo_drives
 
 
 def fleet_csv(network: str, vehicles: int, copies: int, noise: float, path: Path) -> int:

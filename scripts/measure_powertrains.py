@@ -22,7 +22,8 @@ from evroute.physics.routes import edge_energies, resolve_route
 from evroute.roads.network import load_network
 from evroute.roads.oracle import Oracle
 from evroute.world.powertrain import fit_vehicle
-from evroute.world.sumo import atlas_conservation, build_atlas, edet_agreement
+from evroute.world.sumo_atlas import build_atlas
+from evroute.world.sumo_truth import atlas_conservation, edet_agreement
 
 
 def main() -> None:

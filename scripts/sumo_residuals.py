@@ -25,7 +25,7 @@ from evroute.physics.routes import edge_energies, resolve_route
 from evroute.priors.network_prior import NetworkPrior
 from evroute.roads.network import load_network
 from evroute.roads.oracle import Oracle
-from evroute.world.sumo import build_atlas
+from evroute.world.sumo_atlas import build_atlas
 
 
 def cv_r2(X: np.ndarray, y: np.ndarray, folds: int = 5, repeats: int = 10, seed: int = 0) -> float:

@@ -260,7 +260,7 @@ def test_sumo_drives_come_back_through_the_import(synthetic):
     ≥ 95 % of the answer key's driven length, and the energy of a whole matched run of edges
     within 5 % of SUMO's (per edge the boundary differs: SUMO's edge ends past the junction)."""
     from evroute.world.drives import Matcher, match_trip
-    from evroute.world.sumo import sumo_drives
+    from evroute.world.sumo_drives import sumo_drives
 
     d = sumo_drives(synthetic, "synthetic", Vehicle(), vehicles=6, seed=1, rate=300.0, hours=0.25)
     assert d.summary["vehicles"] >= 4 and len(d.answer) > 50
@@ -290,7 +290,7 @@ def test_a_district_fleet_begins_and_ends_its_trips_in_the_district(synthetic):
     without it the same demand's trips reach well beyond."""
     import osmnx
 
-    from evroute.world.sumo import sumo_drives
+    from evroute.world.sumo_drives import sumo_drives
 
     lat = float(np.median(synthetic.nodes.lat))
     lon = float(np.median(synthetic.nodes.lon))

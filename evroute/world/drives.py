@@ -16,7 +16,7 @@ edge (:data:`TRAVERSAL_COLUMNS`):
   junction (linear between the two fixes around it);
 - the energy used between entering and leaving the edge (the trip meter interpolated at those
   times);
-- the kinetic split of :func:`evroute.world.sumo.traversals`, on the fixes and the two boundary points:
+- the kinetic split of :func:`evroute.world.sumo_atlas.traversals`, on the fixes and the two boundary points:
   the kinetic-energy change (½ (m + m_rot)(v² − v₀²), through η⁺ or η⁻ by the sign of the step's
   energy) before the traversal's top speed is ``kin_in_wh``, after it ``kin_out_wh``, and
   ``edge_wh`` is what is left, the edge at a constant kinetic state, as the SUMO truth books it.
@@ -47,27 +47,19 @@ from ..physics.routes import edge_energies
 from ..priors.prior import PRIOR_SCALE
 from ..roads.oracle import Oracle
 from ..validate import choice
+from .import_report import ImportReport
 from .junctions import fleet_turns, physics_turns
 from .matching import HMMMatcher, fix_speeds, local_metres
 from .plausibility import SPEED_FACTOR, SPEED_SLACK_MPS, phantom_loops, too_fast
-from .traces import (
-    TRACE_FIELDS,
-    ImportReport,
-    parse_columns,
-    read_gpx,
-    read_sumo_battery,
-    read_traces,
-    trace_files,
-    trace_kind,
-    write_gpx,
-)
+from .trace_formats import read_gpx, trace_files, trace_kind, write_gpx
+from .traces import TRACE_FIELDS, parse_columns, read_sumo_battery, read_traces
 
 __all__ = ["TRAVERSAL_COLUMNS", "IMPORT_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_speeds", "trip_traversals", "odometry_positions",
            "import_traces", "plausible_traversals", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
 #: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
-#: long (s), the energy used on it and its kinetic split (Wh, as :data:`evroute.world.sumo.ATLAS_COLUMNS`),
+#: long (s), the energy used on it and its kinetic split (Wh, as :data:`evroute.world.sumo_atlas.ATLAS_COLUMNS`),
 #: the speeds at entry, top and exit (m/s), and the mean distance of its fixes to the matched edge
 #: (m; NaN where no fix fell inside it): how confident the match is.
 TRAVERSAL_COLUMNS = ("trip", "vehicle", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh",
@@ -466,7 +458,7 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
     paths : sequence of path-like
         CSV or GPX traces (:func:`read_traces`), SUMO's battery output (``.xml``:
         :func:`read_sumo_battery`, with ``sumo_net``), any of them gzipped, or folders of them
-        (:func:`evroute.world.traces.trace_files`).
+        (:func:`evroute.world.trace_formats.trace_files`).
     net : evroute.roads.network.Network
     columns, capacity_kwh, units
         As in :func:`read_traces`.
