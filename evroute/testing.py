@@ -1,8 +1,9 @@
 """Checks and test doubles for people who write evroute components, shipped with the package.
 
 In the spirit of scikit-learn's ``check_estimator`` and BoTorch's ``MockModel``: a third party
-who registers a posterior backend, an agent, a truth or an environment runs the same checks the
-project runs on its own (``tests/test_models_conformance.py``, ``tests/test_agents.py``, ...)::
+who registers a posterior backend, an agent, a truth or an environment, or writes a map matcher
+(:func:`check_matcher`), runs the same checks the project runs on its own
+(``tests/test_models_conformance.py``, ``tests/test_agents.py``, ...)::
 
     from evroute.testing import check_backend
     check_backend("my-backend")             # a registered name, or a spec with options
