@@ -287,7 +287,7 @@ def powertrain_spec(name, value):
     return value
 
 
-#: The options of ``--truth sumo[...]`` (:mod:`evroute.world.sumo` registers the truth with them), declared
+#: The options of ``--truth sumo[...]`` (:mod:`evroute.world.sumo_truth` registers the truth with them), declared
 #: here, where importing them costs nothing: ``evroute sumo atlas`` makes its flags of them.
 SUMO_TRUTH_OPTIONS = (
     Option("rate", in_range(0, 1e6, lo_open=True, why="random trips an hour"), 1800.0,

@@ -10,7 +10,13 @@ import pytest
 from evroute.errors import EvrouteError
 from evroute.physics.energy import ROTATING_MASS_KG, Vehicle
 from evroute.roads.oracle import Oracle
-from evroute.world.drives import Matcher, import_traces, parse_columns, read_traces, trip_traversals
+from evroute.world.drives import (
+    LeuvenMatcher,
+    import_traces,
+    parse_columns,
+    read_traces,
+    trip_traversals,
+)
 
 SPEED = 10.0  # m/s
 
@@ -199,7 +205,7 @@ def test_bad_rows_and_trips_are_named_and_the_good_ones_kept(tmp_path):
 
 def test_matcher_refuses_a_nonpositive_noise(synthetic):
     with pytest.raises(EvrouteError, match="GPS noise"):
-        Matcher(synthetic, 0.0)
+        LeuvenMatcher(synthetic, 0.0)
 
 
 def test_drives_import_command(synthetic, tmp_path):
@@ -259,13 +265,13 @@ def test_sumo_drives_come_back_through_the_import(synthetic):
     """SUMO's drives on the synthetic city, exact positions at 1 Hz: the import finds the edge of
     ≥ 95 % of the answer key's driven length, and the energy of a whole matched run of edges
     within 5 % of SUMO's (per edge the boundary differs: SUMO's edge ends past the junction)."""
-    from evroute.world.drives import Matcher, match_trip
-    from evroute.world.sumo import sumo_drives
+    from evroute.world.drives import LeuvenMatcher, match_trip
+    from evroute.world.sumo_drives import sumo_drives
 
     d = sumo_drives(synthetic, "synthetic", Vehicle(), vehicles=6, seed=1, rate=300.0, hours=0.25)
     assert d.summary["vehicles"] >= 4 and len(d.answer) > 50
     assert list(d.traces.columns) == ["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]
-    matcher = Matcher(synthetic, 5.0)
+    matcher = LeuvenMatcher(synthetic, 5.0)
     found, total, ours, theirs = 0.0, 0.0, 0.0, 0.0
     length = synthetic.edges.length_m.to_numpy()
     for trip, g in d.traces.groupby("trip"):
@@ -290,7 +296,7 @@ def test_a_district_fleet_begins_and_ends_its_trips_in_the_district(synthetic):
     without it the same demand's trips reach well beyond."""
     import osmnx
 
-    from evroute.world.sumo import sumo_drives
+    from evroute.world.sumo_drives import sumo_drives
 
     lat = float(np.median(synthetic.nodes.lat))
     lon = float(np.median(synthetic.nodes.lon))

@@ -78,9 +78,10 @@ def drives_import_cmd(
     from ..roads.network import load_network
     from ..runs.directory import check_output_file
     from ..validate import choice
-    from ..world.drives import BOUNDARIES, MATCHERS, import_traces, parse_columns
+    from ..world.drives import BOUNDARIES, MATCHERS, import_traces
     from ..world.fleet import network_record, vehicle_record
-    from ..world.traces import parse_units, trace_files, trace_kind
+    from ..world.trace_formats import trace_files, trace_kind
+    from ..world.traces import parse_columns, parse_units
 
     if capacity_kwh is not None and not 0 < capacity_kwh <= 1e4:
         raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
