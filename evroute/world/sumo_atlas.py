@@ -5,17 +5,19 @@ The paper's energy model (003 Eq. 8, Table 2) is the constant-speed form of SUMO
 background traffic and probe vehicles, every vehicle carrying the battery device with the
 parameters of the evroute vehicle, and records one row per traversal of an evroute edge: which
 edge, which vehicle, when it entered, how long it took and the electricity it used (Wh, negative
-where it recuperated). The truth ``--truth sumo[...]`` (:func:`evroute.world.sumo_truth.sumo_truth`) takes an edge's
-expected energy as the mean of its traversals and an observation as one recorded traversal.
+where it recuperated). The truth ``--truth sumo[...]``
+(:func:`evroute.world.sumo_truth.sumo_truth`) takes an edge's expected energy as the mean of its
+traversals and an observation as one recorded traversal.
 
 Pipeline (:func:`build_atlas`), each step a SUMO tool of the optional extra
 ``pip install "evroute[sumo]"`` (eclipse-sumo, sumolib):
 
-1. ``netconvert`` converts the same OSM input evroute reads (:func:`evroute.world.sumo_tools.sumo_network`) (passenger roads, elevations from
-   the ``ele`` tags or the DEM given);
-2. every evroute edge is mapped to its chain of SUMO edges (:mod:`evroute.world.sumo_edges`; junction ids are the OSM node ids;
-   a chain follows the edge's OSM way from its tail node to its head node); the share mapped is
-   reported and an edge without a chain is a warning, never a silent gap;
+1. ``netconvert`` converts the same OSM input evroute reads (passenger roads, evroute's own node
+   elevations; :func:`evroute.world.sumo_tools.sumo_network`);
+2. every evroute edge is mapped to its chain of SUMO edges (:mod:`evroute.world.sumo_edges`:
+   junction ids are the OSM node ids; a chain follows the edge's OSM way from its tail node to its
+   head node); the share mapped is reported and an edge without a chain is a warning, never a
+   silent gap;
 3. ``randomTrips.py`` makes the background demand (``rate`` vehicles an hour over ``hours``), or
    the user's SUMO route file is the background (``demand``: every vehicle, trip and flow in it
    becomes the run's car; trips may name OSM node ids with ``fromJunction``/``toJunction``), and
@@ -24,8 +26,8 @@ Pipeline (:func:`build_atlas`), each step a SUMO tool of the optional extra
 4. ``sumo`` runs with the emission output as Parquet (the per-second electricity of every
    vehicle and its lane); per-second rows are summed per vehicle and SUMO edge, chains are
    joined into evroute edges, and a traversal counts only when complete (the first and last
-   edge of a trip are partial and dropped). Energy spent on a junction's internal lanes counts
-   for the edge before it.
+   edge of a trip are partial and dropped), each booked per car (:func:`traversals`: the kinetic
+   split; a junction's internal lanes are the junction's, ``junction_wh``).
 
 The atlas is cached like every other artefact (keyed by the network, the vehicle, the demand,
 the seed and SUMO's version): a second call is instant.
