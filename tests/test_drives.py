@@ -340,7 +340,7 @@ def test_sumo_drives_refuses_bad_options_before_any_work(args, message, tmp_path
 def test_fleet_prior_mean_is_the_conjugate_update():
     """Against a hand computation: ς² pooled within edges, the normal update per edge, E_det
     where nobody drove."""
-    from evroute.world.drives import fleet_prior_mean
+    from evroute.world.drives_prior import fleet_prior_mean
 
     e_det = np.array([10.0, 20.0, 30.0])
     table = pd.DataFrame({"edge": [0, 0, 0, 1], "edge_wh": [12.0, 14.0, 16.0, 25.0], "energy_wh": 0.0})
@@ -521,7 +521,7 @@ def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     from evroute.physics.energy import energy_floor_wh
     from evroute.physics.routes import edge_energies, reference_routes, resolve_route
     from evroute.reports.report import routes_geojson
-    from evroute.world.drives import drives_route, fleet_prior_mean
+    from evroute.world.drives_prior import drives_route, fleet_prior_mean
     from evroute.world.junctions import physics_turns
 
     spec = resolve_route(synthetic, "A", None, to_point=None)
@@ -560,7 +560,7 @@ def test_a_junction_that_ten_cars_paid_for_is_avoided_and_one_car_is_not(synthet
     the turn is trusted and the route turns elsewhere; one car moves it less than half way from
     physics (the fleet's turns stray from physics by little)."""
     from evroute.physics.routes import edge_energies, resolve_route
-    from evroute.world.drives import drives_route
+    from evroute.world.drives_prior import drives_route
     from evroute.world.junctions import physics_turns
 
     spec = resolve_route(synthetic, "A", None, to_point=None)

@@ -141,7 +141,7 @@ def test_a_run_under_the_prior_file_is_what_the_options_it_replaced_gave(synthet
     network come from the file unless given, and a σ₀ given updates the edges under it."""
     from evroute.priors.network_prior import NetworkPrior
     from evroute.priors.prior import EdgeScaledPrior, VehicleScalePrior
-    from evroute.world.drives import fleet_prior_mean, transfer_traversals
+    from evroute.world.drives_prior import fleet_prior_mean, transfer_traversals
 
     tmp, table = fitted
     data = json.loads((tmp / "van.json").read_text())

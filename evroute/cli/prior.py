@@ -55,7 +55,7 @@ def prior_fit_cmd(
     from ..progress import stage
     from ..roads.network import load_network
     from ..runs.directory import check_output_file
-    from ..world.drives import read_drives
+    from ..world.drives_prior import read_drives
     from ..world.fleet import (
         check_import_network,
         file_digest,
@@ -170,7 +170,7 @@ def prior_check_cmd(
     from ..progress import stage
     from ..roads.network import load_network
     from ..validate import choice
-    from ..world.drives import fleet_ratio, read_drives
+    from ..world.drives_prior import fleet_ratio, read_drives
 
     kernel = choice("--kernel", kernel, ("combined", "graph"))
     if not 0 <= seed < 2**31:

@@ -79,7 +79,7 @@ def route_cmd(
     spec = resolve_route(net, route, from_, to_point=to)
     routes = reference_routes(net, spec, veh)
     if drives is not None:
-        from ..world.drives import drives_route, read_drives
+        from ..world.drives_prior import drives_route, read_drives
 
         routes.append(drives_route(net, spec, read_drives(drives, net.n_edges), vehicle=veh))
     if fleet is not None:

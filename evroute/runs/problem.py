@@ -35,7 +35,7 @@ from ..progress import stage
 from ..roads.network import load_network
 from ..roads.optimum import exact_optimum
 from ..roads.oracle import Oracle
-from ..world.drives import fleet_ratio, transfer_traversals
+from ..world.drives_prior import fleet_ratio, transfer_traversals
 from ..world.fleet import FleetPrior, read_fleet_prior
 from ..world.junctions import physics_turns
 from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig

@@ -30,7 +30,7 @@ from ..physics.routes import edge_energies
 from ..priors.fitting import check_prior, fit_prior, fitted_settings
 from ..priors.noise import edge_noise_std, fit_noise_model, parse_noise_std
 from ..priors.prior import NOISE_SCALE, PRIOR_SCALE
-from .drives import fleet_prior_mean, fleet_ratio, posterior_route, transfer_traversals
+from .drives_prior import fleet_prior_mean, fleet_ratio, posterior_route, transfer_traversals
 from .junctions import fleet_turns, physics_turns, turn_geometry
 
 __all__ = ["PRIOR_FORMAT", "PRIOR_KIND", "RESIDUAL_SD_GRID", "CV_FOLDS", "FleetPrior", "network_record",
@@ -202,7 +202,7 @@ def check_import_network(net, where: dict) -> None:
 
 def fleet_edge_posterior(e_det, counts, traversal_mean, *, noise_var: float, prior_var: float):
     """Each edge's conjugate posterior under the independent prior N(E_det, σ₀²) after n traversals
-    of mean ȳ and noise ς² (:func:`evroute.world.drives.fleet_prior_mean`): mean
+    of mean ȳ and noise ς² (:func:`evroute.world.drives_prior.fleet_prior_mean`): mean
     E_det + n σ₀² / (n σ₀² + ς²) (ȳ − E_det), variance σ₀² ς² / (n σ₀² + ς²) (E_det and σ₀² where
     nobody drove).
 
@@ -351,12 +351,12 @@ def fit_fleet_prior(net, table: pd.DataFrame, *, fleet_vehicle: Vehicle, vehicle
     network, the vehicles and the drives are the caller's).
 
     1. ρ, the agents' vehicle's E_det over the fleet's (least squares over the edges driven,
-       :func:`evroute.world.drives.fleet_ratio`; 1 for the fleet's own vehicle);
+       :func:`evroute.world.drives_prior.fleet_ratio`; 1 for the fleet's own vehicle);
     2. σ₀, the noise (one level or per edge) and ℓ by type-II maximum likelihood on the traversals
        in the fleet's units, times ρ (:func:`evroute.priors.fitting.fit_prior`; drives too few for
        it: the paper's, said in ``notes``);
     3. each traversal moved into the agents' units, E_det + ρ (y − E_fleet)
-       (:func:`evroute.world.drives.transfer_traversals`), and each edge's conjugate posterior under
+       (:func:`evroute.world.drives_prior.transfer_traversals`), and each edge's conjugate posterior under
        σ₀ (:func:`fleet_edge_posterior`);
     4. the junctions' per-turn posterior (:func:`evroute.world.junctions.fleet_turns`; none where no
        two cars took the same turn);
@@ -557,12 +557,12 @@ def prior_route(net, spec, prior: FleetPrior, *, vehicle: Vehicle | None = None,
     """The least-energy route of a trip under a prior file: each edge at the prior mean the agents
     start from, its sd theirs (the fleet's posterior sd widened by the residual trust k, at most σ₀),
     each junction at the fleet's per-turn posterior of its dissipation (physics' where the file has
-    no turns), regeneration kept (:func:`evroute.world.drives.posterior_route`).
+    no turns), regeneration kept (:func:`evroute.world.drives_prior.posterior_route`).
 
     Returns
     -------
     dict
-        As :func:`evroute.world.drives.drives_route`, ``kind`` ``prior``.
+        As :func:`evroute.world.drives_prior.drives_route`, ``kind`` ``prior``.
     """
     vehicle = vehicle or load_vehicle(prior.settings()["vehicle"])
     prior.check_network(net)
