@@ -426,7 +426,7 @@ def test_the_vehicle_scale_in_a_run(tmp_path, capsys):
 
     out = tmp_path / "run"
     assert main(["simulate", "--network", "synthetic", "--policy", "gp-ts", "--horizon", "30", "--vehicle",
-                 "delivery-van", "--truth-prior", "sumo-ev", "--vehicle-scale", "0.5", "--out", str(out)]) == 0
+                 "delivery-van", "--truth", "lognormal[prior=sumo-ev]", "--vehicle-scale", "0.5", "--out", str(out)]) == 0
     s = json.loads((out / "summary.json").read_text())
     net = load_network("synthetic")
     van, ev = edge_energies(net, load_vehicle("delivery-van")), edge_energies(net, load_vehicle("sumo-ev"))

@@ -10,7 +10,18 @@ from typing import Annotated
 
 import typer
 
-from .options import HELP_STYLE, DemOpt, JsonOpt, OsmOpt, ProgressOpt, VehicleOpt
+from .options import (
+    AGENT,
+    HELP_STYLE,
+    DemOpt,
+    FleetVehicleOpt,
+    JsonOpt,
+    NetworkOpt,
+    OsmOpt,
+    ProgressOpt,
+    SeedOpt,
+    VehicleOpt,
+)
 
 app = typer.Typer(help="The agents' prior against measured traversals: fit it, check it on held-out drives.",
                   no_args_is_help=True, **HELP_STYLE)
@@ -19,23 +30,21 @@ app = typer.Typer(help="The agents' prior against measured traversals: fit it, c
 @app.command("check")
 def prior_check_cmd(
     drives: Annotated[Path, typer.Argument(help="traversals.parquet of evroute drives import.", show_default=False)],
-    network: Annotated[str, typer.Option("--network", help="The network the drives were imported on.")],
-    kernel: Annotated[str, typer.Option("--kernel", help="The prior's kernel: combined (the paper's) or graph.")]
-    = "combined",
-    seed: Annotated[int, typer.Option(help="Seeds the split of the trips into halves; 0 to 2^31-1.")] = 0,
-    whole: Annotated[bool, typer.Option("--whole", help="Whole traversals (energy_wh) instead of the edges at a "
-                                        "constant kinetic state (edge_wh).")] = False,
+    network: NetworkOpt,
+    fleet_vehicle: FleetVehicleOpt = None,
     vehicle: VehicleOpt = None,
-    for_vehicle: Annotated[str | None, typer.Option(
-        "--for-vehicle", help="Print the fit as run options for this vehicle (a preset or JSON file): sigma_0 and the "
-        "noise times the ratio of its energies to --vehicle's over the edges driven, as --fleet-vehicle moves a "
-        "fleet's residuals (default: for --vehicle itself).")] = None,
-    osm: OsmOpt = None, dem: DemOpt = None, as_json: JsonOpt = False,
-    progress: ProgressOpt = None,
+    osm: OsmOpt = None, dem: DemOpt = None,
+    kernel: Annotated[str, typer.Option("--kernel", metavar="combined|graph", help="The prior's kernel: combined or graph (its lengthscale is fitted).",
+                                        rich_help_panel=AGENT)] = "combined",
+    whole: Annotated[bool, typer.Option("--whole", help="Whole traversals instead of the edges at a constant "
+                                        "kinetic state.")] = False,
+    seed: SeedOpt = 0,
+    as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """Fit sigma_0, the noise and the lengthscale on half of the trips and predict the other
     half's traversals: coverage of the 50 % and 90 % intervals, log predictive density, beside the
-    same prior without correlations; says whether the kernel's correlations are supported."""
+    same prior without correlations; says whether the kernel's correlations are supported. The fit
+    is printed as the options of a run of --vehicle (default: the fleet's own vehicle), in its units."""
     import numpy as np
 
     from ..errors import EvrouteError
@@ -54,8 +63,8 @@ def prior_check_cmd(
         raise EvrouteError(f"--seed must be 0 to 2^31-1, got {seed}")
     if not drives.is_file():
         raise EvrouteError(f"no such drives table: {drives}")
-    drove = load_vehicle(vehicle)
-    target = load_vehicle(for_vehicle) if for_vehicle is not None else drove
+    drove = load_vehicle(fleet_vehicle)
+    target = load_vehicle(vehicle) if vehicle is not None else drove
     configure_progress(progress)
     net = load_network(network, osm=osm, dem=dem)
     table = read_drives(drives, net.n_edges)
@@ -90,12 +99,12 @@ def prior_check_cmd(
               f"{c['edge_noise']['log_density'] - c['kernel']['log_density']:+.3f} nats a traversal against one sigma")
     st = c["settings"]
     noise = f'"{st["noise_std"]}"' if isinstance(st["noise_std"], str) else f"{st['noise_std']:.4g}"
-    print(f"to learn under it as {st['vehicle']}: --prior-std {st['prior_std']:.4g} --noise-std {noise} --lengthscales "
-          f"{st['lengthscale']:g}" + (f" (the fit times {rho:.3g}, {st['vehicle']}'s energies over {drove.name}'s)"
+    print(f"to learn under it as {st['vehicle']}: --prior-std {st['prior_std']:.4g} --noise-std {noise} --kernel "
+          f"combined[lengthscale={st['lengthscale']:g}]" + (f" (the fit times {rho:.3g}, {st['vehicle']}'s energies over {drove.name}'s)"
                                        if target != drove else ""))
     if target != drove:  # the settings every fleet of another vehicle was measured with (docs: SUMO results)
         print(f"with these drives as its prior, add: --prior-drives {shlex.quote(str(drives))} --fleet-vehicle "
-              f"{shlex.quote(vehicle or drove.name)} --vehicle-scale 0.5 --prior-drives-variance fleet")
+              f"{shlex.quote(fleet_vehicle or drove.name)} --vehicle-scale 0.5 --prior-drives-variance fleet")
     gain = c["kernel"]["log_density"] - c["independent"]["log_density"]
     print(("supported: " if c["supported"] else "not supported: ")
           + f"the kernel's correlations predict the held-out drives {'better' if gain > 0 else 'worse'} than "

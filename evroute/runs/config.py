@@ -118,13 +118,13 @@ class Scenario(_Part):
     def __post_init__(self) -> None:
         self._convert()
         if (self.from_point is None) != (self.to_point is None):
-            raise EvrouteError("give both --from and --to (or a --route)")
+            raise EvrouteError("a trip between two points needs both: --route LAT,LON:LAT,LON")
         if self.from_point is not None and self.route is not None:
-            raise EvrouteError("give either --route or --from/--to, not both")
+            raise EvrouteError("give a named route or two points (--route LAT,LON:LAT,LON), not both")
         if self.fleet_vehicle is not None and self.prior_drives is None:
             raise EvrouteError("--fleet-vehicle names the vehicle of a fleet's drives: give them with --prior-drives")
         if self.prior_turns == "drives" and self.prior_drives is None:
-            raise EvrouteError("--prior-turns drives takes the junctions' prior from a fleet's drives: give them with "
+            raise EvrouteError("--turns drives takes the junctions' prior from a fleet's drives: give them with "
                                "--prior-drives")
         TRUTHS.get(self.truth.name).check_installed()  # an extra not installed: one line now
         if self.truth_prior is not None:

@@ -63,7 +63,7 @@ class Problem:
     #: traversal is observed)
     ground_truth: Truth | None = None
     #: E_det of the truth's vehicle (the mean the truth is drawn around; ``prior_mean`` unless
-    #: ``--truth-prior`` names another vehicle)
+    #: ``--truth NAME[prior=...]`` names another vehicle)
     truth_mean: np.ndarray | None = None
     #: E_det of the agents' vehicle where ``prior_mean`` is not it (``--prior-drives``: the fleet's
     #: means); None: ``prior_mean`` is E_det
@@ -79,7 +79,7 @@ class Problem:
     #: what the fleet measured beyond its own vehicle's physics, in this vehicle's units
     #: (``--fleet-vehicle``: ``prior_mean`` − E_det); None: ``prior_mean`` is the fleet's energies
     fleet_residual: np.ndarray | None = None
-    #: the agents' prior of the junctions' dissipation (``--prior-turns``: physics', a fleet's, or the
+    #: the agents' prior of the junctions' dissipation (``--turns``: physics', a fleet's, or the
     #: truth's for an oracle); None without turns
     agent_turns: TurnPrior | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
@@ -171,7 +171,7 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
         else:
             agent_turns = physics_turns(net, vehicle)
     elif sc.prior_turns == "drives":
-        raise EvrouteError("--prior-turns drives is the agents' prior of the junctions, which only a truth of edges "
+        raise EvrouteError("--turns drives is the agents' prior of the junctions, which only a truth of edges "
                            "plus turns has (--truth sumo)")
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
@@ -191,7 +191,7 @@ def check_world(scenario: Scenario | SimulationConfig) -> None:
 
 def world_tag(scenario: Scenario | SimulationConfig) -> str:
     """A short name of the world's trip for run names: the network's name (a file's stem) and
-    the route (``monaco-A``; ``custom`` for a ``--from``/``--to`` trip)."""
+    the route (``monaco-A``; ``custom`` for a trip between two points)."""
     sc = _world(scenario)
     tag = (sc.route or "A") if sc.from_point is None else "custom"
     return f"{Path(sc.network).stem}-{tag.replace(':', '-')}"
