@@ -27,7 +27,7 @@ from benchmarks.harness import Table, finish, parser, peak_rss_gb  # noqa: E402
 from evroute.physics.energy import load_vehicle  # noqa: E402
 from evroute.roads.network import load_network  # noqa: E402
 from evroute.world.drives import degrade  # noqa: E402
-from evroute.world.sumo import sumo_drives  # noqa: E402
+from evroute.world.sumo_drives import sumo_drives  # noqa: E402
 
 
 def fleet_csv(network: str, vehicles: int, copies: int, noise: float, path: Path) -> int:

@@ -40,7 +40,7 @@ from evroute.world.drives import (  # noqa: E402
     plausible_traversals,
     trip_speeds,
 )
-from evroute.world.sumo import sumo_drives  # noqa: E402
+from evroute.world.sumo_drives import sumo_drives  # noqa: E402
 
 
 def compare(answer: pd.DataFrame, got: pd.DataFrame, length: np.ndarray) -> dict:

@@ -48,7 +48,7 @@ BUILTIN: dict[str, dict[str, str]] = {
                **dict.fromkeys(_PE_POLICIES, "evroute.bandit.pe_agents")},
     "model": dict.fromkeys(_MODELS, "evroute.models"),
     "truth": {"lognormal": "evroute.bandit.truths", "gp": "evroute.bandit.truths",
-              "rkhs": "evroute.bandit.truths", "sumo": "evroute.world.sumo"},
+              "rkhs": "evroute.bandit.truths", "sumo": "evroute.world.sumo_truth"},
     "closures": {"alternate": "evroute.bandit.closures", "random": "evroute.bandit.closures"},
 }
 

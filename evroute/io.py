@@ -6,7 +6,7 @@ are created private (mode 0600/0700) by :mod:`tempfile`; what is renamed into pl
 permissions an ordinary ``open``/``mkdir`` would have given it (0666/0777 less the process
 umask), so results stay readable by others on a shared file system.
 
-The rule (:func:`check_output_file`): an existing path is replaced only if it is a regular
+The rule (:func:`check_replaceable`): an existing path is replaced only if it is a regular
 file that evroute wrote (every file evroute writes says so inside: :func:`written_by_evroute`)
 or the user said ``--overwrite``; a symbolic link, a directory, a device or a pipe is never
 replaced, and :func:`atomic_path` refuses to rename over one whatever the caller checked.
@@ -118,8 +118,10 @@ def check_parent(path: str | os.PathLike, shown=None) -> None:
         return
 
 
-def check_output_file(path: str | os.PathLike, *, overwrite: bool = False, ours=None) -> None:
-    """The rule for every file evroute writes (see the module docstring).
+def check_replaceable(path: str | os.PathLike, *, overwrite: bool = False, ours=None) -> None:
+    """Whether evroute may write ``path``, replacing what is there: the rule for every file it
+    writes (see the module docstring). A command checks a path the user gave with
+    :func:`evroute.runs.directory.check_output_file`, which also keeps a run's own files.
 
     Parameters
     ----------

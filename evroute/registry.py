@@ -13,14 +13,16 @@ from importlib import resources
 
 from .errors import EvrouteError
 
-REGISTRIES = ("networks", "routes", "vehicles", "datasets")
+#: The registries of ``data/``, each a file ``<name>.json`` (not the plug-in registries of
+#: :data:`evroute.components.REGISTRIES`).
+DATA_REGISTRIES = ("networks", "routes", "vehicles", "datasets")
 
 
 @cache
 def load_registry(name: str) -> dict:
     """Return the parsed ``<name>.json`` registry of package ``evroute.data`` (cached)."""
-    if name not in REGISTRIES:
-        raise EvrouteError(f"unknown registry {name!r}; registries: {', '.join(REGISTRIES)}")
+    if name not in DATA_REGISTRIES:
+        raise EvrouteError(f"unknown registry {name!r}; registries: {', '.join(DATA_REGISTRIES)}")
     try:
         text = resources.files("evroute.data").joinpath(f"{name}.json").read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError) as exc:

@@ -154,6 +154,12 @@ PRIOR_TURNS = ("physics", "drives", "oracle")
 TURN_KERNELS = ("shared", "independent", "fixed")
 
 
+def _prior_turns(name, value):
+    """Where the junctions' prior comes from; None (``auto``): a prior file's turns where it has them,
+    else physics'."""
+    return None if value is None or str(value).strip().lower() == "auto" else choice(name, value, PRIOR_TURNS)
+
+
 def check_std_wh(name, value):
     """A standard deviation in Wh, or ``None`` (also ``none``, ``paper``: the paper's fraction of σ_det)."""
     return None if value in (None, "none", "paper") else in_range(0, 1e6, lo_open=True, why="Wh")(name, value)
@@ -163,40 +169,18 @@ def check_std_wh(name, value):
 #: values in Wh (e.g. fitted by type-II maximum likelihood on an energy atlas: ``evroute sumo
 #: atlas --fit``). They set σ₀ of every agent's prior and ς of the agents and of Gaussian truths.
 SCALE_SETTINGS = (
-    Option("prior_std", check_std_wh, None, "sigma_0 of the agents' prior and of the GP truth, Wh", "003 Sec. 4.1", metavar="WH"),
+    Option("prior_std", check_std_wh, None, "The agents' prior sd sigma_0 (and the GP truth's), Wh", "003 Sec. 4.1",
+           metavar="WH"),
     Option("noise_std", deferred("evroute.priors.noise:parse_noise_std"), None, "Noise sd, Wh, or per edge "
            "edge[a=WH,b_per_km=WH,tls=WH]", "003 Sec. 4.1", metavar="WH|SPEC"),
-    Option("prior_drives", existing_file("drives table"), None, "the agents' prior mean from a fleet's drives "
-           "(traversals.parquet of evroute drives import): each edge the fleet drove starts at the posterior mean "
-           "of its traversals at a constant kinetic state, the others at E_det; default E_det everywhere",
-           metavar="FILE"),
-    Option("fleet_vehicle", deferred("evroute.physics.energy:check_vehicle"), None, "the vehicle that drove "
-           "--prior-drives (a preset or JSON file): the agents' prior mean is then their own E_det plus what the "
-           "fleet measured beyond its physics (its per-edge posterior minus the fleet vehicle's E_det) times the "
-           "ratio of the two vehicles' E_det, so a vehicle unlike the fleet's keeps its own physics; default the "
-           "fleet's energies themselves (a fleet of this vehicle)", "issue 41: the fleet's residuals transferred",
-           metavar="NAME|FILE"),
-    Option("prior_drives_variance", lambda name, v: choice(name, v, ("prior", "fleet")), "prior",
-           "the agents' prior variance with --prior-drives: prior (sigma_0^2 on every edge) or fleet (the fleet's "
-           "posterior variance per edge, sigma_0^2 s^2 / (n sigma_0^2 + s^2) after n traversals of noise s^2, the "
-           "kernel's correlations kept; sigma_0^2 where it never drove)", "issue 41: the fleet's per-edge posterior",
-           metavar="prior|fleet"),
-    Option("prior_turns", lambda name, v: choice(name, v, PRIOR_TURNS), "physics",
-           "Agents' turns (--truth sumo): physics, drives or oracle [kernel=shared|independent|fixed]",
+    Option("prior", deferred("evroute.world.fleet:check_prior_file"), None, "A fleet's drives as the agents' "
+           "prior: a prior file of evroute prior fit", "docs/guide/drives.md: your fleet", metavar="PRIOR.json"),
+    Option("prior_turns", _prior_turns, None,
+           "Agents' turns (--truth sumo): auto, physics, drives or oracle [kernel=shared|independent|fixed]",
            "measured: docs/reproductions/sumo.md", flag="--turns", metavar="SPEC"),
     Option("turn_kernel", lambda name, v: choice(name, v, TURN_KERNELS), "shared",
            "how the agents learn the turns: shared, independent, or fixed (not learnt)",
            "measured: docs/reproductions/sumo.md", metavar="shared|independent|fixed"),
-    Option("vehicle_scale", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
-           "sd of this vehicle's scale a: its energies are a times the agents' prior mean (E_det, or the "
-           "fleet's: --prior-drives) plus the kernel's deviation, a ~ N(1, SD^2) learnt online with the edges; "
-           "0: the prior mean's vehicle is this one", "issue 41: this car = a x the fleet", metavar="SD"),
-    Option("fleet_residual_sd", in_range(0, 10, why="a standard deviation of a factor"), 0.0,
-           "with --prior-drives-variance fleet, how far each edge's fleet residual (its prior mean less E_det: "
-           "what the fleet measured beyond the physics) may be off, as a share of itself: the edge's prior "
-           "variance gains (SD * residual)^2, capped at sigma_0^2, so that one edge's residual may be scaled "
-           "unlike the others' (other traffic, another vehicle); 0: the fleet's posterior variance alone",
-           "issue 41: the fleet's means are not exact", metavar="SD"),
 )
 
 # --- the environment --------------------------------------------------------------------------
@@ -387,7 +371,7 @@ def powertrain_spec(name, value):
     return value
 
 
-#: The options of ``--truth sumo[...]`` (:mod:`evroute.world.sumo` registers the truth with them), declared
+#: The options of ``--truth sumo[...]`` (:mod:`evroute.world.sumo_truth` registers the truth with them), declared
 #: here, where importing them costs nothing: ``evroute sumo atlas`` makes its flags of them.
 SUMO_TRUTH_OPTIONS = (
     Option("rate", in_range(0, 1e6, lo_open=True, why="random trips an hour"), 1800.0,

@@ -1,8 +1,9 @@
 """Checks and test doubles for people who write evroute components, shipped with the package.
 
 In the spirit of scikit-learn's ``check_estimator`` and BoTorch's ``MockModel``: a third party
-who registers a posterior backend, an agent, a truth or an environment runs the same checks the
-project runs on its own (``tests/test_models_conformance.py``, ``tests/test_agents.py``, ...)::
+who registers a posterior backend, an agent, a truth or an environment, or writes a map matcher
+(:func:`check_matcher`), runs the same checks the project runs on its own
+(``tests/test_models_conformance.py``, ``tests/test_agents.py``, ...)::
 
     from evroute.testing import check_backend
     check_backend("my-backend")             # a registered name, or a spec with options
@@ -42,7 +43,7 @@ from .roads.oracle import Oracle
 from .roads.walks import negative_cycle
 
 __all__ = ["SmallProblem", "small_problem", "observation_rounds", "check_backend", "check_agent",
-           "check_environment", "check_truth", "MockModel"]
+           "check_environment", "check_truth", "check_matcher", "MockModel"]
 
 
 @dataclass(frozen=True)
@@ -370,6 +371,170 @@ def check_truth(truth, problem: SmallProblem | None = None, seed: int = 0) -> li
         checked.append("conserves")
     env = StaticEnvironment(a, a.noise_std, p.oracle, p.start, p.end, seed)
     return [*checked, *check_environment(env)]
+
+
+def _matcher_route(net, hops: int = 8) -> list[int]:
+    """A shortest route of at least ``hops`` edges across ``net``, with no junction twice and no
+    parallel edges on it (two roads drawn alike, which no matcher can tell apart)."""
+    e = net.edges
+    length = e.length_m.to_numpy()
+    oracle = Oracle.from_network(net)
+    pairs = e.groupby(["u", "v"]).size()
+    parallel = {k for k, n in pairs.items() if n > 1}
+    for a in range(net.n_edges):
+        for b in range(net.n_edges - 1, -1, -1):
+            try:
+                path = list(oracle.shortest_path(length, a, b).edges)
+            except EvrouteError:
+                continue
+            nodes = [e.u.iat[x] for x in path] + [e.v.iat[path[-1]]]
+            if len(path) >= hops and len(set(nodes)) == len(nodes) \
+                    and not any((e.u.iat[x], e.v.iat[x]) in parallel for x in path):
+                return path
+    raise EvrouteError(f"no route of {hops} edges on {net.name}")  # pragma: no cover
+
+
+def _matcher_drive(net, route: list[int], speed: float = 10.0, rate_hz: float = 1.0):
+    """Exact fixes of a car driving ``route`` along its roads' shapes at ``speed`` (m/s), every
+    ``1 / rate_hz`` s: latitudes, longitudes, times, speeds, and each fix's distance along the
+    route (m)."""
+    from .world.matching import local_metres
+
+    lat0, lon0 = float(net.nodes.lat.mean()), float(net.nodes.lon.mean())
+    length = net.edges.length_m.to_numpy()
+    points, along, before = [], [], 0.0
+    for k, edge in enumerate(route):
+        g = np.asarray(net.geometry[edge], dtype=np.float64)
+        north, east = local_metres(g[:, 1], g[:, 0], lat0=lat0, lon0=lon0)
+        step = np.hypot(np.diff(north), np.diff(east))
+        at = np.r_[0.0, np.cumsum(step)] * (length[edge] / step.sum())  # in the edge's own metres
+        first = 0 if k == 0 else 1
+        points.extend(g[first:].tolist())
+        along.extend((before + at[first:]).tolist())
+        before += float(length[edge])
+    points, along = np.asarray(points), np.asarray(along)
+    s = np.arange(0.0, along[-1], speed / rate_hz)
+    lat, lon = np.interp(s, along, points[:, 1]), np.interp(s, along, points[:, 0])
+    return lat, lon, s / speed, np.full(s.size, float(speed)), s
+
+
+def _matcher_pieces(what: str, net, pieces, n: int) -> None:
+    """The shape :meth:`evroute.world.matching.Matcher.match` promises."""
+    if not isinstance(pieces, list):
+        _fail(what, "match must return a list of pieces")
+    e = net.edges
+    u, v = e.u.to_numpy(), e.v.to_numpy()
+    end = 0
+    for piece in pieces:
+        if not (isinstance(piece, tuple) and len(piece) == 4):
+            _fail(what, "a piece must be a tuple (first, route, s, dist)")
+        first, route, s, dist = piece
+        s, dist = np.asarray(s), np.asarray(dist)
+        if int(first) != first or first < end:
+            _fail(what, "pieces must be in the fixes' order and must not overlap")
+        if s.ndim != 1 or s.size < 2 or dist.shape != s.shape or first + s.size > n:
+            _fail(what, "a piece must hold at least two of the trip's fixes: one position and one distance each")
+        end = int(first) + s.size
+        route = list(route)
+        if not route or not all(int(x) == x and 0 <= x < net.n_edges for x in route):
+            _fail(what, "a piece's route must be edge ids of the network")
+        if not all(v[a] == u[b] for a, b in zip(route[:-1], route[1:], strict=True)):
+            _fail(what, "a piece's route must be a walk: each edge begins where the one before ends")
+        ok = np.isfinite(s)
+        if not (np.all(s[ok] >= -1e-6) and np.all(s[ok] <= net.edges.length_m.to_numpy()[route].sum() + 1e-6)):
+            _fail(what, "positions must lie on the piece's route")
+        if not np.all(np.isfinite(dist[ok]) & (dist[ok] >= 0)):
+            _fail(what, "a placed fix's distance to the road must be a number >= 0")
+
+
+def check_matcher(matcher, net=None, *, gps_noise_m: float = 5.0) -> list[str]:
+    """A map matcher against the contract of :class:`evroute.world.matching.Matcher`, on a small
+    synthetic city (``net``: the 60-junction one by default).
+
+    ``matcher`` is a factory, ``matcher(net, gps_noise_m)`` (a class such as
+    :class:`evroute.world.matching.HMMMatcher`), or a name of :data:`evroute.world.drives.MATCHERS`.
+
+    Checks: a noise that is not positive is refused (an :class:`~evroute.errors.EvrouteError`); the
+    matcher has the protocol's ``noise`` (the one it was made with) and ``length`` (the edges');
+    the pieces have the promised shape (in order, not overlapping, each route a walk on the
+    network); a clean drive along a known route gives that route and every fix's position on it
+    (within a metre), with or without the fixes' times and speeds; no fix far from every road is
+    placed (the trip goes on in a later piece); a trip of fewer than two fixes gives no piece; and
+    the same fixes give the same pieces, from the same matcher and a new one.
+    """
+    from .world.drives import make_matcher
+    from .world.matching import Matcher
+
+    net = net if net is not None else load_network("synthetic", size=60)
+    factory = (lambda n, noise: make_matcher(matcher, n, noise)) if isinstance(matcher, str) else matcher
+    what = f"matcher {matcher if isinstance(matcher, str) else getattr(matcher, '__name__', repr(matcher))}"
+    for bad in (0.0, -1.0):
+        try:
+            factory(net, bad)
+        except EvrouteError:
+            continue
+        _fail(what, f"a GPS noise of {bad:g} m must be refused with an EvrouteError")
+    ran = ["refuses a bad noise"]
+    m = factory(net, gps_noise_m)
+    if not isinstance(m, Matcher):
+        _fail(what, "it must have the protocol's noise, length and match")
+    if float(m.noise) != float(gps_noise_m):
+        _fail(what, "noise must be the GPS noise it was made with")
+    if np.shape(m.length) != (net.n_edges,) or not np.allclose(m.length, net.edges.length_m.to_numpy()):
+        _fail(what, "length must be each edge's length (m), by edge id")
+    ran.append("protocol")
+
+    route = _matcher_route(net)
+    lat, lon, t, speed, truth = _matcher_drive(net, route)
+    n = lat.size
+    length = net.edges.length_m.to_numpy()
+    runs = {"with times and speeds": m.match(lat, lon, t=t, speed=speed), "positions only": m.match(lat, lon)}
+    for how, pieces in runs.items():
+        _matcher_pieces(what, net, pieces, n)
+        placed = np.zeros(n, dtype=bool)
+        for first, got, s, _ in pieces:
+            got, s = list(got), np.asarray(s)
+            inner = route[1:-1]
+            if not any(got[k:k + len(inner)] == inner for k in range(len(got))):
+                _fail(what, f"a clean drive ({how}) must give its route")
+            offset = length[got[:got.index(route[1])]].sum() - length[route[0]]
+            ok = np.isfinite(s)
+            idx = np.arange(first, first + s.size)
+            placed[idx[ok]] = True
+            if np.max(np.abs(s[ok] - offset - truth[idx[ok]]), initial=0.0) > 1.0:
+                _fail(what, f"a clean drive ({how}) must give each fix's position along its route within 1 m")
+        if placed.mean() < 0.95:
+            _fail(what, f"a clean drive ({how}) must place its fixes ({placed.mean():.0%} placed)")
+    ran += ["pieces", "clean drive", "without times and speeds"]
+
+    off = slice(n // 2 - 2, n // 2 + 2)
+    far = lat.copy()
+    far[off] += 0.05  # 5 km north of every road
+    pieces = m.match(far, lon, t=t, speed=speed)
+    _matcher_pieces(what, net, pieces, n)
+    for first, _, s, _ in pieces:
+        idx = np.arange(first, first + np.asarray(s).size)
+        if np.isfinite(np.asarray(s)[(idx >= off.start) & (idx < off.stop)]).any():
+            _fail(what, "a fix far from every road must not be placed")
+    if not pieces or pieces[-1][0] < off.stop:
+        _fail(what, "the trip must go on after the fixes far from every road")
+    ran.append("off the network")
+
+    for k in (0, 1):
+        if m.match(lat[:k], lon[:k], t=t[:k], speed=speed[:k]) != []:
+            _fail(what, f"a trip of {k} fixes must give no piece")
+    ran.append("short trips")
+
+    def same(a, b):
+        return len(a) == len(b) and all(
+            x[0] == y[0] and list(x[1]) == list(y[1]) and np.array_equal(x[2], y[2], equal_nan=True)
+            and np.array_equal(x[3], y[3], equal_nan=True) for x, y in zip(a, b, strict=True))
+
+    again, fresh = m.match(lat, lon, t=t, speed=speed), factory(net, gps_noise_m).match(lat, lon, t=t, speed=speed)
+    if not (same(runs["with times and speeds"], again) and same(again, fresh)):
+        _fail(what, "the same fixes must give the same pieces")
+    ran.append("deterministic")
+    return ran
 
 
 class MockModel(PosteriorModel):

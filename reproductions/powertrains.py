@@ -25,7 +25,8 @@ from evroute.physics.routes import edge_energies, resolve_route  # noqa: E402
 from evroute.roads.network import load_network  # noqa: E402
 from evroute.roads.oracle import Oracle  # noqa: E402
 from evroute.world.powertrain import fit_vehicle  # noqa: E402
-from evroute.world.sumo import atlas_conservation, build_atlas, edet_agreement  # noqa: E402
+from evroute.world.sumo_atlas import build_atlas  # noqa: E402
+from evroute.world.sumo_truth import atlas_conservation, edet_agreement  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -28,7 +28,7 @@ from evroute.physics.routes import edge_energies, resolve_route  # noqa: E402
 from evroute.priors.network_prior import NetworkPrior  # noqa: E402
 from evroute.roads.network import load_network  # noqa: E402
 from evroute.roads.oracle import Oracle  # noqa: E402
-from evroute.world.sumo import build_atlas  # noqa: E402
+from evroute.world.sumo_atlas import build_atlas  # noqa: E402
 
 
 def cv_r2(X: np.ndarray, y: np.ndarray, folds: int = 5, repeats: int = 10, seed: int = 0) -> float:

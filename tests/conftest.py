@@ -123,3 +123,79 @@ def dear_truth():
     register_truth("dear", factory, description="E_det plus physics' junctions, one turn dearer")
     yield extra
     TRUTHS.unregister("dear")
+
+
+def fleet_table(net, *, trips: int = 40, seed: int = 0, vehicle: str = "sumo-ev", noise_wh: float = 3.0):
+    """A fleet's traversals of ``net`` as ``evroute drives import`` writes them, known by
+    construction: ``trips`` cars each drive a shortest route between two random edges (its first and
+    last edge partial, left out); each edge's energy at a constant kinetic state is a truth of its
+    own (E_det ± 20 %, plus 2 Wh) plus N(0, ``noise_wh``²) per traversal, and each car dissipates
+    1 + |N(0, 1.5²)| Wh at every junction (booked on ``kin_out_wh``, at a constant top speed)."""
+    import pandas as pd
+
+    from evroute.physics.energy import load_vehicle
+    from evroute.physics.routes import edge_energies
+    from evroute.roads.oracle import Oracle
+
+    rng = np.random.default_rng(seed)
+    e_det = edge_energies(net, load_vehicle(vehicle))
+    truth = e_det + 0.2 * np.abs(e_det) * rng.standard_normal(net.n_edges) + 2.0
+    oracle, length = Oracle.from_network(net), net.edges.length_m.to_numpy()
+    rows, k = [], 0
+    while k < trips:
+        a, b = (int(x) for x in rng.integers(net.n_edges, size=2))
+        if not oracle.reachable(a)[b]:
+            continue
+        path = oracle.shortest_path(length, a, b).edges
+        if len(path) < 5:
+            continue
+        inner = [int(x) for x in path[1:-1]]
+        for i, edge in enumerate(inner):
+            y = truth[edge] + noise_wh * rng.standard_normal()
+            d = 1.0 + abs(rng.normal(0.0, 1.5))
+            rows.append({"trip": f"t{k:03d}", "vehicle": f"car{k:03d}", "edge": edge,
+                         "next_edge": inner[i + 1] if i + 1 < len(inner) else -1, "enter_s": 10.0 * i,
+                         "seconds": 10.0, "energy_wh": y + d, "edge_wh": y, "kin_in_wh": 0.0, "kin_out_wh": d,
+                         "v_in": 10.0, "v_top": 10.0, "v_out": 10.0, "match_dist_m": 1.0, "file": "fleet.csv"})
+        k += 1
+    return pd.DataFrame(rows)
+
+
+def write_drives_import(folder, net, table, *, network: str = "synthetic", vehicle: str = "sumo-ev") -> Path:
+    """``table`` as ``evroute drives import`` leaves it: ``folder/traversals.parquet`` and a
+    ``report.json`` naming the network and the vehicle."""
+    import json
+
+    from evroute.io import atomic_write_parquet, generator
+    from evroute.physics.energy import load_vehicle
+    from evroute.world.fleet import network_record, vehicle_record
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_parquet(folder / "traversals.parquet", table)
+    report = {"generator": generator(), "network": network_record(net, network),
+              "vehicle": vehicle_record(load_vehicle(vehicle), vehicle), "gps_noise_m": 5.0, "matcher": "hmm"}
+    (folder / "report.json").write_text(json.dumps(report))
+    return folder
+
+
+def make_prior_file(folder, net, table, *, name: str = "prior.json", vehicle: str = "delivery-van",
+                    fleet: str = "sumo-ev", **fit) -> Path:
+    """``table`` imported (:func:`write_drives_import`) and made a prior file with the library
+    (:func:`evroute.world.fleet.fit_fleet_prior`; ``fit`` its options: ``fitted`` gives σ₀, the noise
+    and ℓ where the drives are too few for a fit, ``residual_sd`` where too few trips for its
+    cross-validation)."""
+    import json
+
+    from evroute.physics.energy import load_vehicle
+    from evroute.world.fleet import fit_fleet_prior, vehicle_record, write_fleet_prior
+
+    folder = Path(folder)
+    drives = write_drives_import(folder / f"drives-{name}", net, table, vehicle=fleet)
+    report = json.loads((drives / "report.json").read_text())
+    prior = fit_fleet_prior(net, table, fleet_vehicle=load_vehicle(fleet), vehicle=load_vehicle(vehicle), **fit)
+    write_fleet_prior(folder / name, prior, network=report["network"], fleet_vehicle=report["vehicle"],
+                      vehicle=vehicle_record(load_vehicle(vehicle), vehicle),
+                      drives={"path": str(drives), "traversals": len(table), "trips": int(table.trip.nunique()),
+                              "edges": int(table.edge.nunique())})
+    return folder / name

@@ -122,6 +122,28 @@ def template(tmp_path_factory):
     (root / "bad-truncated" / "observations.parquet").write_bytes(data[: len(data) // 2])
     (root / "bad-grid").mkdir()
     (root / "bad-grid" / "grid.json").write_text("[1]")
+    # a fleet's drives, its prior file (for the van), a damaged one and an import of an earlier evroute
+    from evroute.roads.network import load_network
+
+    from .conftest import fleet_table, make_prior_file, write_drives_import
+
+    net = load_network("synthetic")
+    table = fleet_table(net, trips=8, seed=1)
+    write_drives_import(root / "fleet-drives", net, table)
+    make_prior_file(root / "adir", net, table, name="prior.json", residual_sd=0.0,
+                    fitted={"prior_std": 20.0, "noise_std": 5.0, "lengthscale": 1.0})
+    shutil.move(root / "adir" / "prior.json", root / "prior.json")
+    shutil.rmtree(root / "adir" / "drives-prior.json")
+    (root / "bad-prior.json").write_text((root / "prior.json").read_text()[:300])
+    (root / "old-drives").mkdir()
+    table.to_parquet(root / "old-drives" / "traversals.parquet")
+    (root / "old-drives" / "report.json").write_text('{"network": "my-city", "vehicle": "sumo-ev"}')
+    shutil.copytree(root / "old-drives", root / "old-car")
+    (root / "old-car" / "report.json").write_text('{"network": "synthetic", "vehicle": "my-car"}')
+    shutil.copytree(root / "fleet-drives", root / "moved-drives")
+    report = json.loads((root / "fleet-drives" / "report.json").read_text())
+    report["network"]["fingerprint"] = "synthetic-0123456789ab"
+    (root / "moved-drives" / "report.json").write_text(json.dumps(report))
     return root
 
 
@@ -225,6 +247,15 @@ CASES = [
     (["route", "--geojson", "run/rounds.parquet", "--overwrite"], "run's own files"),
     (["route", "--geojson", "cmp/grid.json", "--overwrite"], "compare directory"),
     (["route", "--geojson", "-", "--json"], "standard output"),
+    (["route", "--html", "notes.txt"], "not written by evroute"),
+    (["route", "--html", "adir"], "directory"),
+    (["route", "--html", "run/rounds.parquet", "--overwrite"], "run's own files"),
+    (["route", "--geojson", "x.geojson", "--html", "x.geojson"], "same file"),
+    (["route", "--prior", "nope.json"], "no such prior file"),
+    (["route", "--prior", "bad-prior.json"], "not JSON"),
+    (["route", "--prior", "prior.json", "--vehicle", "compact-ev"], "made for the vehicle"),
+    (["route", "synthetic-1k", "--prior", "prior.json"], "made for the network"),
+    (["route", "--prior", "cands-empty.json"], "not a prior file"),
     # ---- simulate: specs
     ([*SIM, "--policy", "gp-magic"], "unknown policy"),
     ([*SIM, "--policy", "gp-ucb[beta=004]"], "beta"),
@@ -455,6 +486,36 @@ CASES = [
     (["drives", "import", "notes.txt", "--network", "synthetic", "--out", "new-drives", "--sumo-net", "nope.net.xml"],
      "no such SUMO network"),
     (["drives", "import", "notes.txt", "--network", "synthetic", "--out", "notes.txt"], "not a directory"),
+    # ---- prior fit, and a prior file in the runs
+    (["prior", "fit", "nope", "--out", "p.json"], "no drives import"),
+    (["prior", "fit", "adir", "--out", "p.json"], "no drives import"),
+    (["prior", "fit", "old-drives", "--out", "p.json"], "give it with --network"),
+    (["prior", "fit", "old-car", "--out", "p.json"], "give it with --fleet-vehicle"),
+    (["prior", "fit", "fleet-drives", "--out", "p.json", "--fleet-vehicle", "delivery-van"], "leave --fleet-vehicle out"),
+    (["prior", "fit", "moved-drives", "--out", "p.json"], "loads differently now"),
+    (["prior", "fit", "fleet-drives", "--out", "p.json", "--network", "synthetic-1k"], "loads differently now"),
+    (["prior", "fit", "old-drives", "--out", "p.json", "--network", "nowhere.osm"], "not found"),
+    (["prior", "fit", "fleet-drives", "--out", "p.json", "--residual-sd", "-1"], "--residual-sd"),
+    (["prior", "fit", "fleet-drives", "--out", "p.json", "--vehicle-scale", "11"], "--vehicle-scale"),
+    (["prior", "fit", "fleet-drives", "--out", "p.json", "--seed", "-1"], "--seed"),
+    (["prior", "fit", "fleet-drives", "--out", "p.json", "--vehicle", "hovercraft"], "unknown vehicle"),
+    (["prior", "fit", "fleet-drives", "--out", "notes.txt"], "not written by evroute"),
+    (["prior", "fit", "fleet-drives", "--out", "adir"], "directory"),
+    (["prior", "fit", "fleet-drives", "--out", "run/config.json", "--overwrite"], "run's own files"),
+    (["prior", "fit", "fleet-drives"], "Missing option"),
+    ([*SIM, "--prior", "nope.json"], "no such prior file"),
+    ([*SIM, "--prior", "bad-prior.json"], "not JSON"),
+    ([*SIM, "--prior", "notes.txt"], "not JSON"),
+    ([*SIM, "--prior", "cands-empty.json"], "not a prior file"),
+    ([*SIM, "--prior", "prior.json", "--vehicle", "compact-ev"], "made for the vehicle"),
+    ([*SIM, "--prior", "prior.json", "--network", "synthetic-1k"], "made for the network"),
+    ([*SIM, "--turns", "drives"], "--prior"),
+    ([*SIM, "--turns", "auto[kernel=sometimes]"], "--turns kernel"),
+    ([*SIM, "--prior-turns", "drives"], "write --turns PRIOR"),
+    ([*CMP, "--prior", "nope.json"], "no such prior file"),
+    ([*CMP, "--prior", "prior.json", "--vehicle", "suv-ev"], "made for the vehicle"),
+    ([*CMP, "--prior", "prior.json", "--routes", "synthetic-1k:A"], "made for the network"),
+    ([*CMP, "--sweep", "prior=none,bad-prior.json"], "not JSON"),
     # ---- the powertrain world and vehicles fit (checked before FASTSim is looked for)
     (["networks", "info", "--vehicle", "negaux.json"], "aux_power_w"),
     ([*SIM, "--truth", "sumo[powertrain=tractor]"], "unknown car"),

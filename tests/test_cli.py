@@ -119,7 +119,7 @@ def test_model_spec_options_reach_the_run(capsys, tmp_path):
                        "--out", str(out))
     assert code == 0, err
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["format"] == 3 and cfg["agent"]["model"] == "exact[merge=always,max_active=7]"
+    assert cfg["format"] == 4 and cfg["agent"]["model"] == "exact[merge=always,max_active=7]"
 
 
 def test_svgp_with_a_bi_policy_is_refused(capsys, tmp_path):

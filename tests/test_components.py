@@ -17,7 +17,7 @@ def test_every_listed_component_is_registered_by_its_module_and_every_builtin_is
             "for family, names in BUILTIN.items():\n"
             "    for module in set(names.values()):\n"
             "        importlib.import_module(module)\n"
-            "import evroute.runs.config, evroute.world.sumo\n"
+            "import evroute.runs.config, evroute.world.sumo_truth\n"
             "print({f: sorted(r._entries) for f, r in REGISTRIES.items()})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     registered = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 (our own printout)
@@ -26,10 +26,10 @@ def test_every_listed_component_is_registered_by_its_module_and_every_builtin_is
 
 def test_a_listed_name_imports_its_module_on_first_use():
     code = ("import sys\nfrom evroute.components import TRUTHS\n"
-            "assert 'evroute.world.sumo' not in sys.modules\n"
+            "assert 'evroute.world.sumo_truth' not in sys.modules\n"
             "assert 'sumo' in TRUTHS.names()\n"
             "entry = TRUTHS.get('sumo')\n"
-            "print(entry.name, 'evroute.world.sumo' in sys.modules)")
+            "print(entry.name, 'evroute.world.sumo_truth' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["sumo", "True"], out.stderr[-2000:]
 

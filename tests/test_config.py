@@ -93,13 +93,18 @@ def test_config_json_round_trip_and_formats_1_and_2_still_read(tmp_path):
     cfg = SimulationConfig(policy="gp-ucb[beta_scale=0.5,beta=002]", model="exact[merge=always]",
                            priors="sumo-ev,compact-ev[eps=0.01]", horizon=7, seed=3, drift=0.01, truth="gp")
     data = json.loads(json.dumps(cfg.to_json()))
-    # format 3: the world, the agent and the schedule as three objects, every setting in one of them
-    assert data["format"] == CONFIG_FORMAT == 3 and set(data) == {"format", "scenario", "agent", "control"}
+    # format 4: the world, the agent and the schedule as three objects, every setting in one of them
+    assert data["format"] == CONFIG_FORMAT == 4 and set(data) == {"format", "scenario", "agent", "control"}
     assert data["agent"]["policy"] == "gp-ucb[beta_scale=0.5,beta=002]" and data["control"]["horizon"] == 7
     assert data["scenario"]["drift"] == 0.01 and data["scenario"]["priors"][1]["eps"] == 0.01
     assert sorted(k for part in ("scenario", "agent", "control") for k in data[part]) == sorted(RUN_SETTINGS)
     assert SimulationConfig.from_json(data) == cfg
     flat = flat_config_json(data)
+    # a config.json of format 3: a fleet's drives as five settings (here at their defaults: none)
+    three = {**data, "format": 3, "scenario": {**data["scenario"], "prior_drives": None, "fleet_vehicle": None},
+             "agent": {**data["agent"], "vehicle_scale": 0.0, "prior_drives_variance": "prior", "fleet_residual_sd": 0.0}}
+    del three["scenario"]["prior"]
+    assert SimulationConfig.from_json(three) == cfg
     # a config.json of format 2: one flat object, components as canonical specs
     two = {**{k: v for k, v in flat.items() if k != "format"}, "format": 2}
     assert SimulationConfig.from_json(two) == cfg
@@ -288,7 +293,7 @@ class _Recorder:
 
 
 @pytest.mark.parametrize("extra", [{}, {"truth_prior": "delivery-van", "noise_std": "edge[a=2,b_per_km=10]",
-                                        "prior_std": 9.0, "vehicle_scale": 0.3, "kernel": "graph"}])
+                                        "prior_std": 9.0, "kernel": "graph"}])
 def test_the_problem_reads_the_world_and_the_prior_its_spec(synthetic, extra):
     """prepare_problem reads the scenario and the seed, agent_prior the PriorSpec: the keys the
     compare workers keep them by are these values themselves (a world setting cannot be left out
@@ -307,10 +312,10 @@ def test_the_problem_reads_the_world_and_the_prior_its_spec(synthetic, extra):
     derived = {"truth_vehicle"}  # a method of the scenario reading vehicle and truth_prior
     unread = set(fields_of(Scenario)) - (rec.read - derived)
     assert unread <= {"osm", "dem", "from_point", "to_point", "drift", "closures", "priors", "vehicle",
-                      "truth_prior", "fleet_vehicle"}, unread  # (the fleet's vehicle: read with its drives)
+                      "truth_prior", "prior_turns"}, unread  # (the turns' prior: read under a truth with turns)
     rec = _Recorder(cfg.agent.prior)
     prior = agent_prior(rec, problem)
-    assert rec.read >= {"kernel", "lengthscale", "vehicle_scale"}
+    assert rec.read >= {"kernel", "lengthscale"}
     np.testing.assert_array_equal(prior.diag(), agent_prior(cfg, problem).diag())
     with pytest.raises(TypeError, match="give the seed"):
         prepare_problem(cfg.scenario, net=synthetic)
@@ -368,8 +373,8 @@ def test_what_an_agent_needs_is_declared_and_checked_before_any_work():
 
     with pytest.raises(EvrouteError, match="one noise level"):
         SimulationConfig(policy="gp-amm", noise_std="edge[a=1,b_per_km=2]")
-    with pytest.raises(EvrouteError, match="--prior-drives"):
-        SimulationConfig(prior_drives_variance="fleet")
+    with pytest.raises(EvrouteError, match="--prior"):
+        SimulationConfig(prior_turns="drives")
     SimulationConfig(policy="gp-ucb", noise_std="edge[a=1,b_per_km=2]")  # an index agent takes it
     p = small_problem()
     for name in agent_names():

@@ -20,7 +20,8 @@ from evroute.roads.oracle import Oracle
 from evroute.roads.walks import least_energy_walk
 from evroute.world.conservation import route_energy, trip_checks, truth_checks
 from evroute.world.junctions import junction_dissipation, speed_change_loss_wh, truth_turns
-from evroute.world.sumo import ATLAS_COLUMNS, drive_predictions
+from evroute.world.sumo_atlas import ATLAS_COLUMNS
+from evroute.world.sumo_truth import drive_predictions
 
 
 @pytest.fixture(scope="module")

@@ -60,6 +60,38 @@ def test_getting_started_goes_from_the_main_job_to_a_comparison_plot(tmp_path, m
     assert {"regret.png", "explore-synthetic-A.png"} <= plots
 
 
+def test_your_fleet_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The fleet page's path, as written, on the embedded city: its literal CSV imported, the prior
+    fitted from it, the route under it (GeoJSON and a map), a run and a comparison with and without
+    it."""
+    import json
+    import shlex
+
+    from evroute.cli import main
+
+    page = DOCS / "guide" / "fleet.md"
+    csv = re.findall(r"<!-- the tests write this block to fleet.csv -->\n```csv\n(.*?)```",
+                     page.read_text(encoding="utf-8"), flags=re.S)
+    assert len(csv) == 1 and csv[0].startswith("trip_id,timestamp,")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fleet.csv").write_text(csv[0], encoding="utf-8")
+    commands = marked_commands(page)
+    assert [c.split()[1] for c in commands] == ["drives", "prior", "route", "simulate", "compare"]
+    for command in commands:
+        assert main(shlex.split(command)[1:]) == 0, (command, capsys.readouterr().err[-2000:])
+    out = capsys.readouterr().out
+    assert "3 of 3 trips matched on synthetic" in out and "<- chosen" in out and "prior: " in out
+    report = json.loads((tmp_path / "my-drives" / "report.json").read_text())
+    assert report["network"]["name"] == "synthetic" and report["vehicle"]["spec"] == "sumo-ev"
+    prior = json.loads((tmp_path / "prior.json").read_text())
+    assert prior["network"]["fingerprint"] == report["network"]["fingerprint"] and prior["turns"] is not None
+    kinds = [f["properties"]["kind"] for f in json.loads((tmp_path / "routes.geojson").read_text())["features"]]
+    assert kinds[-1] == "prior" and "prior route" in (tmp_path / "routes.html").read_text()
+    assert json.loads((tmp_path / "run-prior" / "config.json").read_text())["scenario"]["prior"] == "prior.json"
+    table = (tmp_path / "judge" / "summary.md").read_text()
+    assert "prior=prior.json" in table and "prior=None" in table
+
+
 def test_the_python_page_is_the_readmes_example():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Using evroute from Python", 1)[1].split("\n## ", 1)[0]

@@ -10,7 +10,13 @@ import pytest
 from evroute.errors import EvrouteError
 from evroute.physics.energy import ROTATING_MASS_KG, Vehicle
 from evroute.roads.oracle import Oracle
-from evroute.world.drives import Matcher, import_traces, parse_columns, read_traces, trip_traversals
+from evroute.world.drives import (
+    LeuvenMatcher,
+    import_traces,
+    parse_columns,
+    read_traces,
+    trip_traversals,
+)
 
 SPEED = 10.0  # m/s
 
@@ -199,7 +205,7 @@ def test_bad_rows_and_trips_are_named_and_the_good_ones_kept(tmp_path):
 
 def test_matcher_refuses_a_nonpositive_noise(synthetic):
     with pytest.raises(EvrouteError, match="GPS noise"):
-        Matcher(synthetic, 0.0)
+        LeuvenMatcher(synthetic, 0.0)
 
 
 def test_drives_import_command(synthetic, tmp_path):
@@ -259,13 +265,13 @@ def test_sumo_drives_come_back_through_the_import(synthetic):
     """SUMO's drives on the synthetic city, exact positions at 1 Hz: the import finds the edge of
     ≥ 95 % of the answer key's driven length, and the energy of a whole matched run of edges
     within 5 % of SUMO's (per edge the boundary differs: SUMO's edge ends past the junction)."""
-    from evroute.world.drives import Matcher, match_trip
-    from evroute.world.sumo import sumo_drives
+    from evroute.world.drives import LeuvenMatcher, match_trip
+    from evroute.world.sumo_drives import sumo_drives
 
     d = sumo_drives(synthetic, "synthetic", Vehicle(), vehicles=6, seed=1, rate=300.0, hours=0.25)
     assert d.summary["vehicles"] >= 4 and len(d.answer) > 50
     assert list(d.traces.columns) == ["trip", "vehicle", "time_s", "lat", "lon", "speed_mps", "energy_wh"]
-    matcher = Matcher(synthetic, 5.0)
+    matcher = LeuvenMatcher(synthetic, 5.0)
     found, total, ours, theirs = 0.0, 0.0, 0.0, 0.0
     length = synthetic.edges.length_m.to_numpy()
     for trip, g in d.traces.groupby("trip"):
@@ -290,7 +296,7 @@ def test_a_district_fleet_begins_and_ends_its_trips_in_the_district(synthetic):
     without it the same demand's trips reach well beyond."""
     import osmnx
 
-    from evroute.world.sumo import sumo_drives
+    from evroute.world.sumo_drives import sumo_drives
 
     lat = float(np.median(synthetic.nodes.lat))
     lon = float(np.median(synthetic.nodes.lon))
@@ -344,30 +350,6 @@ def test_fleet_prior_mean_is_the_conjugate_update():
     assert mean[0] == pytest.approx(10 + 3 * 4 / (3 * 4 + 4) * (14 - 10))
     assert mean[1] == pytest.approx(20 + 4 / (4 + 4) * (25 - 20))
     assert mean[2] == 30.0
-
-
-def test_prior_drives_sets_the_agents_prior_mean_and_not_the_truth(synthetic, tmp_path):
-    """--prior-drives moves the agents' prior mean where the fleet drove; the truth, E_det in
-    the run's edge table and a table of another network are untouched or refused."""
-    from evroute.io import atomic_write_parquet
-    from evroute.runs.config import SimulationConfig
-    from evroute.runs.problem import prepare_problem
-
-    route = _route(synthetic)
-    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:3], 4), "next_edge": -1,
-                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": 50.0, "edge_wh": 50.0})
-    atomic_write_parquet(tmp_path / "fleet.parquet", table)
-    base = prepare_problem(SimulationConfig(network="synthetic", horizon=2))
-    fleet = prepare_problem(SimulationConfig(network="synthetic", horizon=2, prior_drives=str(tmp_path / "fleet.parquet")))
-    moved = np.flatnonzero(fleet.prior_mean != base.prior_mean)
-    assert sorted(moved.tolist()) == sorted(route[:3])
-    assert np.all(np.abs(fleet.prior_mean[moved] - 50.0) < np.abs(base.prior_mean[moved] - 50.0))
-    np.testing.assert_array_equal(fleet.truth, base.truth)
-    np.testing.assert_array_equal(fleet.e_det, base.prior_mean)
-    bad = table.assign(edge=synthetic.n_edges + 5)
-    atomic_write_parquet(tmp_path / "other.parquet", bad)
-    with pytest.raises(EvrouteError, match="imported on another network"):
-        prepare_problem(SimulationConfig(network="synthetic", horizon=2, prior_drives=str(tmp_path / "other.parquet")))
 
 
 def test_check_prior_supports_the_kernel_only_where_the_data_has_it(synthetic):
@@ -435,22 +417,19 @@ def test_prior_check_command_prints_the_fit_as_another_vehicles_run_options(synt
     assert own["settings"]["rho"] == 1.0
     text = subprocess.run(cmd + ["--vehicle", "delivery-van"], capture_output=True, text=True).stdout
     assert f"to learn under it as delivery-van: --prior-std {van['settings']['prior_std']:.4g} --noise-std" in text
-    # what it prints runs as written, in both commands: the fit, then the drives as the van's prior
+    # what it prints runs as written, in both commands; the drives as the van's prior: prior fit
     lines = text.splitlines()
     fit = next(x for x in lines if x.startswith("to learn under it")).split(": ", 1)[1].split(" (the fit")[0]
-    drives = next(x for x in lines if x.startswith("with these drives as its prior, add: ")).split("add: ", 1)[1]
-    assert shlex.split(drives) == ["--prior-drives", str(tmp_path / "d.parquet"), "--fleet-vehicle", "sumo-ev",
-                                   "--vehicle-scale", "0.5", "--prior-drives-variance", "fleet"]
+    assert "with these drives as its prior: evroute prior fit DRIVES --vehicle delivery-van --out PRIOR" in text
     run = [sys.executable, "-m", "evroute"]
-    common = ["--vehicle", "delivery-van", "--horizon", "3", "--no-progress", *shlex.split(fit), *shlex.split(drives)]
+    common = ["--vehicle", "delivery-van", "--horizon", "3", "--no-progress", *shlex.split(fit)]
     for args in (["simulate", "--network", "synthetic", "--out", str(tmp_path / "run")],
                  ["compare", "--routes", "synthetic:A", "--policies", "gp-ts", "--seeds", "1", "--out",
                   str(tmp_path / "cmp")]):
         p = subprocess.run(run + args + common, capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["agent"]["lengthscale"] == van["settings"]["lengthscale"] and config["agent"]["vehicle_scale"] == 0.5
-    assert config["scenario"]["prior_drives"] == str(tmp_path / "d.parquet")
+    assert config["agent"]["lengthscale"] == van["settings"]["lengthscale"]
     own_text = subprocess.run(cmd, capture_output=True, text=True).stdout
     assert "with these drives as its prior" not in own_text  # printed for another vehicle only
 
@@ -774,164 +753,6 @@ def test_the_speed_places_a_stop_at_a_junction_despite_gps_noise():
         raw_err += [abs(raw[k] / exact[k] - 1) for k in (1, 2)]
     assert np.median(smooth_err) < 0.06 and max(smooth_err) < 0.25
     assert np.median(raw_err) > 3 * np.median(smooth_err)
-
-
-def test_fleet_variance_is_the_fleet_posterior_on_each_edge(synthetic, tmp_path):
-    """--prior-drives-variance fleet: each driven edge's prior variance is the conjugate update's
-    σ₀² ς² / (n σ₀² + ς²) (n its traversals, ς² pooled within edges), the others keep σ₀²'s
-    kernel, and GP and BI runs take it; asked for without drives it is refused."""
-    from evroute.io import atomic_write_parquet
-    from evroute.runs.config import SimulationConfig
-    from evroute.runs.problem import agent_prior, prepare_problem
-    from evroute.runs.simulation import simulate
-
-    route = _route(synthetic)
-    y = np.tile([48.0, 52.0, 50.0, 46.0], 3)
-    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:3], 4), "next_edge": -1,
-                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
-    atomic_write_parquet(tmp_path / "fleet.parquet", table)
-    plain = SimulationConfig(network="synthetic", horizon=3, prior_drives=str(tmp_path / "fleet.parquet"))
-    fleet = plain.replace(prior_drives_variance="fleet")
-    problem = prepare_problem(fleet)
-    base, scaled = agent_prior(plain, problem).diag(), agent_prior(fleet, problem).diag()
-    noise_var = float(np.var(y[:4], ddof=1))  # every edge's traversals have the same spread
-    shrink = noise_var / (4 * problem.prior_var + noise_var)
-    np.testing.assert_allclose(scaled[route[:3]], base[route[:3]] * shrink, rtol=1e-12)
-    others = np.setdiff1d(np.arange(synthetic.n_edges), route[:3])
-    np.testing.assert_array_equal(scaled[others], base[others])
-    for policy in ("gp-ucb", "bi-ucb"):
-        res = simulate(fleet.replace(policy=policy), net=synthetic)
-        assert len(res.rounds) == 3
-    with pytest.raises(EvrouteError, match="--prior-drives"):
-        agent_prior(SimulationConfig(network="synthetic", horizon=2, prior_drives_variance="fleet"),
-                    prepare_problem(SimulationConfig(network="synthetic", horizon=2)))
-
-
-def test_the_vehicle_scale_on_a_fleet_prior_puts_the_whole_mean_in_the_fleets_units(synthetic, tmp_path):
-    """With --vehicle-scale and --prior-drives, the edges the fleet never drove start at E_det
-    times the fleet's ratio to E_det (least squares through the origin over the driven edges,
-    against numpy's lstsq), the driven ones at the fleet's means; without the scale, at E_det."""
-    from evroute.io import atomic_write_parquet
-    from evroute.runs.config import SimulationConfig
-    from evroute.runs.problem import agent_prior, prepare_problem
-
-    route = _route(synthetic)
-    e_det = prepare_problem(SimulationConfig(network="synthetic", horizon=2)).prior_mean
-    y = np.repeat(0.6 * e_det[route[:4]], 3)  # a lighter fleet: 0.6 × E_det
-    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:4], 3), "next_edge": -1,
-                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
-    atomic_write_parquet(tmp_path / "fleet.parquet", table)
-    cfg = SimulationConfig(network="synthetic", horizon=2, prior_drives=str(tmp_path / "fleet.parquet"))
-    problem = prepare_problem(cfg)
-    driven = np.zeros(synthetic.n_edges, bool)
-    driven[route[:4]] = True
-    ratio = np.linalg.lstsq(e_det[driven, None], problem.prior_mean[driven], rcond=None)[0][0]
-    assert ratio == pytest.approx(0.6, rel=1e-9)  # (no spread within edges: the means are the traversals)
-    scaled = agent_prior(cfg.replace(vehicle_scale=0.5), problem).mean
-    np.testing.assert_allclose(scaled[~driven], ratio * e_det[~driven], rtol=1e-12)
-    np.testing.assert_array_equal(scaled[driven], problem.prior_mean[driven])
-    np.testing.assert_array_equal(agent_prior(cfg, problem).mean[~driven], e_det[~driven])
-    tight = agent_prior(cfg.replace(prior_drives_variance="fleet"), problem).diag()  # no spread: tight, not 0
-    assert np.all(tight[driven] > 0) and np.all(tight[driven] < 1e-4 * tight[~driven].min())
-
-
-def _car_fleet(synthetic, path, *, seed: int):
-    """A fleet of compact EVs on the first five edges of the synthetic route, four traversals each
-    (their means off the car's E_det by N(0, 20²) Wh, a small spread within edges), written to
-    ``path``: the route, the car's E_det and the table."""
-    from evroute.io import atomic_write_parquet
-    from evroute.physics.energy import load_vehicle
-    from evroute.physics.routes import edge_energies
-
-    route = _route(synthetic)
-    e_car = edge_energies(synthetic, load_vehicle("compact-ev"))
-    rng = np.random.default_rng(seed)
-    y = np.repeat(e_car[route[:5]] + rng.normal(0.0, 20.0, 5), 4) + np.tile([-1.0, 1.0, 0.5, -0.5], 5)
-    table = pd.DataFrame({"trip": "t", "vehicle": "v", "edge": np.repeat(route[:5], 4), "next_edge": -1,
-                          "enter_s": 0.0, "seconds": 1.0, "energy_wh": y, "edge_wh": y})
-    atomic_write_parquet(path, table)
-    return route, e_car, table
-
-
-def test_a_fleet_of_another_vehicle_lends_its_residuals_not_its_energies(synthetic, tmp_path):
-    """--fleet-vehicle: each traversal moves into the run's units, E_det + ρ (y − the fleet
-    vehicle's E_det), ρ the physics' ratio of the two (least squares through the origin over the
-    driven edges, against numpy's lstsq), and the conjugate update weighs their spread ρ² ς²
-    against σ₀² (written out here: the gain n σ₀² / (n σ₀² + ρ² ς²), the variance σ₀² ρ² ς² /
-    (n σ₀² + ρ² ς²)); E_det exactly where the fleet never drove; a fleet named as the run's own
-    vehicle gives the plain fleet prior; with --vehicle-scale the scale moves the residuals only;
-    without --prior-drives it is refused."""
-    from evroute.physics.energy import load_vehicle
-    from evroute.physics.routes import edge_energies
-    from evroute.runs.config import SimulationConfig
-    from evroute.runs.problem import agent_prior, prepare_problem
-
-    route, e_car, table = _car_fleet(synthetic, tmp_path / "fleet.parquet", seed=2)
-    cfg = SimulationConfig(network="synthetic", horizon=2, vehicle="delivery-van",
-                           prior_drives=str(tmp_path / "fleet.parquet"))
-    plain = prepare_problem(cfg)
-    problem = prepare_problem(cfg.replace(fleet_vehicle="compact-ev"))
-    e_van = edge_energies(synthetic, load_vehicle("delivery-van"))
-    driven = np.zeros(synthetic.n_edges, bool)
-    driven[route[:5]] = True
-    rho = np.linalg.lstsq(e_car[driven, None], e_van[driven], rcond=None)[0][0]
-    n = np.bincount(table.edge, minlength=synthetic.n_edges)
-    ybar = np.bincount(table.edge, weights=table.edge_wh, minlength=synthetic.n_edges) / np.maximum(n, 1)
-    s2 = float(((table.edge_wh - ybar[table.edge]) ** 2).sum() / (len(table) - driven.sum()))  # within edges
-    s0 = plain.prior_var
-    gain = n * s0 / (n * s0 + rho ** 2 * s2)
-    np.testing.assert_allclose(problem.prior_mean, e_van + gain * rho * (ybar - e_car), rtol=1e-12, atol=1e-9)
-    assert np.all(gain[driven] < n[driven] * s0 / (n[driven] * s0 + s2))  # weighed in the van's units
-    fleet_var = agent_prior(cfg.replace(fleet_vehicle="compact-ev", prior_drives_variance="fleet"), problem).diag()
-    dense = agent_prior(cfg.replace(fleet_vehicle="compact-ev"), problem).diag()
-    np.testing.assert_allclose(fleet_var[driven], dense[driven] * rho ** 2 * s2 / (n[driven] * s0 + rho ** 2 * s2),
-                               rtol=1e-9)
-    np.testing.assert_array_equal(problem.prior_mean[~driven], e_van[~driven])
-    np.testing.assert_allclose(problem.fleet_residual, problem.prior_mean - e_van, atol=1e-9)
-    assert np.abs(problem.prior_mean - plain.prior_mean)[driven].mean() > 10.0  # not the fleet's energies
-    same = prepare_problem(cfg.replace(fleet_vehicle="delivery-van"))
-    np.testing.assert_allclose(same.prior_mean, plain.prior_mean, rtol=1e-12)
-    scaled = agent_prior(cfg.replace(fleet_vehicle="compact-ev", vehicle_scale=0.5), problem)
-    np.testing.assert_array_equal(scaled.mean, problem.prior_mean)
-    base = agent_prior(cfg.replace(fleet_vehicle="compact-ev"), problem)
-    np.testing.assert_allclose(scaled.diag() - base.diag(), 0.25 * problem.fleet_residual ** 2, rtol=1e-9, atol=1e-9)
-    with pytest.raises(EvrouteError, match="--prior-drives"):
-        SimulationConfig(network="synthetic", fleet_vehicle="compact-ev")
-
-
-def test_the_fleet_residual_sd_widens_each_edge_by_its_own_residual(synthetic, tmp_path):
-    """--fleet-residual-sd k: each edge's prior variance is the fleet's posterior one plus
-    (k r_e)², r_e its prior mean less E_det, capped at the prior's own (written out here from the
-    conjugate update); edges the fleet never drove (r_e = 0) keep theirs; GP and BI runs take it;
-    without the fleet's variance it is refused."""
-    from evroute.physics.energy import load_vehicle
-    from evroute.physics.routes import edge_energies
-    from evroute.runs.config import SimulationConfig
-    from evroute.runs.problem import agent_prior, prepare_problem
-    from evroute.runs.simulation import simulate
-
-    route, e_car, table = _car_fleet(synthetic, tmp_path / "fleet.parquet", seed=3)
-    cfg = SimulationConfig(network="synthetic", horizon=3, vehicle="delivery-van", fleet_vehicle="compact-ev",
-                           prior_drives=str(tmp_path / "fleet.parquet"), prior_drives_variance="fleet")
-    problem = prepare_problem(cfg)
-    dense = agent_prior(cfg.replace(prior_drives_variance="prior"), problem).diag()
-    fleet = agent_prior(cfg, problem).diag()
-    e_van = edge_energies(synthetic, load_vehicle("delivery-van"))
-    r = problem.prior_mean - e_van
-    driven = np.zeros(synthetic.n_edges, bool)
-    driven[route[:5]] = True
-    assert np.all(np.abs(r[driven]) > 1.0) and np.all(r[~driven] == 0.0)
-    for k in (0.3, 10.0):
-        wide = agent_prior(cfg.replace(fleet_residual_sd=k), problem).diag()
-        want = np.minimum(dense, fleet + k ** 2 * r ** 2 * dense / problem.prior_var)
-        np.testing.assert_allclose(wide, want, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(agent_prior(cfg.replace(fleet_residual_sd=10.0), problem).diag()[driven], dense[driven],
-                               rtol=1e-9)  # (capped)
-    assert np.all(agent_prior(cfg.replace(fleet_residual_sd=0.3), problem).diag()[driven] > fleet[driven])
-    for policy in ("gp-ts", "bi-ts"):
-        assert len(simulate(cfg.replace(policy=policy, fleet_residual_sd=0.5), net=synthetic).rounds) == 3
-    with pytest.raises(EvrouteError, match="--prior-drives-variance fleet"):
-        cfg.replace(prior_drives_variance="prior", fleet_residual_sd=0.5)
 
 
 def _turn_fleet(net, dissipation_by_turn, vehicle, vehicle_prefix="v"):

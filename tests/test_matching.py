@@ -6,6 +6,9 @@ matcher beside it."""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import networkx as nx
 import numpy as np
@@ -13,9 +16,12 @@ import pandas as pd
 import pytest
 
 from evroute.errors import EvrouteError
+from evroute.roads.network import load_network
+from evroute.testing import check_matcher
 from evroute.world import matching
-from evroute.world.drives import Matcher
-from evroute.world.matching import HMMMatcher
+from evroute.world.drives import MATCHERS, LeuvenMatcher
+from evroute.world.leuven import seed_free_hash
+from evroute.world.matching import HMMMatcher, Matcher
 
 from .test_drives import SPEED, _drive, _route
 
@@ -151,7 +157,7 @@ def test_noisy_drives_match_at_least_as_much_as_leuvenmapmatching(synthetic):
             true_edge = _edge_at(route, truth_bounds, true_s)
             k = np.searchsorted(truth_bounds, true_s, "right")
             judged = np.minimum(true_s - truth_bounds[k - 1], truth_bounds[k.clip(0, len(route))] - true_s) > 15.0
-            for matcher, out in ((HMMMatcher(synthetic, 10.0), ours), (Matcher(synthetic, 10.0), theirs)):
+            for matcher, out in ((HMMMatcher(synthetic, 10.0), ours), (LeuvenMatcher(synthetic, 10.0), theirs)):
                 right = np.zeros(len(fixes), dtype=bool)
                 for first, got, s, _ in matcher.match(fixes.lat.to_numpy(), fixes.lon.to_numpy(),
                                                       t=fixes.time_s.to_numpy(), speed=fixes.speed_mps.to_numpy()):
@@ -199,3 +205,103 @@ def test_a_car_waiting_far_from_any_junction(synthetic):
 def test_bad_noise_is_one_line(synthetic):
     with pytest.raises(EvrouteError, match="GPS noise"):
         HMMMatcher(synthetic, 0.0)
+
+
+# --------------------------------------------------------------------------------------
+# the contract both matchers follow (evroute.testing.check_matcher)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(MATCHERS))
+def test_every_matcher_passes_the_shipped_contract_check(name):
+    """``evroute.testing.check_matcher``: each matcher of ``--matcher`` (by its class and by its
+    name) on the small synthetic city."""
+    assert isinstance(MATCHERS[name](load_network("synthetic", size=60), 5.0), Matcher)
+    ran = check_matcher(MATCHERS[name])
+    assert ran == ["refuses a bad noise", "protocol", "pieces", "clean drive", "without times and speeds",
+                   "off the network", "short trips", "deterministic"]
+    assert check_matcher(name, gps_noise_m=10.0) == ran
+
+
+class _Shifted(HMMMatcher):
+    """A broken matcher: every position 5 m further along than the fix is."""
+
+    def match(self, lat, lon, *, t=None, speed=None):
+        return [(f, r, s + 5.0, d) for f, r, s, d in super().match(lat, lon, t=t, speed=speed)]
+
+
+class _Jumping(HMMMatcher):
+    """A broken matcher: its routes skip every other edge."""
+
+    def match(self, lat, lon, *, t=None, speed=None):
+        return [(f, r[::2], s, d) for f, r, s, d in super().match(lat, lon, t=t, speed=speed)]
+
+
+class _Lenient(HMMMatcher):
+    """A broken matcher: it takes a GPS noise of zero."""
+
+    def __init__(self, net, gps_noise_m):
+        super().__init__(net, max(gps_noise_m, 1.0))
+        self.noise = gps_noise_m
+
+
+def test_the_shipped_contract_check_catches_a_broken_matcher():
+    with pytest.raises(AssertionError, match="position along its route within 1 m"):
+        check_matcher(_Shifted)
+    with pytest.raises(AssertionError, match="must be a walk"):
+        check_matcher(_Jumping)
+    with pytest.raises(AssertionError, match="must be refused"):
+        check_matcher(_Lenient)
+
+
+def test_seed_free_hash_is_pythons_string_hash_under_hash_seed_0():
+    words = ["", "a", "0_1_0_0", "12_13_5_0", "1234567", "12345678", "123456789_987654321_1234_0", "x" * 16]
+    code = f"print([hash(w) for w in {words!r}])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": "0"}, timeout=60)
+    assert eval(out.stdout) == [seed_free_hash(w) for w in words]  # noqa: S307 (our own printout)
+
+
+#: A car standing still on every third two-way street of the small city (fixes about its middle):
+#: the states on the street's two directions are equally likely, and leuvenmapmatching picks one
+#: in the order of a Python set of its states.
+_STANDING = """
+import sys
+import numpy as np
+from evroute.roads.network import load_network
+from evroute.world.drives import LeuvenMatcher
+if sys.argv[1] == "library":  # leuvenmapmatching's own hash of a state: the process's string hash
+    from leuvenmapmatching.matcher.distance import DistanceMatching
+    import evroute.world.leuven as leuven
+    leuven.ReproducibleMatching = DistanceMatching
+net = load_network("synthetic", size=60)
+e = net.edges
+pairs = set(zip(e.u, e.v))
+m = LeuvenMatcher(net, 5.0)
+out = []
+for i in range(0, net.n_edges, 3):
+    if (e.v.iat[i], e.u.iat[i]) in pairs:
+        lon, lat = np.asarray(net.geometry[i], float)[:2].mean(axis=0)
+        rng = np.random.default_rng(i)
+        pieces = m.match(lat + rng.normal(0, 3 / 111195, 12), lon + rng.normal(0, 3 / 80000, 12))
+        out.append([(p[0], [int(x) for x in p[1]], p[2].round(6).tolist()) for p in pieces])
+print(out)
+"""
+
+
+def test_leuvenmapmatching_breaks_ties_alike_whatever_the_hash_seed():
+    """With evroute's hash of the lattice states (evroute.world.leuven) the pieces are the same
+    under any hash seed, and the same as the library's own hashing gives under PYTHONHASHSEED=0
+    (where ``evroute drives import`` used to run it); the library's own hashing alone differs
+    between seeds on these fixes."""
+
+    def run(how, seed):
+        out = subprocess.run([sys.executable, "-W", "ignore", "-c", _STANDING, how], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout
+
+    ours = {run("evroute", seed) for seed in ("1", "2")}
+    assert len(ours) == 1
+    assert run("library", "0") in ours
+    assert run("library", "1") not in ours  # (the test sees ties)

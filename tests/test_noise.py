@@ -99,7 +99,8 @@ def test_too_few_traversals_is_one_line(net):
 
 
 def test_fit_hyperparameters_fits_the_noise_model_on_the_first_half(net):
-    from evroute.world.sumo import Atlas, fit_hyperparameters
+    from evroute.world.sumo_atlas import Atlas
+    from evroute.world.sumo_truth import fit_hyperparameters
 
     sd = edge_noise_std(net, "edge[a=2,b_per_km=20,tls=6]")
     first = traversals(net, sd, 8, 3).assign(enter_s=10.0, vehicle="v")

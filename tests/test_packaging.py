@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from evroute.registry import REGISTRIES, load_registry
+from evroute.registry import DATA_REGISTRIES, load_registry
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_registries_load_through_the_package():
-    for name in REGISTRIES:
+    for name in DATA_REGISTRIES:
         reg = load_registry(name)
         assert isinstance(reg, dict) and reg
     assert {"synthetic", "monaco", "luxembourg"} <= set(load_registry("networks"))
@@ -37,7 +37,7 @@ def test_wheel_carries_and_reads_the_registries(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         zf.extractall(tmp_path / "site")
-    for name in REGISTRIES:
+    for name in DATA_REGISTRIES:
         assert f"evroute/data/{name}.json" in names
     sources = {p.relative_to(REPO).as_posix() for p in (REPO / "evroute").rglob("*.py")}
     assert sources - names == set(), "modules missing from the wheel"

@@ -18,7 +18,7 @@ from evroute.cli import main
 from evroute.errors import EvrouteError
 from evroute.physics.energy import Vehicle, kinetic_energy_wh, kinetic_wh, load_vehicle
 from evroute.settings import FASTSIM_INSTALL, POWERTRAINS
-from evroute.world.sumo import traversals
+from evroute.world.sumo_atlas import traversals
 
 CARS = tuple(POWERTRAINS)
 #: The synthetic city's traffic the tests re-cost (as tests/test_sumo.py's atlas).
@@ -189,7 +189,7 @@ def test_a_fitted_prior_predicts_held_out_drives_better_than_the_papers_car(tmp_
 @pytest.fixture(scope="module")
 def world():
     pytest.importorskip("fastsim")
-    from evroute.world.sumo import sumo_home
+    from evroute.world.sumo_tools import sumo_home
 
     try:
         sumo_home()
@@ -198,7 +198,7 @@ def world():
     from evroute.physics.routes import resolve_route
     from evroute.roads.network import load_network
     from evroute.roads.oracle import Oracle
-    from evroute.world.sumo import build_atlas
+    from evroute.world.sumo_atlas import build_atlas
 
     net = load_network("synthetic")
     route = resolve_route(net, "A")
@@ -255,7 +255,7 @@ def test_the_powertrain_world_conserves_energy(world):
     without a mean at the Leaf's E_det, as the truth falls back); the trip's exact optimum stands."""
     from evroute.physics.routes import edge_energies
     from evroute.world.junctions import junction_dissipation, truth_turns
-    from evroute.world.sumo import atlas_conservation
+    from evroute.world.sumo_truth import atlas_conservation
 
     net, atlas, kw = world
     c = atlas_conservation(atlas, net, atlas.vehicle, start=kw["start"], end=kw["end"])
@@ -315,7 +315,7 @@ def test_a_car_waiting_at_a_light_pays_its_auxiliary_energy_on_the_junction(worl
 def test_atlases_are_kept_per_car_and_temperature_over_one_traffic(world):
     import time
 
-    from evroute.world.sumo import build_atlas
+    from evroute.world.sumo_atlas import build_atlas
 
     net, leaf, kw = world
     tic = time.perf_counter()
@@ -369,7 +369,8 @@ def test_sumos_own_world_draws_a_vehicles_auxiliary_power_every_second():
     from evroute.physics.routes import resolve_route
     from evroute.roads.network import load_network
     from evroute.roads.oracle import Oracle
-    from evroute.world.sumo import build_atlas, sumo_home
+    from evroute.world.sumo_atlas import build_atlas
+    from evroute.world.sumo_tools import sumo_home
 
     try:
         sumo_home()

@@ -413,31 +413,6 @@ def test_the_vehicle_scale_along_a_direction_is_a_rank_one_term_and_learnt_from_
         VehicleScalePrior(base, s, d[:-1])
 
 
-def test_the_vehicle_scale_in_a_run(tmp_path, capsys):
-    """A run whose truth is the paper's EV's while the agents take a van's E_det learns the
-    ratio of the two (E_det(EV) / E_det(van), least squares over the edges); a sparse prior and
-    a bad value are one line each."""
-    import json
-
-    from evroute.cli import main
-    from evroute.physics.energy import load_vehicle
-    from evroute.physics.routes import edge_energies
-    from evroute.roads.network import load_network
-
-    out = tmp_path / "run"
-    assert main(["simulate", "--network", "synthetic", "--policy", "gp-ts", "--horizon", "30", "--vehicle",
-                 "delivery-van", "--truth", "lognormal[prior=sumo-ev]", "--vehicle-scale", "0.5", "--out", str(out)]) == 0
-    s = json.loads((out / "summary.json").read_text())
-    net = load_network("synthetic")
-    van, ev = edge_energies(net, load_vehicle("delivery-van")), edge_energies(net, load_vehicle("sumo-ev"))
-    ratio = float(van @ ev / (van @ van))
-    assert s["vehicle_scale_mean"] == pytest.approx(ratio, abs=3 * s["vehicle_scale_sd"] + 0.03)
-    assert s["vehicle_scale_sd"] < 0.1
-    capsys.readouterr()
-    assert main(["simulate", "--vehicle-scale", "-1", "--out", str(tmp_path / "x")]) == 2
-    assert "vehicle-scale" in capsys.readouterr().err
-
-
 def test_the_vehicle_scale_refuses_a_sparse_precision():
     from evroute.priors.graph_prior import GraphMaternPrior
     from evroute.priors.prior import VehicleScalePrior

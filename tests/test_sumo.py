@@ -14,19 +14,12 @@ import pandas as pd
 import pytest
 
 from evroute.errors import EvrouteError
-from evroute.physics.energy import Vehicle, edge_energy_wh, load_vehicle
+from evroute.physics.energy import Vehicle, edge_energy_wh, kinetic_wh, load_vehicle
 from evroute.physics.routes import edge_energies, resolve_route
 from evroute.roads.network import load_network
 from evroute.roads.oracle import Oracle
-from evroute.world.sumo import (
-    ATLAS_COLUMNS,
-    SUMO_INSTALL,
-    build_atlas,
-    kinetic_wh,
-    sumo_home,
-    traversals,
-    vtype_xml,
-)
+from evroute.world.sumo_atlas import ATLAS_COLUMNS, build_atlas, traversals
+from evroute.world.sumo_tools import SUMO_INSTALL, sumo_home, vtype_xml
 
 from .conftest import data_file
 
@@ -361,7 +354,7 @@ def test_edges_plus_turns_conserve_energy_where_whole_traversals_do_not(atlas):
     paid on the edge before); booked per car as edges plus turns, none does and no turn dissipates
     less than nothing, with nothing repaired; the potential rule handed the truth drives the trip's
     exact optimum, and SUMO's own drives are predicted better."""
-    from evroute.world.sumo import atlas_conservation
+    from evroute.world.sumo_truth import atlas_conservation
 
     net, a, kw, _ = atlas
     c = atlas_conservation(a, net, start=kw["start"], end=kw["end"])
@@ -405,7 +398,8 @@ def test_type_ii_maximum_likelihood_recovers_known_hyperparameters():
     the fit finds σ₀, ς and ℓ back (Monte-Carlo check of fit_hyperparameters), from the first half
     only (the second half is drawn with another noise and must not matter)."""
     from evroute.priors.network_prior import NetworkPrior
-    from evroute.world.sumo import Atlas, fit_hyperparameters
+    from evroute.world.sumo_atlas import Atlas
+    from evroute.world.sumo_truth import fit_hyperparameters
 
     net = load_network("synthetic", size=120)
     e_det = edge_energies(net)
@@ -433,7 +427,7 @@ def test_luxembourg_osm_gets_evroutes_elevations(tmp_path):
     elsewhere; every node is tagged."""
     import re
 
-    from evroute.world.sumo import osm_with_elevations
+    from evroute.world.sumo_tools import osm_with_elevations
 
     dem = data_file("luxembourg-dem500.tif")
     net = load_network("luxembourg", dem=dem)
@@ -466,9 +460,10 @@ def test_a_time_window_of_the_atlas_through_the_truth(monkeypatch):
     """``hour=``: f of an edge is the mean of the traversals entered in that simulated hour; an
     edge without enough of them there keeps E_det (the fallback); an observation is one of the
     window's traversals. A hand-made atlas, so no SUMO is needed."""
-    import evroute.world.sumo as sumo
+    import evroute.world.sumo_truth as sumo_truth_module
     from evroute.bandit.environments import TruthSetup
-    from evroute.world.sumo import Atlas, sumo_truth
+    from evroute.world.sumo_atlas import Atlas
+    from evroute.world.sumo_truth import sumo_truth
 
     net = load_network("synthetic")
     e_det = edge_energies(net)
@@ -485,7 +480,7 @@ def test_a_time_window_of_the_atlas_through_the_truth(monkeypatch):
     mean, counts = atlas.mean_energy(net.n_edges, hour=1, min_traversals=2)
     assert mean[1] == pytest.approx(e_det[1] + 7.0) and np.isnan(mean[0]) and np.isnan(mean[2])
     assert counts[:3].tolist() == [1, 2, 1]
-    monkeypatch.setattr(sumo, "build_atlas", lambda *a, **k: atlas)
+    monkeypatch.setattr(sumo_truth_module, "build_atlas", lambda *a, **k: atlas)
     setup = TruthSetup(net=net, mean=e_det, prior_var=1.0, noise_std=0.5, seed=0)
     for turns, column, shift in ((True, "edge_wh", 0.75), (False, "energy_wh", 0.0)):
         for hour, covered in ((0, {0: 2.0}), (1, {1: 7.0})):

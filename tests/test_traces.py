@@ -14,15 +14,8 @@ import pytest
 
 from evroute.errors import EvrouteError
 from evroute.world.drives import import_traces
-from evroute.world.traces import (
-    COLUMN_ALIASES,
-    UNITS,
-    normal_name,
-    parse_units,
-    read_traces,
-    sniff_csv,
-    trace_files,
-)
+from evroute.world.trace_formats import sniff_csv, trace_files
+from evroute.world.traces import COLUMN_ALIASES, UNITS, normal_name, parse_units, read_traces
 
 from .test_drives import SPEED, _drive, _route
 

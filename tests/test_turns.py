@@ -143,7 +143,7 @@ def test_agents_learn_a_dear_turn_after_driving_it(dear_truth, synthetic, policy
 
 def test_only_an_oracle_hands_the_agents_the_truths_turns(dear_truth, synthetic):
     """The agents' prior of the junctions is physics' whatever the truth's turns are; the truth's
-    own dissipation reaches them only with --prior-turns oracle, named so in the summary and the
+    own dissipation reaches them only with --turns oracle, named so in the summary and the
     closing lines."""
     from evroute.reports.report import describe_run
     from evroute.runs.config import SimulationConfig
@@ -171,10 +171,11 @@ def test_the_turns_prior_from_a_fleet_is_its_posterior(dear_truth, synthetic, tm
     shrunk from physics towards the cars' by the data's share of the precision."""
     import pandas as pd
 
-    from evroute.io import atomic_write_parquet
     from evroute.runs.config import SimulationConfig
     from evroute.runs.problem import prepare_problem
     from evroute.world.junctions import physics_turns
+
+    from .conftest import make_prior_file
 
     oracle = Oracle.from_network(synthetic)
     path = oracle.shortest_path(np.ones(synthetic.n_edges), 0, synthetic.n_edges - 1).edges
@@ -184,9 +185,10 @@ def test_the_turns_prior_from_a_fleet_is_its_posterior(dear_truth, synthetic, tm
              "kin_out_wh": (c + 6.0 * (-1) ** k) * (i == 0), "v_in": 10.0, "v_top": 10.0, "v_out": 10.0}
             for j, (a, b, cars, c) in enumerate(turns) for k in range(cars)
             for i, (e, n) in enumerate(((a, b), (b, -1)))]
-    atomic_write_parquet(tmp_path / "fleet.parquet", pd.DataFrame(rows))
-    cfg = SimulationConfig(network="synthetic", truth="dear", prior_turns="drives",
-                           prior_drives=str(tmp_path / "fleet.parquet"))
+    prior = make_prior_file(tmp_path, synthetic, pd.DataFrame(rows), vehicle="sumo-ev", residual_sd=0.0,
+                            fitted={"prior_std": 10.0, "noise_std": 2.0, "lengthscale": 1.0})
+    cfg = SimulationConfig(truth="dear", prior=str(prior))  # (the fleet's turns: the prior file's)
+    assert cfg.prior_turns == "drives"
     fleet = prepare_problem(cfg, net=synthetic).agent_turns
     arcs = oracle.turn_index(path[:3])
     tau2 = np.delete(fleet.var, arcs)
@@ -202,9 +204,6 @@ def test_the_turns_prior_from_a_fleet_is_its_posterior(dear_truth, synthetic, tm
     share = (np.array([12, 5]) / s2) * fleet.var[arcs]
     np.testing.assert_allclose(fleet.mean[arcs], physics.mean[arcs] + b[0] + share * (means - physics.mean[arcs] - b[0]),
                                rtol=1e-9)
-    with pytest.raises(EvrouteError, match="edges plus turns"):
-        prepare_problem(SimulationConfig(network="synthetic", prior_turns="drives",
-                                         prior_drives=str(tmp_path / "fleet.parquet")), net=synthetic)
 
 
 def load_vehicle_default():

@@ -10,7 +10,7 @@ it into rounds). ``--truth NAME[...]`` names one from the registry :data:`TRUTHS
   noise ς = 0.1 σ_det; it falls below the physical floor and creates energy, so its regret is the
   paper's;
 - ``rkhs[B=…]``: paper 000's, ‖f − m‖ = B exactly (:func:`rkhs_truth`);
-- ``sumo[...]``: SUMO's EV model in traffic (:mod:`evroute.world.sumo`).
+- ``sumo[...]``: SUMO's EV model in traffic (:mod:`evroute.world.sumo_truth`).
 
 A truth of edges plus turns also carries its junctions (:class:`Turns`).
 """

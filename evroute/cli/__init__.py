@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "export": ("evroute.cli.experiment", "export", "Routes driven, the optimal route and per-edge visits / "
                "posterior as GeoJSON, HTML or GeoPackage."),
     "route": ("evroute.cli.run", "route", "The energy-optimal (exact, negative energies allowed), shortest and "
-              "fastest routes."),
+              "fastest routes, and the route under a fleet's drives or its prior file."),
     "models": ("evroute.cli.run", "models", "List the registered components with their options, defaults and "
                "capabilities: posterior backends (--model), policies (--policy), truths (--truth) and closure "
                "patterns (its closures)."),
@@ -48,8 +48,8 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
              "download, verify, list."),
     "drives": ("evroute.cli.drives", None, "Drives in: GPS traces with energy map-matched into the network's "
                "edges."),
-    "prior": ("evroute.cli.prior", None, "The agents' prior against measured traversals: fit it, check it on "
-              "held-out drives."),
+    "prior": ("evroute.cli.prior", None, "The agents' prior from measured traversals: fit a fleet's drives into "
+              "one prior file, check the kernel on held-out drives."),
     "sumo": ("evroute.cli.sumo", None, "SUMO's EV model in simulated traffic, a physical truth (pip install "
              "\"evroute[sumo]\")."),
     "vehicles": ("evroute.cli.vehicles", None, "Vehicles: Eq. 8's presets and FASTSim's cars; fit Eq. 8 plus an "

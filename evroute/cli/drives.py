@@ -72,8 +72,10 @@ def drives_import_cmd(
     from ..roads.network import load_network
     from ..runs.directory import check_output_file
     from ..validate import choice
-    from ..world.drives import BOUNDARIES, MATCHERS, import_traces, parse_columns
-    from ..world.traces import parse_units, trace_files, trace_kind
+    from ..world.drives import BOUNDARIES, MATCHERS, import_traces
+    from ..world.fleet import network_record, vehicle_record
+    from ..world.trace_formats import trace_files, trace_kind
+    from ..world.traces import parse_columns, parse_units
 
     if capacity_kwh is not None and not 0 < capacity_kwh <= 1e4:
         raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
@@ -101,7 +103,9 @@ def drives_import_cmd(
         table, report = import_traces(paths, net, columns=names, capacity_kwh=capacity_kwh, units=unit_names,
                                       gps_noise_m=gps_noise, vehicle=veh, progress=tick, jobs=jobs or usable_cpus(),
                                       sumo_net=sumo_net, boundary=boundary, matcher=matcher)
-    summary = {"generator": generator(), "network": net.name, "vehicle": veh.name, "gps_noise_m": gps_noise,
+    # the network and the vehicle as they were loaded, so that evroute prior fit asks for neither again
+    summary = {"generator": generator(), "network": network_record(net, network, osm=osm, dem=dem),
+               "vehicle": vehicle_record(veh, fleet_vehicle), "gps_noise_m": gps_noise,
                "matcher": matcher, "boundary": boundary, "units": unit_names,
                "files": [str(f) for f in paths], **report.to_dict(), "paths": [str(f) for f in paths]}
     out.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,7 @@ from ..specs import format_value
 
 __all__ = ["with_settings", "HELP_STYLE", "PanelCommand", "WORLD", "AGENT", "RUN", "OUTPUT", "PANELS",
            "NetworkOpt", "OsmOpt", "DemOpt", "RouteOpt", "VehicleOpt", "FleetVehicleOpt", "SeedOpt", "ConfigOpt",
-           "OverwriteOpt", "JsonOpt", "ProgressOpt", "JobsOpt", "GpsNoiseOpt", "GeojsonOpt", "out_option", "MOVED", "moved"]
+           "OverwriteOpt", "JsonOpt", "ProgressOpt", "vehicle_option", "fleet_vehicle_option", "JobsOpt", "GpsNoiseOpt", "GeojsonOpt", "HtmlOpt", "PriorOpt", "out_option", "MOVED", "moved"]
 
 #: Help texts are plain text: no markup eats a spec's [...] (``gp-ucb[beta=002]`` is shown as typed).
 HELP_STYLE = {"rich_markup_mode": None, "add_completion": False, "pretty_exceptions_enable": False}
@@ -63,7 +63,7 @@ SETTING_PANELS: dict[str, str] = {
 
 #: What help says a setting's default is where the declaration's is None (taken from elsewhere).
 DEFAULT_TEXT = {"route": "A", "vehicle": "sumo-ev", "prior_std": "0.25 sigma_det", "noise_std": "0.1 sigma_det",
-                "priors": "every preset"}
+                "priors": "every preset", "prior_turns": "auto"}
 
 
 class PanelCommand(typer.core.TyperCommand):
@@ -92,17 +92,28 @@ def _setting_option(name: str, panel: str | None = None, **kwargs):
 
 
 #: ``--network NAME``: what the command works on (a command's default, or required).
-NetworkOpt = Annotated[str, _setting_option("network")]
+NetworkOpt = Annotated[str | None, _setting_option("network")]
 OsmOpt = Annotated[Path | None, _setting_option("osm", show_default=False)]
 DemOpt = Annotated[Path | None, _setting_option("dem", show_default=False)]
 #: ``--route TRIP``: a named route or two points.
 RouteOpt = Annotated[str | None, _setting_option("route", show_default=DEFAULT_TEXT["route"])]
-#: ``--vehicle``: the vehicle driven, whose energy is counted (the agents', the routes').
-VehicleOpt = Annotated[str | None, _setting_option("vehicle", show_default=DEFAULT_TEXT["vehicle"])]
-#: ``--fleet-vehicle``: the vehicle that drove a fleet's traces (not the agents').
-FleetVehicleOpt = Annotated[str | None, typer.Option(
-    "--fleet-vehicle", metavar="NAME|FILE", help="Vehicle that drove the traces: a preset or JSON file.",
-    rich_help_panel=WORLD, show_default=DEFAULT_TEXT["vehicle"])]
+
+
+def vehicle_option(default: str = DEFAULT_TEXT["vehicle"]):
+    """``--vehicle``: the vehicle driven, whose energy is counted (the agents', the routes'); its
+    default as help says it."""
+    return Annotated[str | None, _setting_option("vehicle", show_default=default)]
+
+
+def fleet_vehicle_option(default: str = DEFAULT_TEXT["vehicle"]):
+    """``--fleet-vehicle``: the vehicle that drove a fleet's traces (not the agents')."""
+    return Annotated[str | None, typer.Option(
+        "--fleet-vehicle", metavar="NAME|FILE", help="Vehicle that drove the traces: a preset or JSON file.",
+        rich_help_panel=WORLD, show_default=default)]
+
+
+VehicleOpt = vehicle_option()
+FleetVehicleOpt = fleet_vehicle_option()
 #: ``--seed``: the seed of everything the command draws at random.
 SeedOpt = Annotated[int, _setting_option("seed", RUN)]
 #: ``--config FILE`` or ``--preset NAME``: one option, a preset being a named config file.
@@ -126,6 +137,11 @@ JobsOpt = Annotated[int | None, typer.Option("--jobs", help="Parallel processes 
 #: ``--gps-noise``: the fixes' GPS noise (added by a simulation, assumed by the map matcher).
 GpsNoiseOpt = Annotated[float, typer.Option("--gps-noise", help="GPS noise of the fixes, metres (sd); 0 to 500.",
                                             rich_help_panel=WORLD)]
+#: ``--html``: an interactive map to write.
+HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Interactive HTML map (folium) to write.",
+                                              rich_help_panel=OUTPUT)]
+#: ``--prior``: a fleet's prior file (``evroute prior fit``).
+PriorOpt = Annotated[Path | None, _setting_option("prior", show_default=False)]
 #: ``--geojson``: a GeoJSON file to write.
 GeojsonOpt = Annotated[str | None, typer.Option("--geojson", help="GeoJSON file to write (- for standard output).",
                                                 rich_help_panel=OUTPUT)]

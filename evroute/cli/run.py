@@ -21,10 +21,12 @@ from .options import (
     ConfigOpt,
     DemOpt,
     GeojsonOpt,
+    HtmlOpt,
     JsonOpt,
     NetworkOpt,
     OsmOpt,
     OverwriteOpt,
+    PriorOpt,
     ProgressOpt,
     RouteOpt,
     VehicleOpt,
@@ -37,34 +39,39 @@ app = typer.Typer(**HELP_STYLE)
 
 @app.command("route")
 def route_cmd(
-    network: NetworkOpt = "synthetic", route: RouteOpt = None, vehicle: VehicleOpt = None, osm: OsmOpt = None,
-    dem: DemOpt = None,
+    network: NetworkOpt = None, route: RouteOpt = None,
+    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
     drives: Annotated[Path | None, typer.Option(
         "--drives", metavar="TRAVERSALS.parquet", help="Also the least-energy route under what these drives "
         "measured (evroute drives import).", rich_help_panel=WORLD)] = None,
-    geojson: GeojsonOpt = None,
+    prior: PriorOpt = None,
+    geojson: GeojsonOpt = None, html: HtmlOpt = None,
     overwrite: OverwriteOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
-    """The energy-optimal (exact, negative energies allowed), shortest and fastest routes."""
-    from ..io import is_stdout
+    """The energy-optimal (exact, negative energies allowed), shortest and fastest routes, and the
+    route under a fleet's drives or its prior file."""
     from ..physics.energy import load_vehicle
     from ..physics.routes import reference_routes, resolve_route
     from ..progress import configure as configure_progress
     from ..reports.report import routes_geojson, write_geojson
     from ..roads.network import load_network
-    from ..runs.directory import check_output_file
     from ..settings import unfold_settings
 
     configure_progress(progress)
-    to_stdout = geojson is not None and is_stdout(geojson)
-    if to_stdout and as_json:
-        raise EvrouteError("--json and --geojson - both write to standard output; give --geojson a file")
-    if geojson is not None and not to_stdout:
-        check_output_file(geojson, overwrite)  # before any work
+    to_stdout = _check_route_outputs(geojson, html, as_json=as_json, overwrite=overwrite)
     if drives is not None and not drives.is_file():
         raise EvrouteError(f"no such drives table: {drives}")
+    fleet = None
+    if prior is not None:
+        from ..world.fleet import read_fleet_prior
+
+        fleet = read_fleet_prior(prior)
+        own = fleet.settings()
+        if network is None:  # the prior's network as it was loaded
+            network, osm, dem = own["network"], osm or own["osm"], dem or own["dem"]
+        vehicle = vehicle if vehicle is not None else own["vehicle"]
     veh = load_vehicle(vehicle)
-    net = load_network(network, osm=osm, dem=dem)
+    net = load_network(network or "synthetic", osm=osm, dem=dem)
     trip = unfold_settings({"route": route})
     spec = resolve_route(net, trip["route"], trip.get("from_point"), to_point=trip.get("to_point"))
     routes = reference_routes(net, spec, veh)
@@ -72,25 +79,61 @@ def route_cmd(
         from ..world.drives import drives_route, read_drives
 
         routes.append(drives_route(net, spec, read_drives(drives, net.n_edges), vehicle=veh))
+    if fleet is not None:
+        from ..world.fleet import prior_route
+
+        routes.append(prior_route(net, spec, fleet, vehicle=veh))
     if geojson is not None:
         write_geojson(geojson, routes_geojson(net, routes, spec.name), overwrite=overwrite)
-        if to_stdout:
-            return
+    if html is not None:
+        from ..reports.export import write_routes_html
+
+        write_routes_html(html, net, routes, route_name=spec.name)
+    if to_stdout:
+        return
     if as_json:
         print(json.dumps({"network": net.name, "route": spec.name, "vehicle": veh.name,
                           "start_edge": spec.start, "end_edge": spec.end, "routes": routes}))
         return
     print(f"{net.name} route {spec.name}: edge {spec.start} -> edge {spec.end} ({veh.name})")
-    print(f"{'kind':<10}{'energy Wh':>12}{'length m':>12}{'time s':>10}{'edges':>8}")
-    for r in routes:
-        print(f"{r['kind']:<10}{r['energy_wh']:>12.1f}{r['length_m']:>12.0f}{r['time_s']:>10.0f}{r['n_edges']:>8}")
-    if drives is not None:
-        d = routes[-1]
-        print(f"drives: {d['energy_wh']:.1f} ± {d['energy_sd_wh']:.1f} Wh under the drives' posterior, "
-              f"{d['edges_wh']:.1f} on the edges and {d['junctions_wh']:.1f} at the junctions (the other routes: "
-              f"E_det, no junctions); the fleet drove {100 * d['edges_driven_share']:.0f} % of its length")
-    if geojson is not None:
-        print(f"wrote {geojson}")
+    for line in _route_lines(routes):
+        print(line)
+    for path in (geojson, html):
+        if path is not None:
+            print(f"wrote {path}")
+
+
+def _check_route_outputs(geojson, html, *, as_json: bool, overwrite: bool) -> bool:
+    """``route``'s files checked before any work (the writer rule); whether the GeoJSON goes to
+    standard output."""
+    from ..io import is_stdout
+    from ..runs.directory import check_output_file
+
+    to_stdout = geojson is not None and is_stdout(geojson)
+    if to_stdout and as_json:
+        raise EvrouteError("--json and --geojson - both write to standard output; give --geojson a file")
+    if geojson is not None and not to_stdout:
+        check_output_file(geojson, overwrite)
+    if html is not None:
+        if geojson is not None and not to_stdout and Path(geojson).resolve() == Path(html).resolve():
+            raise EvrouteError("--geojson and --html name the same file; give each its own")
+        check_output_file(html, overwrite)
+    return to_stdout
+
+
+def _route_lines(routes: list[dict]) -> list[str]:
+    """``route``'s table, and a line for a route under drives or a prior."""
+    lines = [f"{'kind':<10}{'energy Wh':>12}{'length m':>12}{'time s':>10}{'edges':>8}"]
+    lines += [f"{r['kind']:<10}{r['energy_wh']:>12.1f}{r['length_m']:>12.0f}{r['time_s']:>10.0f}{r['n_edges']:>8}"
+              for r in routes]
+    for d in routes:
+        if d["kind"] in ("drives", "prior"):
+            under = "the drives' posterior" if d["kind"] == "drives" else "the prior"
+            lines.append(f"{d['kind']}: {d['energy_wh']:.1f} ± {d['energy_sd_wh']:.1f} Wh under {under}, "
+                         f"{d['edges_wh']:.1f} on the edges and {d['junctions_wh']:.1f} at the junctions (the other "
+                         f"routes: E_det, no junctions); the fleet drove {100 * d['edges_driven_share']:.0f} % of its "
+                         "length")
+    return lines
 
 
 # --------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ app = typer.Typer(help="SUMO's EV model in simulated traffic, a physical truth (
 
 
 def conservation_lines(c: dict, trip: str) -> list[str]:
-    """What :func:`evroute.world.sumo.atlas_conservation` found, for people: one line per question."""
+    """What :func:`evroute.world.sumo_truth.atlas_conservation` found, for people: one line per question."""
     whole, split = c["whole"], c["split"]
 
     def cycle(x):
@@ -94,7 +94,8 @@ def sumo_atlas_cmd(
     from ..roads.oracle import Oracle
     from ..runs.directory import check_output_file
     from ..settings import unfold_settings
-    from ..world.sumo import atlas_conservation, build_atlas, edet_agreement, fit_hyperparameters
+    from ..world.sumo_atlas import build_atlas
+    from ..world.sumo_truth import atlas_conservation, edet_agreement, fit_hyperparameters
 
     options = TRUTHS.get("sumo").resolve(truth_options)
     configure_progress(progress)
@@ -198,8 +199,8 @@ def sumo_drives_cmd(
     from ..roads.network import load_network
     from ..runs.directory import check_output_file
     from ..validate import parse_latlon
-    from ..world.drives import write_gpx
-    from ..world.sumo import sumo_drives
+    from ..world.sumo_drives import sumo_drives
+    from ..world.trace_formats import write_gpx
 
     for ok, what in ((1 <= vehicles <= 10000, f"--vehicles must be 1 to 10000, got {vehicles}"),
                      (0 <= seed < 2**31, f"--seed must be 0 to 2^31-1, got {seed}"),

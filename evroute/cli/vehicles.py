@@ -43,8 +43,8 @@ def vehicles_fit_cmd(
                                         show_default=False)],
     out: Annotated[Path, out_option("The vehicle JSON file to write (for --vehicle FILE and --priors FILE).",
                                     show_default=False)],
-    ambient_c: Annotated[float, typer.Option("--ambient-c", help="Ambient temperature (degrees C) of the car's "
-                                             "heating and air conditioning; -40 to 50.", rich_help_panel=WORLD)] = 20.0,
+    ambient_c: Annotated[float, typer.Option("--ambient-c", help="Ambient temperature (degrees C) of the power "
+                                             "train's heating and air conditioning.", rich_help_panel=WORLD)] = 20.0,
     baseline: Annotated[str, typer.Option("--baseline", help="The vehicle (preset or JSON file) the fit is "
                                           "compared with on held-out drives.", rich_help_panel=WORLD)] = "sumo-ev",
     seed: SeedOpt = 0,

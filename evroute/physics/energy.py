@@ -200,7 +200,7 @@ def edge_energy_wh(length_m, incline_rad, speed_mps, *, vehicle: Vehicle | None 
 
 #: The mass equivalent of the rotating parts (wheels, motor) that SUMO's energy model adds to the
 #: vehicle's in the kinetic energy, kg: SUMO 1.28's default (``EnergyParams``), pinned in
-#: :func:`evroute.world.sumo.vtype_xml` so that the kinetic split uses the car SUMO drove; the
+#: :func:`evroute.world.sumo_tools.vtype_xml` so that the kinetic split uses the car SUMO drove; the
 #: default of :attr:`Vehicle.rotating_mass_kg`.
 ROTATING_MASS_KG = OPTIONAL_PARAMETERS["rotating_mass_kg"]
 

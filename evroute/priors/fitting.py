@@ -214,7 +214,7 @@ def fitted_settings(check: dict, rho: float = 1.0) -> dict:
     The per-edge noise model's fit where it predicted the held-out traversals better than one
     noise level, the one level's otherwise; σ₀ and the noise (its a, b_per_km and tls) times
     ``rho``, the ratio of the other vehicle's energies to those of the vehicle that drove (as
-    ``--fleet-vehicle`` moves a fleet's residuals: :func:`evroute.runs.problem.fleet_ratio`), the
+    ``evroute prior fit --vehicle`` moves a fleet's residuals: :func:`evroute.world.drives.fleet_ratio`), the
     lengthscale as fitted.
 
     Returns

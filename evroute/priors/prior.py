@@ -468,8 +468,8 @@ class VehicleScalePrior(Prior):
     covariance K + s² d dᵀ (a rank-one term). With d = m (the default), f = a · m + g: a car unlike
     the one the prior mean describes (a van on a fleet of cars' means) learns a from any edge it
     drives, and every edge moves with it (issue "Drives in": this car = a × the fleet). With d the
-    part of m a fleet measured beyond this vehicle's physics (``--fleet-vehicle``), a scales that
-    part only. Served on priors held densely or by rows; a sparse-precision prior is refused (its
+    part of m a fleet measured beyond this vehicle's physics (a prior file of ``evroute prior fit``,
+    its vehicle scale), a scales that part only. Served on priors held densely or by rows; a sparse-precision prior is refused (its
     precision would no longer be sparse).
 
     Parameters
@@ -483,8 +483,9 @@ class VehicleScalePrior(Prior):
 
     def __init__(self, base: Prior, scale_sd: float, direction=None):
         if base.representation != "dense":
-            raise EvrouteError("--vehicle-scale is served on priors held densely or by rows (networks below "
-                               f"{GMRF_FROM_EDGES:,} edges); this prior is a sparse precision")
+            raise EvrouteError("a vehicle scale (prior fit --vehicle-scale) is served on priors held densely or by "
+                               f"rows (networks below {GMRF_FROM_EDGES:,} edges); this prior is a sparse precision: "
+                               "use the combined kernel, or fit the prior file with --vehicle-scale 0")
         self._base = base
         self.scale_sd = positive_float("vehicle scale sd", scale_sd)
         self.mean = base.mean

@@ -39,7 +39,12 @@ from .report import COORD_DECIMALS, layers_geojson, path_geodataframe, write_geo
 
 ATTRIBUTION = "© OpenStreetMap contributors"
 
-__all__ = ["run_gdfs", "run_geojson", "export", "write_html", "write_geopackage", "resolve_run_dir", "COORD_DECIMALS"]
+__all__ = ["run_gdfs", "run_geojson", "export", "write_html", "write_routes_html", "write_geopackage", "resolve_run_dir",
+           "COORD_DECIMALS"]
+
+#: The colours of ``evroute route``'s routes on its map, by kind (the others grey).
+ROUTE_COLOURS = {"energy": "#00a651", "shortest": "#7570b3", "fastest": "#d95f02", "drives": "#2166ac",
+                 "prior": "#2166ac"}
 
 
 def resolve_run_dir(directory: str | os.PathLike, run: str | None = None) -> Path:
@@ -253,6 +258,51 @@ def write_html(path: str | os.PathLike, fc: dict) -> None:
     p = fc.get("properties", {})
     title = (f"evroute: {p.get('policy')} on {p.get('route')}, seed {p.get('seed')}, T = {p.get('horizon')}")
     m.get_root().html.add_child(folium.Element(f"<title>{title}</title>"))
+    html = m.get_root().render()
+    doctype = "<!DOCTYPE html>\n"
+    if html.startswith(doctype):  # the generator mark evroute.io.written_by_evroute recognises
+        html = f"{doctype}<!-- generator: {generator()} -->\n{html[len(doctype):]}"
+    atomic_write_text(path, html)
+
+
+def write_routes_html(path: str | os.PathLike, net, routes: list[dict], *, route_name: str) -> None:
+    """An interactive folium map of ``evroute route``'s routes (one line each, its energy, length,
+    time and edges in its tooltip) and, for a route under drives or a prior, each of its edges with
+    its posterior mean, sd and traversals. Nothing is fetched while writing; the file carries
+    evroute's generator mark after the doctype."""
+    import folium
+
+    from .report import path_coordinates, routes_geojson
+
+    fc = routes_geojson(net, routes, route_name)
+    w, s, e, n = fc["bbox"]
+    m = folium.Map(location=[(s + n) / 2, (w + e) / 2], tiles=None, control_scale=True)
+    folium.TileLayer("https://tile.openstreetmap.org/{z}/{x}/{y}.png", attr=ATTRIBUTION, name="OpenStreetMap",
+                     max_zoom=19).add_to(m)
+    keys = ["kind", "energy_wh", "length_m", "time_s", "n_edges"]
+    for f in fc["features"]:
+        kind = f["properties"]["kind"]
+        colour = ROUTE_COLOURS.get(kind, "#555555")
+        folium.GeoJson({"type": "FeatureCollection", "features": [
+            {"type": "Feature", "geometry": f["geometry"], "properties": {k: f["properties"].get(k) for k in keys}}]},
+            name=f"{kind} route ({f['properties']['energy_wh']:,.0f} Wh)",
+            style_function=lambda _, c=colour: {"color": c, "weight": 5, "opacity": 0.8},
+            tooltip=folium.GeoJsonTooltip(fields=keys)).add_to(m)
+    for r in routes:  # a posterior's route: edge by edge
+        if "edge_mean_wh" not in r:
+            continue
+        feats = [{"type": "Feature", "properties": {"edge": int(ed), "mean_wh": round(float(mu), 2),
+                                                    "sd_wh": round(float(sd), 2), "traversals": int(c)},
+                  "geometry": {"type": "LineString", "coordinates": path_coordinates(net, [ed], decimals=COORD_DECIMALS)}}
+                 for ed, mu, sd, c in zip(r["edges"], r["edge_mean_wh"], r["edge_sd_wh"], r["edge_traversals"],
+                                          strict=True)]
+        folium.GeoJson({"type": "FeatureCollection", "features": feats}, name=f"{r['kind']} route's edges",
+                       style_function=lambda f: {"color": "#2166ac" if f["properties"]["traversals"] else "#b2182b",
+                                                 "weight": 3, "opacity": 0.9},
+                       tooltip=folium.GeoJsonTooltip(fields=["edge", "mean_wh", "sd_wh", "traversals"])).add_to(m)
+    folium.LayerControl(collapsed=False).add_to(m)
+    m.fit_bounds([[s, w], [n, e]])
+    m.get_root().html.add_child(folium.Element(f"<title>evroute: routes of {net.name} {route_name}</title>"))
     html = m.get_root().render()
     doctype = "<!DOCTYPE html>\n"
     if html.startswith(doctype):  # the generator mark evroute.io.written_by_evroute recognises

@@ -12,7 +12,7 @@ looks there (:func:`data_dir`).
   deleted, never kept under its name.
 * A file already present under a dataset's name is verified, never replaced unless it was
   evroute's download or the user says ``--overwrite`` (and never when it is a link or a device:
-  :func:`evroute.io.check_output_file`).
+  :func:`evroute.io.check_replaceable`).
 * Luxembourg's terrain model is published in centimetres (uint16, 0 = no data); evroute keeps
   the published file in ``sources/`` and writes the metres the network reader expects
   (float32, no data −9999), verified by the SHA-256 of its values.
@@ -30,7 +30,7 @@ import pooch
 import requests
 
 from ..errors import EvrouteError, Interrupted
-from ..io import atomic_path, check_output_file
+from ..io import atomic_path, check_replaceable
 from ..registry import load_registry
 
 __all__ = ["data_dir", "dataset_names", "dataset", "dataset_path", "find_data_file", "DatasetState",
@@ -281,7 +281,7 @@ def fetch_datasets(names, folder: str | os.PathLike | None = None, *, base_url: 
             done.append((name, state.path, "present"))
             continue
         if state.state == "differs":
-            check_output_file(state.path, overwrite=overwrite)  # a user's file stays unless --overwrite
+            check_replaceable(state.path, overwrite=overwrite)  # a user's file stays unless --overwrite
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -293,7 +293,7 @@ def fetch_datasets(names, folder: str | os.PathLike | None = None, *, base_url: 
             source = root / "sources" / Path(entry["url"]).name
             source.parent.mkdir(exist_ok=True)
             if source.is_file() and _sha256(source) != entry["sha256"]:
-                check_output_file(source, overwrite=overwrite)
+                check_replaceable(source, overwrite=overwrite)
                 source.unlink()
             _download(entry, source, url, part, report)
             _centimetres_to_metres(source, state.path, str(state.path))

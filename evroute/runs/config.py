@@ -21,9 +21,11 @@ by name (``cfg.horizon``).
 
 :meth:`SimulationConfig.to_json` and :meth:`SimulationConfig.from_json` are the one conversion
 that ``config.json``, ``grid.json`` and the executors' tasks share. ``config.json`` has a format
-version (:data:`CONFIG_FORMAT`): 3 writes the three parts as three objects; run directories of
-format 2 (one flat object) and 1 (before components, with the policy's options as fields) still
-read (:func:`flat_config_json`, :func:`normalise_config_json`).
+version (:data:`CONFIG_FORMAT`): 4 writes the three parts as three objects, a fleet's drives as
+one prior file (``prior``); run directories of format 3 (the drives as five settings), 2 (one
+flat object) and 1 (before components, with the policy's options as fields) still read
+(:func:`flat_config_json`, :func:`normalise_config_json`) unless they used a fleet's drives,
+which are refused in one line saying how to make the prior file.
 """
 
 from __future__ import annotations
@@ -44,15 +46,22 @@ from ..priors.candidates import (
 )
 from ..settings import RUN_SETTINGS
 from ..specs import Component
+from ..world.fleet import read_fleet_prior
 
 __all__ = ["SimulationConfig", "Scenario", "AgentSpec", "PriorSpec", "RunControl", "RUN_SETTINGS",
            "SCENARIO_SETTINGS", "AGENT_SPEC_SETTINGS", "CONTROL_SETTINGS", "SETTING_PART", "CONFIG_FORMAT",
+           "REMOVED_SETTINGS", "prior_file_settings",
            "flat_config_json", "normalise_config_json"]
 
-#: ``config.json``'s format: 3 writes the scenario, the agent and the control as three objects;
+#: ``config.json``'s format: 4 names a fleet's drives by one prior file (``prior``); 3 wrote the
+#: scenario, the agent and the control as three objects, a fleet's drives as five settings;
 #: 2 wrote one flat object, its components as canonical specs and the candidate priors as
 #: resolved; 1 had the policy's options as fields.
-CONFIG_FORMAT = 3
+CONFIG_FORMAT = 4
+
+#: The settings of a fleet's drives before the prior file (format 3 and earlier), at their defaults.
+REMOVED_SETTINGS = {"prior_drives": None, "fleet_vehicle": None, "prior_drives_variance": "prior",
+                    "vehicle_scale": 0.0, "fleet_residual_sd": 0.0}
 
 
 def _setting(name: str):
@@ -111,8 +120,8 @@ class Scenario(_Part):
     prior_std: float | None = _setting("prior_std")
     #: a number of Wh, or a per-edge model's spec ``edge[a=…,b_per_km=…,tls=…]`` (:mod:`evroute.priors.noise`)
     noise_std: float | str | None = _setting("noise_std")
-    prior_drives: str | None = _setting("prior_drives")
-    fleet_vehicle: str | None = _setting("fleet_vehicle")
+    #: a prior file of ``evroute prior fit`` (:mod:`evroute.world.fleet`): a fleet's drives as the prior
+    prior: str | None = _setting("prior")
     prior_turns: str = _setting("prior_turns")
 
     def __post_init__(self) -> None:
@@ -121,14 +130,33 @@ class Scenario(_Part):
             raise EvrouteError("a trip between two points needs both: --route LAT,LON:LAT,LON")
         if self.from_point is not None and self.route is not None:
             raise EvrouteError("give a named route or two points (--route LAT,LON:LAT,LON), not both")
-        if self.fleet_vehicle is not None and self.prior_drives is None:
-            raise EvrouteError("--fleet-vehicle names the vehicle of a fleet's drives: give them with --prior-drives")
-        if self.prior_turns == "drives" and self.prior_drives is None:
-            raise EvrouteError("--turns drives takes the junctions' prior from a fleet's drives: give them with "
-                               "--prior-drives")
+        fleet = read_fleet_prior(self.prior) if self.prior is not None else None
+        if fleet is not None:  # another vehicle or network than the prior's: refused before any work
+            fleet.check_vehicle(load_vehicle(self.vehicle))
+            fleet.check_network_name(self.network)
+        has_turns = fleet is not None and fleet.turns is not None
+        if self.prior_turns is None:  # the fleet's turns where its prior file has them, else physics'
+            object.__setattr__(self, "prior_turns", self._default_turns())
+        if self.prior_turns == "drives" and self.prior is None:
+            raise EvrouteError("--turns drives takes the junctions' prior from a fleet's drives: give their "
+                               "prior file with --prior (evroute prior fit DRIVES --out PRIOR)")
+        if self.prior_turns == "drives" and not has_turns:
+            raise EvrouteError(f"--turns drives: the prior {self.prior} has no turns (no two of the fleet's cars "
+                               "took the same turn); use --turns physics")
         TRUTHS.get(self.truth.name).check_installed()  # an extra not installed: one line now
         if self.truth_prior is not None:
             load_vehicle(self.truth_vehicle())
+
+    def _default_turns(self) -> str:
+        """``--turns``' default: drives where the prior file has the fleet's turns, else physics."""
+        return "drives" if self.prior is not None and read_fleet_prior(self.prior).turns is not None else "physics"
+
+    def replace(self, **changes):
+        """A copy with some settings changed, checked again; another prior file takes its own default
+        of ``--turns`` unless the turns' prior was given otherwise."""
+        if "prior" in changes and "prior_turns" not in changes and self.prior_turns == self._default_turns():
+            changes["prior_turns"] = None
+        return super().replace(**changes)
 
     @property
     def static(self) -> bool:
@@ -161,9 +189,6 @@ class PriorSpec(_Part):
     lengthscale: float = _setting("lengthscale")
     kappa: float = _setting("kappa")
     nu: float = _setting("nu")
-    vehicle_scale: float = _setting("vehicle_scale")
-    prior_drives_variance: str = _setting("prior_drives_variance")
-    fleet_residual_sd: float = _setting("fleet_residual_sd")
 
     def __post_init__(self) -> None:
         self._convert()
@@ -263,6 +288,9 @@ class SimulationConfig:
         unknown = sorted(set(settings) - set(SETTING_PART))
         if unknown:
             raise TypeError(f"SimulationConfig got unknown setting(s): {', '.join(unknown)}")
+        if settings.get("prior") is not None and scenario is None and agent is None:
+            # what the prior file stands for, where not given (a copy keeps its own: replace)
+            settings = {**prior_file_settings(settings["prior"], settings), **settings}
         given = {"scenario": scenario, "agent": agent, "control": control}
         for part, cls in _PARTS:
             mine = {k: v for k, v in settings.items() if SETTING_PART[k] == part}
@@ -282,12 +310,6 @@ class SimulationConfig:
             raise EvrouteError(f"{self.policy.label} assumes one noise level for every edge (its confidence bounds "
                                "take one sigma); give --noise-std a number, or use an index agent (gp-ucb, gp-ts, "
                                "bi-ts, ...) with the per-edge model")
-        if self.prior_drives_variance == "fleet" and self.prior_drives is None:
-            raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: give them "
-                               "with --prior-drives")
-        if self.fleet_residual_sd > 0 and self.prior_drives_variance != "fleet":
-            raise EvrouteError("--fleet-residual-sd widens the fleet's per-edge variance: give it with "
-                               "--prior-drives-variance fleet (and --prior-drives)")
 
     def __getattr__(self, name: str):
         part = SETTING_PART.get(name)
@@ -334,7 +356,7 @@ class SimulationConfig:
     # -- config.json ------------------------------------------------------------------------
 
     def to_json(self) -> dict:
-        """``config.json``'s form (:data:`CONFIG_FORMAT` 3): the three parts as three objects of
+        """``config.json``'s form (:data:`CONFIG_FORMAT` 4): the three parts as three objects of
         plain JSON values (:meth:`Scenario.to_json`)."""
         return {"format": CONFIG_FORMAT, **{part: getattr(self, part).to_json() for part, _ in _PARTS}}
 
@@ -345,6 +367,25 @@ class SimulationConfig:
         settings = {k: v for k, v in d.items() if k in SETTING_PART}
         settings["priors"] = candidates_from_json(settings.get("priors"))
         return cls(**settings)
+
+
+def prior_file_settings(prior, given=()) -> dict:
+    """The settings a prior file (``--prior``, :func:`evroute.world.fleet.read_fleet_prior`) stands for
+    that are not in ``given``: its network (with the OSM and DEM it was loaded with) unless the
+    network or a trip's points are given, its agents' vehicle, σ₀, the noise and ℓ
+    (:meth:`evroute.world.fleet.FleetPrior.settings`).
+
+    Returns
+    -------
+    dict
+        The settings by name.
+    """
+    fp = read_fleet_prior(RUN_SETTINGS["prior"](prior, "--prior"))
+    out = {k: v for k, v in fp.settings().items() if k not in given}
+    if "network" in given:  # another network than the prior's: its files are the run's own
+        out.pop("osm", None)
+        out.pop("dem", None)
+    return out
 
 
 def _spec(name: str, options: dict) -> str:
@@ -395,6 +436,16 @@ def normalise_config_json(data: dict) -> dict:
     else:
         d["policy"] = resolve_policy(d["policy"]).label
         d["model"] = resolve_model(d["model"]).label
+    used = {k: d[k] for k, default in REMOVED_SETTINGS.items() if d.get(k, default) not in (default, None)
+            and not (k == "prior_drives_variance" and d.get(k) == "prior")}
+    if used:
+        drives = d.get("prior_drives")
+        raise EvrouteError(f"this run configuration (format {d.get('format', 1)}) used a fleet's drives as settings "
+                           f"an earlier evroute had ({', '.join('--' + k.replace('_', '-') for k in used)}); a fleet's "
+                           f"drives are now one prior file: evroute prior fit {drives or 'DRIVES'} --out prior.json "
+                           "(DRIVES the folder of evroute drives import), then --prior prior.json")
+    for k in REMOVED_SETTINGS:
+        d.pop(k, None)
     d["format"] = CONFIG_FORMAT
     d["truth"] = TRUTHS.resolve(d.get("truth") or "gp").label
     # the junctions' prior by its names before the honest benchmark (learnt always, but the oracle's)

@@ -291,7 +291,7 @@ COMPARE_DIR_NAMES = frozenset({"grid.json", "summary.csv", "summary.md", "energy
 
 
 def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> None:
-    """The rule for a file a command writes at a path the user gave (:func:`evroute.io.check_output_file`:
+    """The rule for a file a command writes at a path the user gave (:func:`evroute.io.check_replaceable`:
     never a link, a directory or a device; an existing file only if evroute wrote it or with
     ``overwrite``), and never a run's or a compare directory's own files, even with ``overwrite``."""
     path = Path(path)
@@ -302,7 +302,7 @@ def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> None:
     if path.name in COMPARE_DIR_NAMES and (parent / "grid.json").is_file():
         raise EvrouteError(f"{path} is one of the files of the evroute compare directory {parent}; evroute "
                            "never writes over them (give another path)")
-    io.check_output_file(path, overwrite=overwrite)
+    io.check_replaceable(path, overwrite=overwrite)
 
 
 def _damaged_run_directory(contents: list[str]) -> bool:

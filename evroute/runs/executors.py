@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import sys
 import time
 import traceback
 import warnings
@@ -22,6 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import EvrouteError
+from ..io import usable_cpus
+from ..pool import process_map
 from ..roads.network import load_network
 from .config import SimulationConfig
 from .directory import prepare_out_dir, write_run
@@ -82,7 +83,8 @@ def cached_prior(cfg: SimulationConfig, problem):
     """The agent's prior of a run (:func:`evroute.runs.problem.agent_prior`), once per process:
     its dense covariance is built on first use and kept with it."""
     spec = cfg.agent.prior  # what agent_prior reads besides the problem
-    key = (problem.net.cache_key, spec, float(problem.prior_var), problem.prior_mean.tobytes())
+    key = (problem.net.cache_key, spec, float(problem.prior_var), problem.prior_mean.tobytes(),
+           None if problem.fleet is None else problem.fleet.digest)  # (the fleet's variances, k, scale)
     return _lru_get(_PRIORS, key, lambda: agent_prior(spec, problem), _CACHE_SIZES["priors"])
 
 
@@ -136,69 +138,31 @@ def execute_task(task: dict) -> dict:
 
 
 def default_jobs() -> int:
-    """CPUs this process may use (``os.sched_getaffinity`` where available, else ``os.cpu_count``)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """CPUs this process may use (:func:`evroute.io.usable_cpus`), at least one."""
+    return max(1, usable_cpus())
 
 
-def _worker_init(blas_threads: int | None) -> None:
-    """Pool worker start: die with the parent (Linux), leave Ctrl-C to the parent (which
-    stops the workers itself), single-threaded BLAS."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _quiet_worker(blas_threads: int | None) -> None:
+    """A compare worker's start (:func:`evroute.pool.process_map` has left Ctrl-C to the driver):
+    warnings silenced, BLAS limited to ``blas_threads`` for the worker's life."""
     warnings.simplefilter("ignore")  # the driver has said it once (e.g. a flat network)
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no orphan keeps writing
-            if os.getppid() == 1:  # the parent died before prctl
-                os._exit(1)
-        except OSError:  # pragma: no cover
-            pass
     limit_blas(blas_threads)  # not as a context: the limit stays for the worker's life
 
 
-def _local_executor(tasks: list[dict], jobs: int) -> Iterator[tuple[dict, dict]]:
-    """Yield (task, result) as tasks finish, on a spawn-based process pool (or in-process)."""
-    if jobs <= 1:
-        for t in tasks:
-            yield t, execute_task(t)
-        return
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+def _local_failed(task: dict, exc: BaseException) -> dict:
+    """A task whose worker process failed, as a result."""
     from concurrent.futures.process import BrokenProcessPool
 
-    ctx = mp.get_context("spawn")
-    before = set(mp.active_children())
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(1,))
-    finished = False
-    try:
-        futures = {pool.submit(execute_task, t): t for t in tasks}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                t = futures[fut]
-                try:
-                    res = fut.result()
-                except BrokenProcessPool:
-                    res = {"name": t["name"], "ok": False, "error": "a worker process died (out of memory?)"}
-                except Exception as exc:  # pragma: no cover - pickling problems and the like
-                    res = {"name": t["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"}
-                yield t, res
-        finished = True
-    finally:
-        if not finished:  # interrupted (Ctrl-C, or the consumer stopped): stop the workers now
-            for proc in mp.active_children():
-                if proc not in before:
-                    proc.terminate()
-        pool.shutdown(wait=finished, cancel_futures=True)
+    if isinstance(exc, BrokenProcessPool):
+        return {"name": task["name"], "ok": False, "error": "a worker process died (out of memory?)"}
+    return {"name": task["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"}  # pickling and the like
+
+
+def _local_executor(tasks: list[dict], jobs: int) -> Iterator[tuple[dict, dict]]:
+    """Yield (task, result) as tasks finish, on the package's process pool
+    (:func:`evroute.pool.process_map`; in-process with one job)."""
+    return process_map(execute_task, tasks, jobs=jobs, ordered=False, initializer=_quiet_worker, initargs=(1,),
+                       on_error=_local_failed)
 
 
 def _import_ray():
@@ -209,8 +173,11 @@ def _import_ray():
     return ray
 
 
-def _ray_executor(tasks: list[dict], jobs: int | None, address: str | None) -> Iterator[tuple[dict, dict]]:
-    """Yield (task, result) as Ray tasks finish (local instance, or the cluster at ``address``)."""
+def _ray_map(fn: Callable, items: list, *, jobs: int | None, address: str | None,
+             on_error: Callable) -> Iterator[tuple]:
+    """``(item, fn(item))`` as Ray tasks finish (a local instance, or the cluster at ``address``):
+    :func:`evroute.pool.process_map`'s interface, unordered, on Ray; ``on_error(item, exception)``
+    is what a failed task yields."""
     ray = _import_ray()
     started = False
     if not ray.is_initialized():
@@ -227,19 +194,18 @@ def _ray_executor(tasks: list[dict], jobs: int | None, address: str | None) -> I
     pending: list = []
     finished = False
     try:
-        remote = ray.remote(num_cpus=1, max_retries=2)(execute_task)
-        refs = {remote.remote(t): t for t in tasks}
+        remote = ray.remote(num_cpus=1, max_retries=2)(fn)
+        refs = {remote.remote(item): item for item in items}
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                t = refs[ref]
+                item = refs[ref]
                 try:
                     res = ray.get(ref)
                 except Exception as exc:
-                    msg = str(exc).strip().splitlines()
-                    res = {"name": t["name"], "ok": False, "error": f"ray task failed: {msg[-1] if msg else exc!r}"}
-                yield t, res
+                    res = on_error(item, exc)
+                yield item, res
         finished = True
     finally:
         if not finished:  # interrupted: cancel what is still queued or running
@@ -250,6 +216,12 @@ def _ray_executor(tasks: list[dict], jobs: int | None, address: str | None) -> I
                     pass
         if started:
             ray.shutdown()
+
+
+def _ray_failed(task: dict, exc: BaseException) -> dict:
+    """A Ray task that failed, as a result."""
+    msg = str(exc).strip().splitlines()
+    return {"name": task["name"], "ok": False, "error": f"ray task failed: {msg[-1] if msg else exc!r}"}
 
 
 def check_executor(executor: str) -> None:
@@ -266,5 +238,5 @@ def executor_stream(executor: str, tasks: list[dict], jobs: int | None,
     """(task, result) pairs as the tasks finish, on the named executor."""
     check_executor(executor)
     if executor == "ray":
-        return _ray_executor(tasks, jobs, ray_address)
+        return _ray_map(execute_task, tasks, jobs=jobs, address=ray_address, on_error=_ray_failed)
     return _local_executor(tasks, jobs)

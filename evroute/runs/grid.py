@@ -38,7 +38,13 @@ from ..roads.names import network_spec
 from ..settings import FOLDS, unfold_settings
 from ..specs import Component, format_value, split_list
 from ..validate import int_in, positive_float
-from .config import RUN_SETTINGS, SimulationConfig, flat_config_json, normalise_config_json
+from .config import (
+    RUN_SETTINGS,
+    SimulationConfig,
+    flat_config_json,
+    normalise_config_json,
+    prior_file_settings,
+)
 from .directory import read_config
 from .problem import check_world
 
@@ -436,6 +442,30 @@ def parse_sweep(items: Iterable[str] | str | None) -> tuple:
     return tuple(out.items())
 
 
+def _prior_defaults(settings: dict, sweeps: tuple = ()) -> dict:
+    """What a fleet's prior file (``prior``, else the first of ``--sweep prior=...``) stands for
+    where the settings give none: its network, files, vehicle, σ₀, noise and lengthscale
+    (:func:`evroute.runs.config.prior_file_settings`), so that a grid's runs with and without it
+    differ in the fleet's posterior alone; {} without one."""
+    prior = settings.get("prior")
+    if prior is None:
+        prior = next((v for k, vs in sweeps if k == "prior" for v in vs if v is not None), None)
+    return {} if prior is None else prior_file_settings(prior, settings)
+
+
+def _take_prior_settings(prior_settings: dict, values: dict, nets: list, osm_map: dict, dem_map: dict) -> None:
+    """A grid's prior file's settings where the grid gives none (in place): the OSM and DEM its
+    network was loaded with; where the file is swept (``prior=none,PRIOR``), its vehicle, σ₀ and
+    noise for every run too."""
+    if "prior" not in values:
+        values.update({k: prior_settings[k] for k in ("vehicle", "prior_std", "noise_std")
+                       if k in prior_settings and k not in values})
+    own = prior_settings.get("network")
+    for files, key in ((osm_map, "osm"), (dem_map, "dem")):  # the prior's network as it was loaded
+        if own in nets and own not in files and prior_settings.get(key) is not None:
+            files[own] = prior_settings[key]
+
+
 def make_grid(*, preset: str | ConfigFile | None = None, network: str | None = None,
               routes: str | Iterable[str] | None = None, policies: str | Iterable | None = None,
               seeds: int | None = None, lengthscales: str | Iterable[float] | None = None,
@@ -506,6 +536,12 @@ def make_grid(*, preset: str | ConfigFile | None = None, network: str | None = N
             raise EvrouteError("the lengthscales are given twice: sweep them once (--sweep lengthscale=V1,V2)")
         lengthscales = swept.pop("lengthscale")
         lengthscales = [lengthscales] if isinstance(lengthscales, int | float) else lengthscales
+    sweeps = parse_sweep(swept)
+    prior_settings = _prior_defaults({**base, **{k: v for k, v in settings.items() if v is not None}}, sweeps)
+    if network is None and file_routes is None:
+        network = prior_settings.get("network")
+    if lengthscales is None and file_ls is None and prior_settings:
+        lengthscales = [prior_settings["lengthscale"]]
     if routes is not None:
         route_list = parse_routes(routes, network)
     elif file_routes is not None:
@@ -533,12 +569,13 @@ def make_grid(*, preset: str | ConfigFile | None = None, network: str | None = N
     first = route_list[0]
     nets = list(dict.fromkeys(r.partition(":")[0] for r in route_list))
     osm_map, dem_map = parse_file_map(osm, nets, "osm"), parse_file_map(dem, nets, "dem")
+    _take_prior_settings(prior_settings, values, nets, osm_map, dem_map)
     base_cfg = SimulationConfig(**{**values, "network": first.partition(":")[0], "route": first,
                                    "osm": osm_map.get(nets[0]), "dem": dem_map.get(nets[0]),
                                    "policy": policy_list[0], "lengthscale": ls[0],
                                    "truth_lengthscale": ls[0] if truth == "same" else truth})
     grid = Grid(base=base_cfg, routes=route_list, policies=policy_list, seeds=list(range(n_seeds)),
-                lengthscales=ls, sweeps=parse_sweep(swept), osm=osm_map, dem=dem_map, truth_lengthscale=truth,
+                lengthscales=ls, sweeps=sweeps, osm=osm_map, dem=dem_map, truth_lengthscale=truth,
                 preset=preset_name)
     grid.validate()
     check_world(base_cfg)

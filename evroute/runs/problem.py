@@ -35,8 +35,9 @@ from ..progress import stage
 from ..roads.network import load_network
 from ..roads.optimum import exact_optimum
 from ..roads.oracle import Oracle
-from ..world.drives import fleet_prior_mean, read_drives
-from ..world.junctions import fleet_turns, physics_turns
+from ..world.drives import fleet_ratio, transfer_traversals
+from ..world.fleet import FleetPrior, read_fleet_prior
+from ..world.junctions import physics_turns
 from .config import AgentSpec, PriorSpec, Scenario, SimulationConfig
 
 __all__ = ["Problem", "prepare_problem", "agent_prior", "make_agent", "make_environment", "exact_optimum_cached",
@@ -65,23 +66,26 @@ class Problem:
     #: E_det of the truth's vehicle (the mean the truth is drawn around; ``prior_mean`` unless
     #: ``--truth NAME[prior=...]`` names another vehicle)
     truth_mean: np.ndarray | None = None
-    #: E_det of the agents' vehicle where ``prior_mean`` is not it (``--prior-drives``: the fleet's
+    #: E_det of the agents' vehicle where ``prior_mean`` is not it (``--prior``: the fleet's
     #: means); None: ``prior_mean`` is E_det
     e_det: np.ndarray | None = None
     #: ς_e per edge under a per-edge noise model (``--noise-std edge[...]``); None: ``noise_std``
     #: on every edge (``noise_var`` is then the mean of ς_e², the reference level)
     edge_noise_std: np.ndarray | None = None
-    #: the fleet's posterior sd per edge over σ₀ (``--prior-drives``: √(ς² / (n σ₀² + ς²)) after n
-    #: traversals of noise ς², 1 where it never drove); None without drives
+    #: the fleet's posterior sd per edge over σ₀ (``--prior``: √(ς² / (n σ₀² + ς²)) after n
+    #: traversals of noise ς², 1 where it never drove); None without a fleet
     fleet_scale: np.ndarray | None = None
-    #: the fleet's traversals per edge (``--prior-drives``); None without drives
+    #: the fleet's traversals per edge (``--prior``); None without a fleet
     fleet_counts: np.ndarray | None = None
     #: what the fleet measured beyond its own vehicle's physics, in this vehicle's units
-    #: (``--fleet-vehicle``: ``prior_mean`` − E_det); None: ``prior_mean`` is the fleet's energies
+    #: (``--prior``: ``prior_mean`` − E_det); None without a fleet
     fleet_residual: np.ndarray | None = None
     #: the agents' prior of the junctions' dissipation (``--turns``: physics', a fleet's, or the
     #: truth's for an oracle); None without turns
     agent_turns: TurnPrior | None = None
+    #: the prior file of ``--prior`` (:class:`evroute.world.fleet.FleetPrior`: the vehicle scale, the
+    #: residual trust k); None without a fleet
+    fleet: FleetPrior | None = None
     #: what is derived once from the problem for its runs (:func:`weight_inputs`' results by rule)
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -147,35 +151,25 @@ def prepare_problem(scenario: Scenario | SimulationConfig, seed: int | None = No
                                             math.sqrt(noise_var) if edge_sd is None else edge_sd, seed,
                                             sc.truth_lengthscale, truth_vehicle, route, sc.network, sc.osm,
                                             sc.dem))
-    prior_mean, fleet_scale, counts, residual = e_det, None, None, None
-    if sc.prior_drives is not None:  # the fleet's drives: its per-edge posterior (the conjugate update)
-        table = read_drives(sc.prior_drives, net.n_edges)
-        if sc.fleet_vehicle is None:  # a fleet of this vehicle: its energies
-            prior_mean, counts, fleet_var = fleet_prior_mean(e_det, table, prior_var)
-        else:  # another vehicle's: what it measured beyond its physics, in this vehicle's units
-            e_fleet = edge_energies(net, load_vehicle(sc.fleet_vehicle))
-            driven = np.bincount(table.edge.to_numpy(np.int64), minlength=net.n_edges) > 0
-            prior_mean, counts, fleet_var = fleet_prior_mean(
-                e_det, transfer_traversals(table, e_fleet, e_det, rho=fleet_ratio(e_fleet[driven], e_det[driven])),
-                prior_var)
-            residual = prior_mean - e_det
-        fleet_var = max(fleet_var, 1e-6 * prior_var)  # (traversals that never differ: not certainty)
-        fleet_scale = np.sqrt(fleet_var / (counts * prior_var + fleet_var))
+    prior_mean, fleet, fleet_scale, counts, residual = e_det, None, None, None, None
+    if sc.prior is not None:  # a fleet's drives: its per-edge posterior in this vehicle's units (evroute prior fit)
+        fleet = read_fleet_prior(sc.prior)
+        fleet.check_network(net)
+        fleet.check_vehicle(vehicle)
+        prior_mean, fleet_var = fleet.edges(e_det, prior_var)
+        counts, residual = fleet.edge_counts, prior_mean - e_det
+        fleet_scale = np.sqrt(np.minimum(fleet_var / prior_var, 1.0))
     agent_turns = None
     if truth.turns is not None:  # the agents' own prior of the junctions: nothing of the truth but for an oracle
         if sc.prior_turns == "oracle":
             agent_turns = TurnPrior(truth.turns.dissipation, source="oracle")
         elif sc.prior_turns == "drives":
-            by = None if sc.fleet_vehicle is None else load_vehicle(sc.fleet_vehicle)
-            agent_turns = fleet_turns(table, net, vehicle, measured_by=by)
+            agent_turns = fleet.turn_prior(net)
         else:
             agent_turns = physics_turns(net, vehicle)
-    elif sc.prior_turns == "drives":
-        raise EvrouteError("--turns drives is the agents' prior of the junctions, which only a truth of edges "
-                           "plus turns has (--truth sumo)")
     return Problem(net, oracle, route, vehicle, prior_mean, sigma_det, prior_var, noise_var, truth.values, seed,
                    truth.rkhs_norm, truth, e_truth, None if prior_mean is e_det else e_det, edge_sd, fleet_scale,
-                   counts, residual, agent_turns)
+                   counts, residual, agent_turns, fleet)
 
 
 def _world(scenario: Scenario | SimulationConfig) -> Scenario:
@@ -226,19 +220,18 @@ def world_candidates(scenario: Scenario | SimulationConfig) -> list[dict]:
 
 
 def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem):
-    """The agent's prior: E_det and σ₀² of the problem, the kernel ``spec`` names (built lazily);
-    with ``--prior-drives`` and ``--vehicle-scale`` the mean in the fleet's units everywhere
-    (:func:`fleet_ratio` × E_det where the fleet never drove), or with ``--fleet-vehicle`` as it is,
-    the scale moving only the fleet's residuals (:attr:`Problem.fleet_residual`); with ``--prior-drives-variance
-    fleet`` each edge's variance the fleet's posterior one
-    (:class:`evroute.priors.prior.EdgeScaledPrior`), plus (k r_e)² with ``--fleet-residual-sd k``
-    (r_e the edge's prior mean less E_det; capped at σ₀²: a fleet's residual is not known better than
-    to within k of itself, whatever its count says); with ``--vehicle-scale`` the vehicle's unknown scale on
-    top (:class:`evroute.priors.prior.VehicleScalePrior`).
+    """The agent's prior: the problem's mean (E_det, or a fleet's per-edge posterior) and σ₀², the
+    kernel ``spec`` names (built lazily). With a fleet's prior file (``--prior``,
+    :class:`evroute.world.fleet.FleetPrior`) each edge's variance is the fleet's posterior one, the
+    kernel's correlations kept (:class:`evroute.priors.prior.EdgeScaledPrior`), plus (k r_e)², k the
+    file's residual trust and r_e the edge's prior mean less E_det, capped at σ₀² (a fleet's residual
+    is not known better than to within k of itself, whatever its count says); and with the file's
+    vehicle scale SD, this vehicle's unknown scale a ~ N(1, SD²) of the fleet's residuals on top
+    (:class:`evroute.priors.prior.VehicleScalePrior`: the covariance gains SD² r rᵀ).
 
     It reads the :class:`~evroute.runs.config.PriorSpec` and the problem only (an agent's
     specification or a run's configuration stands for its prior's), so priors are kept by them
-    (:func:`evroute.runs.executors.cached_prior`).
+    and the prior file's digest (:func:`evroute.runs.executors.cached_prior`).
 
     Returns
     -------
@@ -249,45 +242,18 @@ def agent_prior(spec: PriorSpec | AgentSpec | SimulationConfig, problem: Problem
         spec = spec.agent
     if isinstance(spec, AgentSpec):
         spec = spec.prior
-    mean, direction = problem.prior_mean, None
-    if spec.vehicle_scale > 0 and problem.fleet_residual is not None:
-        direction = problem.fleet_residual  # this vehicle's physics its own, the fleet's residuals scaled
-    elif spec.vehicle_scale > 0 and problem.fleet_counts is not None:
-        # "this vehicle = a × the fleet" needs the whole mean in the fleet's units: where the fleet
-        # never drove, E_det times the fleet's ratio to it (least squares over the edges it drove)
-        driven = problem.fleet_counts > 0
-        e_det = problem.e_det if problem.e_det is not None else problem.prior_mean
-        ratio = fleet_ratio(e_det[driven], problem.prior_mean[driven])
-        mean = np.where(driven, problem.prior_mean, ratio * e_det)
+    mean = problem.prior_mean
     prior = NetworkPrior(problem.net, mean, spec.kernel, spec.lengthscale, spec.kappa, spec.nu, problem.prior_var)
-    if spec.prior_drives_variance == "fleet":
-        if problem.fleet_scale is None:
-            raise EvrouteError("--prior-drives-variance fleet takes the variance from a fleet's drives: "
-                               "give them with --prior-drives")
-        scale = problem.fleet_scale  # each edge's sd over σ₀
-        if spec.fleet_residual_sd > 0 and problem.e_det is not None:  # the residual's own error: (k r_e)² more
-            residual = problem.prior_mean - problem.e_det
-            scale = np.minimum(1.0, np.hypot(scale, spec.fleet_residual_sd * residual / math.sqrt(problem.prior_var)))
-        prior = EdgeScaledPrior(prior, 1.0 / scale, mean)  # variance σ₀² × scale²
-    return VehicleScalePrior(prior, spec.vehicle_scale, direction) if spec.vehicle_scale > 0 else prior
-
-
-def transfer_traversals(table, e_fleet, e_det, *, rho: float):
-    """Another vehicle's traversals in this vehicle's units: each ``edge_wh`` becomes E_det plus ρ
-    times what it measured beyond its own vehicle's E_det, E_det + ρ (y − E_fleet), so that the
-    conjugate update (:func:`evroute.world.drives.fleet_prior_mean`) weighs their spread, ρ² ς²,
-    against this vehicle's σ₀²."""
-    edge = table.edge.to_numpy(np.int64)
-    moved = e_det[edge] + rho * (table.edge_wh.to_numpy(np.float64) - e_fleet[edge])
-    return table.assign(edge_wh=moved)
-
-
-def fleet_ratio(e_det, fleet_mean) -> float:
-    """The fleet's energies over E_det, one factor: least squares through the origin over the edges
-    the fleet drove, Σ E_det·m / Σ E_det² (1 where that is undefined)."""
-    e_det, fleet_mean = np.asarray(e_det, dtype=np.float64), np.asarray(fleet_mean, dtype=np.float64)
-    denom = float(e_det @ e_det)
-    return float(e_det @ fleet_mean) / denom if denom > 0 else 1.0
+    fleet = problem.fleet
+    if fleet is None:
+        return prior
+    scale = problem.fleet_scale  # each edge's sd over σ₀
+    if fleet.residual_sd > 0:  # the residual's own error: (k r_e)² more
+        scale = np.minimum(1.0, np.hypot(scale, fleet.residual_sd * problem.fleet_residual / math.sqrt(problem.prior_var)))
+    prior = EdgeScaledPrior(prior, 1.0 / scale, mean)  # variance σ₀² × scale²
+    if fleet.vehicle_scale > 0:  # this vehicle's physics its own, the fleet's residuals scaled
+        prior = VehicleScalePrior(prior, fleet.vehicle_scale, problem.fleet_residual)
+    return prior
 
 
 def weight_inputs(problem: Problem) -> dict:

@@ -68,7 +68,12 @@ def run_config(cfg: SimulationConfig, problem: Problem) -> dict:
                          "vehicle": problem.vehicle.to_dict(), "backend": cfg.backend,
                          "prior_scale": PRIOR_SCALE, "noise_scale": NOISE_SCALE,
                          "network_source": problem.net.meta.get("source"),
-                         "candidates": world_candidates(cfg)}}
+                         "candidates": world_candidates(cfg),
+                         # the prior file as read: its bytes' digest and what it was made from
+                         "prior": None if problem.fleet is None else {
+                             "sha256": problem.fleet.digest, "residual_sd": problem.fleet.residual_sd,
+                             "vehicle_scale": problem.fleet.vehicle_scale,
+                             **{k: problem.fleet.data[k] for k in ("fleet_vehicle", "drives", "rho")}}}}
 
 def baseline_routes(problem: Problem) -> dict:
     """The routes a driver takes without learning: the fastest (least length / speed limit) and
@@ -195,7 +200,7 @@ def run_bandit(cfg: SimulationConfig, problem: Problem, progress=None, *, agent=
             summary["rectification_gap_wh"] = optimal - opt["energy"]
         summary["final_exact_regret_wh"] = res.cumulative_exact_regret
         summary["first_round_within_1pct"] = res.first_within_1pct
-    if cfg.vehicle_scale > 0:  # what the run learnt of this vehicle's scale a (the agents' prior's)
+    if problem.fleet is not None and problem.fleet.vehicle_scale > 0:  # what it learnt of the vehicle's scale a
         summary["vehicle_scale_mean"], summary["vehicle_scale_sd"] = _scale_posterior(cfg, problem, res, log_dir)
     tables = {name: pd.DataFrame(cols) for name, cols in agent.tables().items()}
     if env.turns is not None:  # a truth of edges plus turns: the junctions' costs, for maps and readers

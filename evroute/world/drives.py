@@ -16,7 +16,7 @@ edge (:data:`TRAVERSAL_COLUMNS`):
   junction (linear between the two fixes around it);
 - the energy used between entering and leaving the edge (the trip meter interpolated at those
   times);
-- the kinetic split of :func:`evroute.world.sumo.traversals`, on the fixes and the two boundary points:
+- the kinetic split of :func:`evroute.world.sumo_atlas.traversals`, on the fixes and the two boundary points:
   the kinetic-energy change (½ (m + m_rot)(v² − v₀²), through η⁺ or η⁻ by the sign of the step's
   energy) before the traversal's top speed is ``kin_in_wh``, after it ``kin_out_wh``, and
   ``edge_wh`` is what is left, the edge at a constant kinetic state, as the SUMO truth books it.
@@ -33,7 +33,6 @@ traversals measured becomes a prior (:func:`fleet_prior_mean`) or a route with i
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -44,30 +43,24 @@ from ..errors import EvrouteError
 from ..geo import EARTH_RADIUS_M
 from ..physics.energy import Vehicle, energy_floor_wh, kinetic_wh
 from ..physics.routes import edge_energies
+from ..pool import process_map
 from ..priors.prior import PRIOR_SCALE
 from ..roads.oracle import Oracle
 from ..validate import choice
+from .import_report import ImportReport
 from .junctions import fleet_turns, physics_turns
-from .matching import HMMMatcher, fix_speeds, local_metres
+from .matching import HMMMatcher, Matcher, fix_speeds, local_metres
 from .plausibility import SPEED_FACTOR, SPEED_SLACK_MPS, phantom_loops, too_fast
-from .traces import (
-    TRACE_FIELDS,
-    ImportReport,
-    parse_columns,
-    read_gpx,
-    read_sumo_battery,
-    read_traces,
-    trace_files,
-    trace_kind,
-    write_gpx,
-)
+from .trace_formats import read_gpx, trace_files, trace_kind, write_gpx
+from .traces import TRACE_FIELDS, parse_columns, read_sumo_battery, read_traces
 
-__all__ = ["TRAVERSAL_COLUMNS", "IMPORT_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "Matcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_speeds", "trip_traversals", "odometry_positions",
-           "import_traces", "plausible_traversals", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route"]
+__all__ = ["TRAVERSAL_COLUMNS", "IMPORT_COLUMNS", "TRACE_FIELDS", "BOUNDARIES", "SUMO_JUNCTION_OFFSET_M", "LeuvenMatcher", "MATCHERS", "make_matcher", "degrade", "read_traces", "match_trip", "trip_speeds", "trip_traversals", "odometry_positions",
+           "import_traces", "plausible_traversals", "ImportReport", "parse_columns", "read_gpx", "read_sumo_battery", "write_gpx", "fleet_prior_mean", "read_drives", "drives_route",
+           "fleet_ratio", "transfer_traversals", "posterior_route"]
 
 #: One row per complete traversal of an edge by a matched trip: the trip and vehicle, the edge and
 #: the edge driven next (−1 where that traversal is not complete), when it was entered and for how
-#: long (s), the energy used on it and its kinetic split (Wh, as :data:`evroute.world.sumo.ATLAS_COLUMNS`),
+#: long (s), the energy used on it and its kinetic split (Wh, as :data:`evroute.world.sumo_atlas.ATLAS_COLUMNS`),
 #: the speeds at entry, top and exit (m/s), and the mean distance of its fixes to the matched edge
 #: (m; NaN where no fix fell inside it): how confident the match is.
 TRAVERSAL_COLUMNS = ("trip", "vehicle", "edge", "next_edge", "enter_s", "seconds", "energy_wh", "edge_wh",
@@ -115,9 +108,10 @@ def degrade(traces: pd.DataFrame, gps_noise_m: float = 0.0, sample_hz: float = 1
     return out
 
 
-class Matcher:
-    """A map matcher of ``net``: its roads' shapes (each edge's geometry, in local metres) in
-    leuvenmapmatching's in-memory map, a state being a point on one segment of one edge.
+class LeuvenMatcher:
+    """leuvenmapmatching's map matcher of ``net`` (a :class:`evroute.world.matching.Matcher`): its
+    roads' shapes (each edge's geometry, in local metres) in leuvenmapmatching's in-memory map, a
+    state being a point on one segment of one edge.
 
     Parameters
     ----------
@@ -131,7 +125,8 @@ class Matcher:
     Notes
     -----
     Two parallel edges drawn as the same straight line cannot be told apart: the shorter stands
-    for both.
+    for both. Its states are hashed so that ties between equally likely ones are broken alike
+    whatever the process's hash seed (:mod:`evroute.world.leuven`).
     """
 
     def __init__(self, net, gps_noise_m: float = 10.0, max_dist_m: float | None = None):
@@ -213,8 +208,10 @@ class Matcher:
     def _match(self, path):
         from leuvenmapmatching.matcher.distance import DistanceMatcher
 
-        matcher = DistanceMatcher(self.map, max_dist=self.max_dist, obs_noise=self.noise, obs_noise_ne=2 * self.noise,
-                                  dist_noise=self.noise, non_emitting_states=True, max_lattice_width=10,
+        from .leuven import ReproducibleMatching
+
+        matcher = DistanceMatcher(self.map, matching=ReproducibleMatching, max_dist=self.max_dist, obs_noise=self.noise,
+                                  obs_noise_ne=2 * self.noise, dist_noise=self.noise, non_emitting_states=True, max_lattice_width=10,
                                   non_emitting_length_factor=0.75, avoid_goingback=True)
         states, last = matcher.match(path)
         if not states or not matcher.lattice_best:
@@ -399,8 +396,8 @@ def trip_speeds(fixes: pd.DataFrame, gps_noise_m: float) -> np.ndarray:
 def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = None, *, boundary: str = "centre",
                smooth: bool = True):
     """Match one trip (rows of :func:`read_traces`): its traversals as tuples (each piece's, see
-    :meth:`Matcher.match`; ``boundary`` as :func:`trip_traversals`) and the number of fixes placed
-    on the network. ``smooth``: the positions from the GPS and the speed together
+    :meth:`evroute.world.matching.Matcher.match`; ``boundary`` as :func:`trip_traversals`) and the
+    number of fixes placed on the network. ``smooth``: the positions from the GPS and the speed together
     (:func:`odometry_positions`, at the matcher's noise); False: the matched positions as they are
     (exact fixes, as benchmarks/map_matching.py's reference reads them). A fix without a speed
     takes the speed of the track the positions make (:func:`trip_speeds`), as if logged: for the
@@ -417,16 +414,12 @@ def match_trip(matcher: Matcher, fixes: pd.DataFrame, vehicle: Vehicle | None = 
     return rows, placed
 
 
-#: Each worker process's matcher and vehicle (:func:`import_traces` with ``jobs`` > 1).
-_WORKER: dict = {}
-
-
 #: The map matchers (``evroute drives import --matcher``): ``hmm``, evroute's own hidden Markov
 #: matcher (:class:`evroute.world.matching.HMMMatcher`, the default: more of the driven length
 #: on the right edge than leuvenmapmatching at every noise and rate measured, and about a hundred
 #: times as fast; benchmarks/map_matching.py), and ``leuven``, leuvenmapmatching's
-#: (:class:`Matcher`).
-MATCHERS = {"hmm": HMMMatcher, "leuven": Matcher}
+#: (:class:`LeuvenMatcher`).
+MATCHERS = {"hmm": HMMMatcher, "leuven": LeuvenMatcher}
 
 
 def make_matcher(name: str, net, gps_noise_m: float):
@@ -434,15 +427,20 @@ def make_matcher(name: str, net, gps_noise_m: float):
     return MATCHERS[choice("matcher", name, tuple(MATCHERS))](net, gps_noise_m)
 
 
-def _start_worker(net, gps_noise_m: float, vehicle, boundary: str = "centre", matcher: str = "hmm") -> None:
-    _WORKER["matcher"] = make_matcher(matcher, net, gps_noise_m)
-    _WORKER["vehicle"] = vehicle
-    _WORKER["boundary"] = boundary
+class _TripMatching:
+    """One trip's fixes to its traversals, its fixes placed and its speeds (:func:`import_traces`,
+    :func:`evroute.pool.process_map`'s function: sent to each worker once, the matcher built on the
+    first trip and kept)."""
 
+    def __init__(self, net, gps_noise_m: float, vehicle, boundary: str, matcher: str):
+        self.net, self.gps_noise_m, self.vehicle, self.boundary, self.name = net, gps_noise_m, vehicle, boundary, matcher
+        self.matcher = None
 
-def _match_in_worker(fixes: pd.DataFrame):
-    rows, placed = match_trip(_WORKER["matcher"], fixes, _WORKER["vehicle"], boundary=_WORKER["boundary"])
-    return rows, placed, trip_speeds(fixes, _WORKER["matcher"].noise)
+    def __call__(self, fixes: pd.DataFrame):
+        if self.matcher is None:
+            self.matcher = make_matcher(self.name, self.net, self.gps_noise_m)
+        rows, placed = match_trip(self.matcher, fixes, self.vehicle, boundary=self.boundary)
+        return rows, placed, trip_speeds(fixes, self.matcher.noise)
 
 
 def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity_kwh: float | None = None,
@@ -466,7 +464,7 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
     paths : sequence of path-like
         CSV or GPX traces (:func:`read_traces`), SUMO's battery output (``.xml``:
         :func:`read_sumo_battery`, with ``sumo_net``), any of them gzipped, or folders of them
-        (:func:`evroute.world.traces.trace_files`).
+        (:func:`evroute.world.trace_formats.trace_files`).
     net : evroute.roads.network.Network
     columns, capacity_kwh, units
         As in :func:`read_traces`.
@@ -477,8 +475,8 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
     progress : callable, optional
         ``progress(done, total)`` after each trip.
     jobs : int
-        Processes matching trips side by side (each its own matcher, started with a fixed hash
-        seed); the table is the same for any number.
+        Processes matching trips side by side (each its own matcher; :func:`evroute.pool.process_map`,
+        no pool with one); the table is the same for any number.
     sumo_net : path-like, optional
         The SUMO network a battery output was recorded on.
     boundary : {"centre", "sumo"}
@@ -512,28 +510,10 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
             report.skipped.append(str(p))
     trips = _trips(fixes)
     todo = [g for _, _, _, g, _, _ in trips if len(g) >= 2]
-    # leuvenmapmatching breaks ties between equally likely states in the order of Python sets of
-    # its states, hashed by their names: the hash seed would reach the table. Trips are therefore
-    # matched in worker processes started with one fixed hash seed (spawned: they read it at
-    # start), in the trips' order: the same table for any number of jobs, in any process.
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    saved = os.environ.get("PYTHONHASHSEED")
-    os.environ["PYTHONHASHSEED"] = "0"
-    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo))),
-                               mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
-                               initargs=(net, gps_noise_m, vehicle, boundary, matcher))
-    try:
-        results = pool.map(_match_in_worker, todo, chunksize=max(1, len(todo) // (8 * max(jobs, 1))))
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    finally:  # the workers have started (spawned at the first submission)
-        if saved is None:
-            os.environ.pop("PYTHONHASHSEED", None)
-        else:
-            os.environ["PYTHONHASHSEED"] = saved
+    # matched in the trips' order, side by side or in this process: the same table for any number
+    # of jobs, in any process (neither matcher's result depends on the hash seed)
+    results = process_map(_TripMatching(net, gps_noise_m, vehicle, boundary, matcher), todo, jobs=jobs,
+                          chunksize=max(1, len(todo) // (8 * max(jobs, 1))))
     roads = _roads(net)
     blocks: dict[str, list] = {"trip": [], "vehicle": [], "rows": [], "next": [], "file": []}
     try:
@@ -542,7 +522,7 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
                 report.drop("fewer than 2 fixes")
                 report.problems.append(f"{path}: trip {name!r} has {len(g)} fix; at least 2 are needed")
                 continue
-            got, n, speed = next(results)
+            _, (got, n, speed) = next(results)
             report.fixes_matched += n
             report.trips_speed_estimated += int(not np.isfinite(g.speed_mps.to_numpy()).all())
             if n < len(g):
@@ -565,7 +545,7 @@ def import_traces(paths, net, *, columns: dict[str, str] | None = None, capacity
             if progress is not None:
                 progress(done, len(trips))
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        results.close()  # (after an error or Ctrl-C: stops the workers)
     table = _table(blocks)
     report.traversals = len(table)
     return table, report
@@ -763,6 +743,24 @@ def fleet_prior_mean(e_det, table: pd.DataFrame, prior_var: float, *, column: st
     return mean, counts.astype(np.int64), noise_var
 
 
+def transfer_traversals(table, e_fleet, e_det, *, rho: float):
+    """Another vehicle's traversals in this vehicle's units: each ``edge_wh`` becomes E_det plus ρ
+    times what it measured beyond its own vehicle's E_det, E_det + ρ (y − E_fleet), so that the
+    conjugate update (:func:`evroute.world.drives.fleet_prior_mean`) weighs their spread, ρ² ς²,
+    against this vehicle's σ₀²."""
+    edge = table.edge.to_numpy(np.int64)
+    moved = e_det[edge] + rho * (table.edge_wh.to_numpy(np.float64) - e_fleet[edge])
+    return table.assign(edge_wh=moved)
+
+
+def fleet_ratio(e_det, fleet_mean) -> float:
+    """The fleet's energies over E_det, one factor: least squares through the origin over the edges
+    the fleet drove, Σ E_det·m / Σ E_det² (1 where that is undefined)."""
+    e_det, fleet_mean = np.asarray(e_det, dtype=np.float64), np.asarray(fleet_mean, dtype=np.float64)
+    denom = float(e_det @ e_det)
+    return float(e_det @ fleet_mean) / denom if denom > 0 else 1.0
+
+
 def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = None, prior_std: float | None = None,
                  oracle=None) -> dict:
     """The least-energy route of a trip under what drives measured, its edges and its junctions.
@@ -805,23 +803,55 @@ def drives_route(net, spec, table: pd.DataFrame, *, vehicle: Vehicle | None = No
     s0 = float(prior_std) if prior_std is not None else PRIOR_SCALE * float(np.std(e_det))
     mean, counts, noise_var = fleet_prior_mean(e_det, table, s0 * s0)
     sd = np.sqrt(s0 * s0 * noise_var / (counts * s0 * s0 + noise_var))
-    e = net.edges
-    length = e.length_m.to_numpy(np.float64)
-    floor, potential = energy_floor_wh(length, e.grade.to_numpy(), vehicle)
     try:
         turns = fleet_turns(table, net, vehicle).mean
     except EvrouteError:  # no two cars took the same turn: physics alone
         turns = physics_turns(net, vehicle).mean
-    w, arc = route_weights(mean, "potential", 0.0, floor=floor, potential=potential, turns=turns)
+    return posterior_route(net, spec, edge_mean=mean, edge_sd=sd, edge_counts=counts, turn_mean=turns,
+                           vehicle=vehicle, oracle=oracle)
+
+
+def posterior_route(net, spec, *, edge_mean, edge_sd, edge_counts, turn_mean, vehicle: Vehicle | None = None,
+                    oracle=None, kind: str = "drives") -> dict:
+    """The least-energy route of a trip under a posterior of the edges (at a constant kinetic state)
+    and of the junctions' dissipation: Σ max(μ_e, floor_e) over its edges plus its turns'
+    dissipation, regeneration kept (the potential weight rule,
+    :func:`evroute.bandit.policies.route_weights`; Dijkstra on non-negative weights).
+
+    Parameters
+    ----------
+    net : evroute.roads.network.Network
+    spec : evroute.physics.routes.RouteSpec
+        The trip.
+    edge_mean, edge_sd, edge_counts : array (E,)
+        Each edge's posterior mean and sd (Wh) and the traversals it is measured by.
+    turn_mean : array (A,)
+        Each legal turn's dissipation (Wh, in the order of ``conn_src``).
+    vehicle : Vehicle, optional
+        For the floors and the potential (default the paper's EV).
+    kind : str
+        The route's ``kind``.
+
+    Returns
+    -------
+    dict
+        As :func:`drives_route`.
+    """
+    mean, sd, counts = (np.asarray(x, dtype=np.float64) for x in (edge_mean, edge_sd, edge_counts))
+    e = net.edges
+    length = e.length_m.to_numpy(np.float64)
+    floor, potential = energy_floor_wh(length, e.grade.to_numpy(), vehicle)
+    w, arc = route_weights(mean, "potential", 0.0, floor=floor, potential=potential,
+                           turns=np.asarray(turn_mean, dtype=np.float64))
     oracle = oracle or Oracle.from_network(net)
     p = oracle.shortest_path(w, spec.start, spec.end, turn_weights=arc).edges
     turn_wh = arc[oracle.turn_index(p)]
     time_s = length / e.speed_mps.to_numpy()
     driven = counts[p] > 0
     edges_wh = float(mean[p].sum())
-    return {"kind": "drives", "energy_wh": edges_wh + float(turn_wh.sum()), "edges_wh": edges_wh,
+    return {"kind": kind, "energy_wh": edges_wh + float(turn_wh.sum()), "edges_wh": edges_wh,
             "junctions_wh": float(turn_wh.sum()), "energy_sd_wh": float(np.sqrt((sd[p] ** 2).sum())),
             "length_m": float(length[p].sum()), "time_s": float(time_s[p].sum()), "n_edges": len(p),
             "edges": [int(x) for x in p], "edge_mean_wh": mean[p].tolist(), "edge_sd_wh": sd[p].tolist(),
-            "edge_traversals": counts[p].tolist(), "turn_wh": turn_wh.tolist(),
+            "edge_traversals": counts[p].astype(np.int64).tolist(), "turn_wh": turn_wh.tolist(),
             "edges_driven_share": float(length[p][driven].sum() / length[p].sum()) if len(p) else 0.0}

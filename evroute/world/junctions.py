@@ -91,7 +91,7 @@ def junction_dissipation(table: pd.DataFrame, net, vehicle: Vehicle | None = Non
     Parameters
     ----------
     table : pandas.DataFrame
-        Traversals (:data:`evroute.world.sumo.ATLAS_COLUMNS` or :data:`evroute.world.drives.TRAVERSAL_COLUMNS`),
+        Traversals (:data:`evroute.world.sumo_atlas.ATLAS_COLUMNS` or :data:`evroute.world.drives.TRAVERSAL_COLUMNS`),
         each car's rows in time order.
     net : evroute.roads.network.Network
     vehicle : Vehicle, optional
@@ -138,7 +138,7 @@ def truth_turns(table: pd.DataFrame, net, vehicle: Vehicle | None = None, *, min
     Parameters
     ----------
     table : pandas.DataFrame
-        An atlas's traversals (:data:`evroute.world.sumo.ATLAS_COLUMNS`), each car's rows in time order.
+        An atlas's traversals (:data:`evroute.world.sumo_atlas.ATLAS_COLUMNS`), each car's rows in time order.
     net : evroute.roads.network.Network
     vehicle : Vehicle, optional
         The atlas's car (default the paper's EV).

@@ -1,6 +1,8 @@
-"""evroute's own map matcher: a hidden Markov model over the roads near each fix, vectorised
-with numpy, for fleets too large for :class:`evroute.world.drives.Matcher` (leuvenmapmatching,
-about 200 fixes a second a core).
+"""Map matching: what a map matcher is (:class:`Matcher`, the protocol both of evroute's
+matchers follow and :func:`evroute.testing.check_matcher` checks), and evroute's own, a hidden
+Markov model over the roads near each fix, vectorised with numpy (:class:`HMMMatcher`), for fleets
+too large for leuvenmapmatching's (:class:`evroute.world.drives.LeuvenMatcher`, about 200 fixes a
+second a core).
 
 The model is Newson and Krumm's (2009, "Hidden Markov map matching through noise and
 sparseness", ACM GIS): a state is a fix's projection on one road near it; a fix is emitted
@@ -22,13 +24,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import EvrouteError
 from ..geo import EARTH_RADIUS_M
 
-__all__ = ["HMMMatcher", "local_metres", "smooth_track", "fix_speeds", "BETA_PER_NOISE", "CANDIDATES", "WINDOW", "REACH_BETAS",
+__all__ = ["Matcher", "MatchedPiece", "HMMMatcher", "local_metres", "smooth_track", "fix_speeds", "BETA_PER_NOISE", "CANDIDATES", "WINDOW", "REACH_BETAS",
            "ACCELERATION_NOISE"]
 
 #: β, the scale of a step's cost |d_route − d_ref| / β, per metre of the GPS noise σ: two
@@ -45,6 +48,47 @@ WINDOW = 64
 #: How far a step's route may exceed the distance driven (beyond 6σ), in β: a route longer costs
 #: more than this many units of log-likelihood and is not searched.
 REACH_BETAS = 20.0
+
+
+#: One piece of a matched trip (:meth:`Matcher.match`): the index of its first fix, the matched
+#: route's edges in order, each of its fixes' position along the route (m from the route's start;
+#: NaN where the fix was not placed) and distance to the road (m).
+MatchedPiece = tuple[int, list[int], np.ndarray, np.ndarray]
+
+
+@runtime_checkable
+class Matcher(Protocol):
+    """A map matcher of a network: what :func:`evroute.world.drives.match_trip` and the import ask of
+    one. Made as ``factory(net, gps_noise_m)`` (:data:`evroute.world.drives.MATCHERS`; a noise that
+    is not positive is an :class:`~evroute.errors.EvrouteError`). :func:`evroute.testing.check_matcher`
+    checks a matcher against this contract; :class:`HMMMatcher` and
+    :class:`evroute.world.drives.LeuvenMatcher` pass it.
+
+    Attributes
+    ----------
+    noise : float
+        The fixes' standard deviation (m) it was made for.
+    length : numpy.ndarray
+        Each edge's length (m), by edge id: what positions along a matched route add up.
+    """
+
+    noise: float
+    length: np.ndarray
+
+    def match(self, lat, lon, *, t=None, speed=None) -> list[MatchedPiece]:
+        """Match one trip's fixes (degrees; ``t`` their times in s and ``speed`` their speeds in
+        m/s, optional, for a matcher that uses them), in pieces: where the car leaves the network
+        (no road within reach of a fix) a piece ends and the next begins at a fix it can place.
+
+        Returns
+        -------
+        list of MatchedPiece
+            In the fixes' order, pieces of at least two fixes that do not overlap: ``(first,
+            route, s, dist)``, the piece's fixes being ``first .. first + s.size - 1``; ``route`` a
+            walk on the network (each edge begins where the one before ends). The same fixes give
+            the same pieces, in any process (whatever its hash seed).
+        """
+        ...
 
 
 #: The random acceleration of :func:`fix_speeds`' motion model (m²/s³, the spectral density of a
@@ -181,8 +225,7 @@ class _Lattice:
 
 
 class HMMMatcher:
-    """A hidden-Markov map matcher of ``net`` (module docstring), with the interface of
-    :class:`evroute.world.drives.Matcher`.
+    """A hidden-Markov map matcher of ``net`` (module docstring): a :class:`Matcher`.
 
     Parameters
     ----------
@@ -293,7 +336,7 @@ class HMMMatcher:
     # ----------------------------------------------------------------------------------
 
     def match(self, lat, lon, *, t=None, speed=None) -> list[tuple]:
-        """Match one trip's fixes, in pieces (as :meth:`evroute.world.drives.Matcher.match`): a
+        """Match one trip's fixes, in pieces (:meth:`Matcher.match`): a
         fix with no road within reach, or one no road near the last fix leads to, ends a piece.
 
         Parameters

@@ -7,10 +7,10 @@ car has one), a limit on regeneration, the auxiliary load with the cabin's heati
 conditioning at an ambient temperature (the ``thrml`` cars: a lumped cabin, battery and HVAC).
 
 :func:`recost` takes the per-second speed and elevation of every SUMO car (the traffic SUMO
-simulated: :func:`evroute.world.sumo.build_atlas` with ``powertrain``) and drives each car's
+simulated: :func:`evroute.world.sumo_atlas.build_atlas` with ``powertrain``) and drives each car's
 whole trip as one FASTSim cycle, so that the battery and the cabin carry their state through
 it; each second's electricity (auxiliary included) replaces SUMO's, and
-:func:`evroute.world.sumo.traversals` books it as it books SUMO's, with the car's wheel work and
+:func:`evroute.world.sumo_atlas.traversals` books it as it books SUMO's, with the car's wheel work and
 auxiliary energy (:func:`evroute.physics.energy.kinetic_wh`).
 
 What is done to the trace, so that FASTSim 3.1 follows it (each measured, each in the summary):
@@ -358,7 +358,7 @@ def recost(rows: pd.DataFrame, c: Car) -> tuple[pd.DataFrame, dict]:
     -------
     (pandas.DataFrame, dict)
         The rows with ``electricity`` (Wh, auxiliary included), ``aux``, ``wheel`` (Wh) and
-        ``speed`` (the speed the car drove) for :func:`evroute.world.sumo.traversals` (a cycle
+        ``speed`` (the speed the car drove) for :func:`evroute.world.sumo_atlas.traversals` (a cycle
         FASTSim refused left out), and what was done: ``cycles``, ``seconds``, ``seconds_lagged``,
         ``seconds_braked_by_friction``, ``cycles_retried``, ``cycles_refused``.
     """
