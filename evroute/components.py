@@ -91,7 +91,7 @@ MODELS = Registry("model", sort=True, example="svgp[inducing=500]", catalogue=BU
 #: The truths (``--truth``): ``evroute.bandit.environments.register_truth`` adds one.
 TRUTHS = Registry("truth", sort=False, example="rkhs[B=10]", catalogue=BUILTIN["truth"],
                   plugins=lambda: plugin_catalogue("truth"))
-#: The closure patterns (``--closures``): ``evroute.bandit.closures.register_closures`` adds one.
+#: The closure patterns (``--truth NAME[closures=SPEC]``): ``evroute.bandit.closures.register_closures`` adds one.
 CLOSURES = Registry("closures", sort=False, example="random[rate=0.05]", catalogue=BUILTIN["closures"],
                     plugins=lambda: plugin_catalogue("closures"))
 #: family → registry.

@@ -74,7 +74,7 @@ def format_value(value) -> str:
 
 @dataclass(frozen=True)
 class Option:
-    """One declared option: of a component (``svgp``'s ``inducing``) or of a run (``--kappa``).
+    """One declared option: of a component (``svgp``'s ``inducing``) or of a run (``--horizon``).
 
     Attributes
     ----------
@@ -97,7 +97,7 @@ class Option:
     flag : str
         The command-line flag, when it is not ``--`` + the name with ``-`` for ``_``.
     flag_aliases : tuple of str
-        Other command-line flags accepted for it (``--lengthscales``, as ``compare`` spells it).
+        Other command-line flags accepted for it.
     metavar : str
         How the value is shown in ``--help`` (``NUMBER``, ``INT``, ``SPEC``, ...).
     required : bool
@@ -124,9 +124,13 @@ class Option:
     def cli_flag(self) -> str:
         return self.flag or "--" + self.name.replace("_", "-")
 
-    def describe(self, with_default: bool = True) -> str:
-        """Help text: the help, the bounds, and the default with its source."""
+    def describe(self, with_default: bool = True, brief: bool = False) -> str:
+        """Help text: the help, the bounds, and the default with its source; ``brief``: the help
+        and the default only (a command-line option's one line; the rest is in the docs)."""
         text = self.help() if callable(self.help) else self.help
+        if brief:
+            shown = with_default and self.default is not None and self.default is not False
+            return text + (f" (default {format_value(self.default)})" if shown else "")
         if self.bounds:
             text += f"; in {self.bounds}"
         if with_default and self.default is not None and self.default is not False:

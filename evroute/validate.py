@@ -196,8 +196,8 @@ def existing_file(what: str):
     return convert
 
 
-def parse_latlon(text: str, label: str = "point") -> tuple[float, float]:
-    """Parse ``"LAT,LON"`` (decimal degrees) with a one-line error on bad input.
+def parse_latlon(text: str, label: str = "the point") -> tuple[float, float]:
+    """Parse ``"LAT,LON"`` (decimal degrees) with a one-line error on bad input naming ``label``.
 
     Returns
     -------
@@ -210,7 +210,7 @@ def parse_latlon(text: str, label: str = "point") -> tuple[float, float]:
             raise ValueError
         lat, lon = float(parts[0]), float(parts[1])
     except ValueError:
-        raise EvrouteError(f"--{label} must be LAT,LON in decimal degrees (e.g. 43.735,7.423), got {text!r}") from None
+        raise EvrouteError(f"{label} must be LAT,LON in decimal degrees (e.g. 43.735,7.423), got {text!r}") from None
     if not (math.isfinite(lat) and math.isfinite(lon) and -90 <= lat <= 90 and -180 <= lon <= 180):
-        raise EvrouteError(f"--{label} {text!r} is not a valid latitude,longitude")
+        raise EvrouteError(f"{label} {text!r} is not a valid latitude,longitude")
     return lat, lon

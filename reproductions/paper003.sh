@@ -5,7 +5,7 @@
 #
 # Usage: reproductions/paper003.sh [OUT_DIR] [extra options for evroute compare...]
 #   e.g. reproductions/paper003.sh results --jobs 8
-#        reproductions/paper003.sh results --executor ray --ray-address auto
+#        reproductions/paper003.sh results --executor "ray[address=auto]"
 #        reproductions/paper003.sh results --dem luxembourg=/data/lux-dem.tif
 #
 # The OSM files come from the data folder (`evroute data fetch all`; $EVROUTE_DATA_DIR, else

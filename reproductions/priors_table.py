@@ -2,7 +2,7 @@
 output directories (``--preset priors`` and its variants).
 
 Per (route, policy, vehicle): final regret (mean ± standard error over seeds), the share of
-rounds driven under the true prior (the candidate with the ``--truth-prior`` vehicle and the
+rounds driven under the true prior (the candidate with the truth's ``prior`` vehicle and the
 run's drift as its ε), the most chosen prior, and each elimination as ``prior@round`` (median
 round over the seeds that eliminated it, and in how many seeds)::
 

@@ -37,7 +37,7 @@ def test_networks_info_monaco_table(capsys):
 
 def test_route_json_and_geojson(capsys, tmp_path):
     gj = tmp_path / "out" / "r.geojson"
-    code, out, _ = run(capsys, "route", "synthetic", "--route", "B", "--json", "--geojson", str(gj))
+    code, out, _ = run(capsys, "route", "--network", "synthetic", "--route", "B", "--json", "--geojson", str(gj))
     assert code == 0
     data = json.loads(out)
     assert [r["kind"] for r in data["routes"]] == ["energy", "shortest", "fastest"]
@@ -51,7 +51,7 @@ def test_route_from_to(capsys, synthetic):
     s, w, n, e = synthetic.bounds
     a = f"{s + 0.2 * (n - s)},{w + 0.2 * (e - w)}"
     b = f"{s + 0.8 * (n - s)},{w + 0.8 * (e - w)}"
-    code, out, _ = run(capsys, "route", "--from", a, "--to", b, "--json")
+    code, out, _ = run(capsys, "route", "--route", f"{a}:{b}", "--json")
     assert code == 0 and len(json.loads(out)["routes"]) == 3
 
 
@@ -59,8 +59,8 @@ def test_route_from_to(capsys, synthetic):
     (["networks", "info", "atlantis"], "unknown network"),
     (["networks", "info", "/nonexistent/x.osm"], "not found"),
     (["route", "--route", "Q"], "unknown route"),
-    (["route", "--from", "1,1", "--to", "2,2"], "outside"),
-    (["route", "--from", "oops", "--to", "2,2"], "LAT,LON"),
+    (["route", "--route", "1,1:2,2"], "outside"),
+    (["route", "--route", "oops,1:2,2"], "LAT,LON"),
     (["route", "--vehicle", "hovercraft"], "unknown vehicle"),
     (["networks", "fetch", "synthetic"], "nothing to fetch"),
     (["simulate", "--model", "exact[merge=often]"], "unknown merge 'often'"),

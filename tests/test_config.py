@@ -234,7 +234,7 @@ def test_a_grid_is_a_base_with_replacements():
 
 
 @pytest.mark.parametrize("items,msg", [
-    (["policy=gp-ts"], "--policies"), (["seed=1,2"], "--seeds"), (["lengthscale=1,2"], "--lengthscales"),
+    (["policy=gp-ts"], "--policies"), (["seed=1,2"], "--seeds"), (["lengthscale=1,2"], "an axis of the grid"),
     (["zeta=1"], "not a setting"), (["kappa"], "NAME=VALUE"), (["kappa=1", "kappa=2"], "twice"),
     (["kappa=0"], "kappa"), (["model=exact,oracle"], "unknown model"),
 ])

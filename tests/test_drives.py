@@ -320,7 +320,7 @@ def test_a_district_fleet_begins_and_ends_its_trips_in_the_district(synthetic):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--rate", "2"], "--rate must be in (0, 1] fixes a second, got 2"),
+    (["--fix-rate", "2"], "--fix-rate must be in (0, 1] fixes a second, got 2"),
     (["--vehicles", "0"], "--vehicles must be 1 to 10000, got 0"),
     (["--gps-noise", "-1"], "--gps-noise must be 0 to 500 metres, got -1"),
     (["--around", "49.6,6.1"], "--around must be LAT,LON,KM with KM in (0, 1000] kilometres, got '49.6,6.1'"),
@@ -331,7 +331,7 @@ def test_sumo_drives_refuses_bad_options_before_any_work(args, message, tmp_path
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "evroute", "sumo", "drives", "synthetic", "--out", str(tmp_path / "d"),
+    p = subprocess.run([sys.executable, "-m", "evroute", "sumo", "drives", "--network", "synthetic", "--out", str(tmp_path / "d"),
                         *args], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip() == f"error: {message}"
     assert not (tmp_path / "d").exists()
@@ -404,7 +404,7 @@ def test_prior_check_command_prints_the_fit_as_another_vehicles_run_options(synt
     cmd = [sys.executable, "-m", "evroute", "prior", "check", str(tmp_path / "d.parquet"), "--network", "synthetic",
            "--no-progress"]
     own = subprocess.run(cmd + ["--json"], capture_output=True, text=True)
-    van = subprocess.run(cmd + ["--json", "--for-vehicle", "delivery-van"], capture_output=True, text=True)
+    van = subprocess.run(cmd + ["--json", "--vehicle", "delivery-van"], capture_output=True, text=True)
     assert own.returncode == 0 and van.returncode == 0, own.stderr + van.stderr
     own, van = json.loads(own.stdout), json.loads(van.stdout)
     driven = np.unique(e)
@@ -415,17 +415,17 @@ def test_prior_check_command_prints_the_fit_as_another_vehicles_run_options(synt
     for key, value in expected.items():  # a noise model's spec is text, the rest numbers
         assert van["settings"][key] == (value if isinstance(value, str) else pytest.approx(value, rel=1e-12)), key
     assert own["settings"]["rho"] == 1.0
-    text = subprocess.run(cmd + ["--for-vehicle", "delivery-van"], capture_output=True, text=True).stdout
+    text = subprocess.run(cmd + ["--vehicle", "delivery-van"], capture_output=True, text=True).stdout
     assert f"to learn under it as delivery-van: --prior-std {van['settings']['prior_std']:.4g} --noise-std" in text
     # what it prints runs as written, in both commands; the drives as the van's prior: prior fit
     lines = text.splitlines()
     fit = next(x for x in lines if x.startswith("to learn under it")).split(": ", 1)[1].split(" (the fit")[0]
     assert "with these drives as its prior: evroute prior fit DRIVES --vehicle delivery-van --out PRIOR" in text
     run = [sys.executable, "-m", "evroute"]
-    common = ["--network", "synthetic", "--vehicle", "delivery-van", "--horizon", "3", "--no-progress",
-              *shlex.split(fit)]
-    for args in (["simulate", "--out", str(tmp_path / "run")],
-                 ["compare", "--policies", "gp-ts", "--seeds", "1", "--out", str(tmp_path / "cmp")]):
+    common = ["--vehicle", "delivery-van", "--horizon", "3", "--no-progress", *shlex.split(fit)]
+    for args in (["simulate", "--network", "synthetic", "--out", str(tmp_path / "run")],
+                 ["compare", "--routes", "synthetic:A", "--policies", "gp-ts", "--seeds", "1", "--out",
+                  str(tmp_path / "cmp")]):
         p = subprocess.run(run + args + common, capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
     config = json.loads((tmp_path / "run" / "config.json").read_text())
@@ -476,7 +476,7 @@ def test_sumo_drives_command_writes_csv_gpx_and_the_answer_key(tmp_path):
     from evroute.io import written_by_evroute
 
     out = tmp_path / "d"
-    cmd = [sys.executable, "-m", "evroute", "sumo", "drives", "synthetic", "--vehicles", "3", "--traffic", "300",
+    cmd = [sys.executable, "-m", "evroute", "sumo", "drives", "--network", "synthetic", "--vehicles", "3", "--traffic", "300",
            "--hours", "0.25", "--gps-noise", "5", "--out", str(out), "--no-progress"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
@@ -549,7 +549,7 @@ def test_route_under_drives_avoids_what_the_drives_found_expensive(synthetic):
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "evroute", "route", "synthetic", "--drives", "/nonexistent.parquet"],
+    p = subprocess.run([sys.executable, "-m", "evroute", "route", "--network", "synthetic", "--drives", "/nonexistent.parquet"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip() == "error: no such drives table: /nonexistent.parquet"
 
@@ -680,7 +680,7 @@ def test_sumo_battery_output_imports_as_the_trace(synthetic, tmp_path):
     from evroute.world.drives import read_sumo_battery
 
     out = tmp_path / "d"
-    cmd = [sys.executable, "-m", "evroute", "sumo", "drives", "synthetic", "--vehicles", "4", "--traffic", "300",
+    cmd = [sys.executable, "-m", "evroute", "sumo", "drives", "--network", "synthetic", "--vehicles", "4", "--traffic", "300",
            "--hours", "0.25", "--battery-xml", "--out", str(out), "--no-progress"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

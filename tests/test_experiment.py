@@ -97,7 +97,7 @@ def test_presets_and_overrides():
     g = make_grid(preset="paper-fig3")
     assert [p.label for p in g.policies] == ["gp-bucb", "gp-bucb[xi=0.5]", "gp-ucb", "gp-ucb[beta_scale=0.5]"]
     g = make_grid(preset="paper-lengthscale")
-    assert g.lengthscales == list(PRESETS["paper-lengthscale"]["lengthscales"])
+    assert g.lengthscales == list(PRESETS["paper-lengthscale"].lengthscales)
     assert min(g.lengthscales) == 0.1 and max(g.lengthscales) == 2.0  # 003 Sec. 4.2
     assert [p.label for p in g.policies] == ["gp-bucb", "gp-ts", "bi-bucb", "bi-ts"]
     # options given with a preset override it
@@ -179,7 +179,7 @@ def test_summary_statistics_by_hand(tmp_path):
 # running grids
 # --------------------------------------------------------------------------------------
 
-TINY = ["--network", "synthetic", "--routes", "A", "--policies", "gp-ts,gp-bucb[xi=0.5],bi-ts,bi-ucb",
+TINY = ["--routes", "synthetic:A", "--policies", "gp-ts,gp-bucb[xi=0.5],bi-ts,bi-ucb",
         "--seeds", "2", "--horizon", "10"]
 
 
@@ -336,7 +336,7 @@ def test_cli_compare_tiny(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--preset", "paper-fig9"], "unknown preset"),
+    (["--preset", "paper-fig9"], "no such configuration: paper-fig9"),
     (["--policies", "gp-ts,gp-wizard"], "unknown policy"),
     (["--policies", "gp-bucb[zeta=1]"], "unknown option(s) for policy 'gp-bucb': zeta"),
     (["--routes", "Z"], "unknown route synthetic:Z"),
@@ -344,13 +344,13 @@ def test_cli_compare_tiny(capsys, tmp_path):
     (["--seeds", "0"], "--seeds (the number of seeds) must be an integer in [1, 10,000]"),
     (["--jobs", "0"], "--jobs must be an integer in [1, 1,024]"),
     (["--horizon", "0"], "--horizon must be an integer in [1, 100,000,000]"),
-    (["--lengthscales", "0.5,-1"], "positive"),
+    (["--sweep", "lengthscale=0.5,-1"], "positive"),
     (["--executor", "spark"], "unknown executor"),
     (["--model", "magic"], "unknown model"),
-    (["--ray-address", "auto"], "--ray-address needs --executor ray"),
+    (["--executor", "local[address=auto]"], "--executor 'local[address=auto]': local, ray or ray[address=HOST:PORT]"),
     (["--dem", "/nonexistent.tif"], "file not found"),
-    (["--truth-lengthscale", "wide"], "--truth-lengthscale must be 'same' or a positive number"),
-    (["--truth-lengthscale", "-1"], "--truth-lengthscale must be 'same' or a positive number"),
+    (["--truth", "gp[lengthscale=wide]"], "--truth lengthscale must be 'same' or a positive number"),
+    (["--truth", "gp[lengthscale=-1]"], "--truth lengthscale must be 'same' or a positive number"),
 ])
 def test_compare_bad_input_one_line_exit_2(capsys, tmp_path, args, msg):
     code, _, err = cli(capsys, "compare", "--out", str(tmp_path / "out"), "--policies", "bi-ts", *args)
@@ -472,7 +472,7 @@ def test_ctrl_c_stops_compare_promptly_and_resumes(tmp_path, jobs):
     """A real SIGINT: exit 130 within seconds, one line, workers stopped, resumable."""
     out = tmp_path / "grid"
     runs = out / "runs"
-    grid_args = ["--network", "synthetic", "--routes", "A", "--policies", "gp-ucb,bi-ts", "--seeds", "3",
+    grid_args = ["--routes", "synthetic:A", "--policies", "gp-ucb,bi-ts", "--seeds", "3",
                  "--horizon", "2000"]
     args = [sys.executable, "-m", "evroute", "compare", *grid_args, "--jobs", jobs, "--no-progress",
             "--out", str(out)]

@@ -235,7 +235,7 @@ def test_route_under_the_prior_writes_geojson_and_a_map(synthetic, fitted, tmp_p
 
 def test_refusals(synthetic, fitted, tmp_path):
     """Another network (its fingerprint), another vehicle than the run's, a damaged or foreign
-    file, --prior-turns drives without turns or a prior, and a configuration of the options it
+    file, --turns drives without turns or a prior, and a configuration of the options it
     replaced: each one line saying what to do."""
     tmp, table = fitted
     good = json.loads((tmp / "van.json").read_text())

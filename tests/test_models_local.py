@@ -484,7 +484,7 @@ def test_kill_and_resume_a_local_grid(tmp_path):
     from evroute.runs.directory import is_finished_run
 
     out, runs = tmp_path / "grid", tmp_path / "grid" / "runs"
-    grid = ["compare", "--network", "synthetic-2k", "--kernel", "graph", "--routes", "A", "--policies",
+    grid = ["compare", "--kernel", "graph", "--routes", "synthetic-2k:A", "--policies",
             "gp-ucb,gp-ts", "--seeds", "2", "--horizon", "8", "--no-progress"]
     args = [sys.executable, "-m", "evroute", *grid, "--jobs", "1", "--out", str(out)]
     env = {**os.environ, "PYTHONHASHSEED": "11"}

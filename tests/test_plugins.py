@@ -66,7 +66,7 @@ def test_a_plugin_is_listed_with_its_origin(plugin_env):
     assert p.returncode == 0, p.stderr
     assert "flat[shift=WH]" in p.stdout or "flat" in p.stdout
     assert "(from plug-in evroute-flat (evroute_flat.components))" in p.stdout
-    assert "prior-route" in _evroute(plugin_env, "simulate", "--help").stdout  # listed in the help, nothing imported
+    assert "sumo, flat" in _evroute(plugin_env, "simulate", "--help").stdout  # listed in the help, nothing imported
 
 
 def test_a_plugin_runs_through_simulate_and_a_two_job_compare(plugin_env, tmp_path):
@@ -75,7 +75,7 @@ def test_a_plugin_runs_through_simulate_and_a_two_job_compare(plugin_env, tmp_pa
     assert p.returncode == 0, p.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["truth"] == "flat[shift=5]" and summary["flat_shift"] == 5.0 and summary["policy"] == "prior-route"
-    p = _evroute(plugin_env, "compare", "--network", "synthetic", "--policies", "prior-route,bi-ts", "--truth",
+    p = _evroute(plugin_env, "compare", "--routes", "synthetic:A", "--policies", "prior-route,bi-ts", "--truth",
                  "flat[shift=5]", "--seeds", "2", "--horizon", "3", "--jobs", "2", "--out", str(tmp_path / "cmp"),
                  "--no-progress")
     assert p.returncode == 0, p.stderr

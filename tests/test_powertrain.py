@@ -41,7 +41,7 @@ def _no_fastsim(monkeypatch):
 def test_without_fastsim_one_line_names_the_install(monkeypatch, tmp_path, capsys):
     _no_fastsim(monkeypatch)
     for args in (["simulate", "--truth", "sumo[powertrain=leaf]", "--horizon", "3", "--out", str(tmp_path / "r")],
-                 ["sumo", "atlas", "synthetic", "--powertrain", "bolt"],
+                 ["sumo", "atlas", "--network", "synthetic", "--powertrain", "bolt"],
                  ["vehicles", "fit", "zoe", "--out", str(tmp_path / "zoe.json")]):
         assert main(args) == 2
         err = capsys.readouterr().err
@@ -354,7 +354,7 @@ def test_which_car_am_i(world, tmp_path, capsys):
 
 @pytest.mark.needs("fastsim", "sumo")
 def test_the_atlas_command_drives_a_powertrain(world, capsys):
-    assert main(["sumo", "atlas", "synthetic", "--rate", "300", "--hours", "0.25", "--probes", "1", "--powertrain",
+    assert main(["sumo", "atlas", "--network", "synthetic", "--rate", "300", "--hours", "0.25", "--probes", "1", "--powertrain",
                  "leaf", "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "driven by FASTSim's leaf at 20 degrees C" in text and "no cycle makes energy" in text

@@ -48,7 +48,7 @@ def test_snap_matches_nearest_vertex_brute_force(synthetic):
 def test_outside_points_rejected(synthetic):
     with pytest.raises(EvrouteError, match="outside"):
         snap_point(synthetic, 10.0, 10.0)
-    with pytest.raises(EvrouteError, match="both --from and --to"):
+    with pytest.raises(EvrouteError, match="needs both: --route LAT,LON:LAT,LON"):
         resolve_route(synthetic, None, "45,7", to_point=None)
     with pytest.raises(EvrouteError, match="unknown route"):
         resolve_route(synthetic, "Z")

@@ -374,7 +374,7 @@ def test_atlas_command_writes_its_files_and_refuses_a_users_file(atlas, tmp_path
     out = tmp_path / "atlas"
     out.mkdir()
     (out / "atlas.json").write_text("mine")
-    args = ["sumo", "atlas", "synthetic", "--rate", "300", "--hours", "0.25", "--probes", "1", "--out", str(out)]
+    args = ["sumo", "atlas", "--network", "synthetic", "--rate", "300", "--hours", "0.25", "--probes", "1", "--out", str(out)]
     assert main(args) == 2 and "atlas.json" in capsys.readouterr().err
     assert (out / "atlas.json").read_text() == "mine" and not (out / "atlas.parquet").exists()
     (out / "atlas.json").unlink()
@@ -389,7 +389,7 @@ def test_atlas_command_writes_its_files_and_refuses_a_users_file(atlas, tmp_path
     assert stats["r_edet_sumo"] > 0.85 and stats["key"] == atlas[1].key
     assert not stats["conservation"]["split"]["negative_cycle"]
     assert (out / "atlas.png").is_file() and main(args) == 0  # its own files are replaced
-    assert main(["sumo", "atlas", "synthetic", "--rate", "-1"]) == 2
+    assert main(["sumo", "atlas", "--network", "synthetic", "--rate", "-1"]) == 2
     assert "rate" in capsys.readouterr().err
 
 
@@ -529,7 +529,7 @@ def test_users_demand_becomes_the_runs_car(atlas, tmp_path, capsys):
         build_atlas(net, "synthetic", load_vehicle(None), demand=str(tmp_path / "bad.xml"), **{**kw, "probes": 0})
     from evroute.cli import main
 
-    assert main(["sumo", "atlas", "synthetic", "--demand", str(tmp_path / "nope.rou.xml")]) == 2
+    assert main(["sumo", "atlas", "--network", "synthetic", "--demand", str(tmp_path / "nope.rou.xml")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nope.rou.xml" in err and "Traceback" not in err
     assert main(["simulate", "--truth", f"sumo[demand={tmp_path / 'nope.xml'}]", "--horizon", "2"]) == 2
@@ -540,7 +540,7 @@ def test_users_demand_becomes_the_runs_car(atlas, tmp_path, capsys):
 
 
 def test_the_atlas_commands_options_are_the_truths_declarations(capsys):
-    """`evroute sumo atlas` takes --rate/--hours/--probes/--seed/--demand from the truth sumo[...]'s
+    """`evroute sumo atlas` takes --rate/--hours/--probes/--atlas-seed/--demand from the truth sumo[...]'s
     own declarations (one atlas for both): their help, bounds and defaults, and a bad value is
     refused by the declaration, naming the flag, before any work."""
     from evroute.bandit.environments import TRUTHS
@@ -549,12 +549,12 @@ def test_the_atlas_commands_options_are_the_truths_declarations(capsys):
 
     declared = {o.name: o for o in TRUTHS.get("sumo").options}
     params = inspect.signature(sumo_atlas_cmd).parameters
-    assert set(ATLAS_OPTIONS) <= set(params) and declared["atlas_seed"].cli_flag == "--seed"
+    assert set(ATLAS_OPTIONS) <= set(params) and declared["atlas_seed"].cli_flag == "--atlas-seed"
     assert main(["sumo", "atlas", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     for name in ATLAS_OPTIONS:
-        assert " ".join(declared[name].describe().split()) in text, name
-    for flag, bad in (("--rate", "0"), ("--probes", "101"), ("--seed", "-1"), ("--hours", "x")):
-        assert main(["sumo", "atlas", "synthetic", flag, bad]) == 2
+        assert " ".join(declared[name].describe(with_default=False, brief=True)[1:].split()) in text, name
+    for flag, bad in (("--rate", "0"), ("--probes", "101"), ("--atlas-seed", "-1"), ("--hours", "x")):
+        assert main(["sumo", "atlas", "--network", "synthetic", flag, bad]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error:") and flag in err, (flag, err)

@@ -143,7 +143,7 @@ def test_agents_learn_a_dear_turn_after_driving_it(dear_truth, synthetic, policy
 
 def test_only_an_oracle_hands_the_agents_the_truths_turns(dear_truth, synthetic):
     """The agents' prior of the junctions is physics' whatever the truth's turns are; the truth's
-    own dissipation reaches them only with --prior-turns oracle, named so in the summary and the
+    own dissipation reaches them only with --turns oracle, named so in the summary and the
     closing lines."""
     from evroute.reports.report import describe_run
     from evroute.runs.config import SimulationConfig

@@ -1,4 +1,4 @@
-"""Closure patterns (``--closures``): which edges are open in each round (volatile arms, paper
+"""Closure patterns (``--truth NAME[closures=SPEC]``): which edges are open in each round (volatile arms, paper
 004), registered into :data:`evroute.components.CLOSURES`: ``alternate`` (the best corridor
 closed every other round) and ``random[rate=…]``. :class:`evroute.bandit.environments.RoadEnvironment`
 asks a pattern for each round's open edges.

@@ -14,7 +14,7 @@ regret is measured against. The bandit loop asks it, round by round:
 
 :class:`StaticEnvironment` keeps f fixed (paper 003); :class:`RoadEnvironment` adds energies that
 drift and roads that close (paper 004): which are open in each round, the closure patterns of
-:mod:`evroute.bandit.closures` say (``--closures``).
+:mod:`evroute.bandit.closures` say (``--truth NAME[closures=SPEC]``).
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ class RoadEnvironment(Environment):
         self.noise_std = noise_std_value("noise_std", noise_std)
         self.eps = unit_rate("drift", eps)
         if self.eps > 0 and self._truth is not None and not self._truth.supports_drift:
-            raise EvrouteError(f"--drift cannot be layered on the truth {self._truth.description.get('truth')}")
+            raise EvrouteError(f"--truth [drift=...] cannot be layered on the truth {self._truth.description.get('truth')}")
         self._sample_dev = sample_dev
         self.oracle = oracle
         self.start, self.end = int(start), int(end)

@@ -61,7 +61,7 @@ class TruthSetup:
         ``--noise-std edge[...]``).
     seed : int
     lengthscale : float
-        Context lengthscale of the truth's kernel (``--truth-lengthscale``; the paper's 1).
+        Context lengthscale of the truth's kernel (``--truth NAME[lengthscale=...]``; the paper's 1).
     vehicle : evroute.physics.energy.Vehicle, optional
         The truth's vehicle (a simulated truth drives it).
     route : evroute.physics.routes.RouteSpec, optional
@@ -163,7 +163,7 @@ class Truth:
     description : dict
         What the run's summary records about it.
     supports_drift : bool
-        Whether energies drifting in time (``--drift``) can be layered on it.
+        Whether energies drifting in time (``--truth NAME[drift=...]``) can be layered on it.
     turns : Turns, optional
         The junctions' energies, for a truth of edges plus turns; a route's energy is then
         Σ f over its edges plus Σ over its turns.
@@ -172,7 +172,7 @@ class Truth:
         its sum along a route depends only on the route's ends); None: the truth may create energy
         (the paper's truths).
     latent, transform, innovation : optional
-        A truth that drifts through a latent field (``--drift``): f = ``transform(latent)``; each
+        A truth that drifts through a latent field (``--truth NAME[drift=...]``): f = ``transform(latent)``; each
         round the latent moves as AR(1) with innovations ``innovation(rng)`` of the latent's own
         law (None: f itself drifts, paper 004's form).
     """

@@ -23,7 +23,7 @@ import typer.main
 
 from .. import __version__
 from ..errors import EvrouteError, EvrouteWarning, Interrupted
-from .options import HELP_STYLE
+from .options import HELP_STYLE, NETWORK_OPTION, PanelCommand, moved
 
 __all__ = ["app", "main", "entry", "COMMANDS"]
 
@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
               "fastest routes, and the route under a fleet's drives or its prior file."),
     "models": ("evroute.cli.run", "models", "List the registered components with their options, defaults and "
                "capabilities: posterior backends (--model), policies (--policy), truths (--truth) and closure "
-               "patterns (--closures)."),
+               "patterns (its closures)."),
     "networks": ("evroute.cli.networks", None, "Road networks: list, inspect, download today's OSM."),
     "data": ("evroute.cli.data", None, "The reference datasets (Monaco, Luxembourg, Luxembourg's terrain): "
              "download, verify, list."),
@@ -84,8 +84,11 @@ class Context(typer.Context):
 
 
 def _with_our_help(command):
-    """The command (and a group's commands) formatting help with :class:`HelpFormatter`."""
+    """The command (and a group's commands) formatting help with :class:`HelpFormatter`, its
+    options by panel (:class:`~evroute.cli.options.PanelCommand`)."""
     command.context_class = Context
+    if type(command) is typer.core.TyperCommand:
+        command.__class__ = PanelCommand
     for sub in getattr(command, "commands", {}).values():
         _with_our_help(sub)
     return command
@@ -161,6 +164,12 @@ def _usage_line(exc) -> str:
     """A click usage error as one line: its message and where to find the command's help."""
     message = " ".join(exc.format_message().split())
     ctx = getattr(exc, "ctx", None)
+    command = ctx.command.name if ctx is not None and ctx.command is not None else None
+    instead = moved(command, getattr(exc, "option_name", None) or "")
+    if instead is not None and type(exc).__name__ == "NoSuchOption":
+        message += f"; write {instead}"
+    elif command in NETWORK_OPTION and "unexpected extra argument" in message:
+        message += "; the network is --network NAME"
     where = f" (see `{ctx.command_path} --help`)" if ctx is not None and ctx.command_path else ""
     return f"error: {message}{where}"
 

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from .options import HELP_STYLE, JsonOpt, ProgressOpt
+from .options import HELP_STYLE, JsonOpt, OverwriteOpt, ProgressOpt
 
 app = typer.Typer(help="The reference datasets (Monaco, Luxembourg, Luxembourg's terrain): download, verify, list.",
                   no_args_is_help=True, **HELP_STYLE)
@@ -46,9 +46,7 @@ def data_fetch(
     base_url: Annotated[str | None, typer.Option(
         "--base-url", help="A mirror holding the published files under their published names (the pinned "
                            "SHA-256 still applies).")] = None,
-    overwrite: Annotated[bool, typer.Option(
-        "--overwrite", help="Replace a file of a dataset's name whose checksum differs (links and devices "
-                            "never).")] = False,
+    overwrite: OverwriteOpt = False,
     progress: ProgressOpt = None,
 ) -> None:
     """Download the reference datasets from their public sources, pinned by URL and SHA-256, and

@@ -12,11 +12,15 @@ import typer
 from .options import (
     HELP_STYLE,
     DemOpt,
+    FleetVehicleOpt,
+    GpsNoiseOpt,
+    JobsOpt,
     JsonOpt,
+    NetworkOpt,
     OsmOpt,
-    OverwriteFileOpt,
+    OverwriteOpt,
     ProgressOpt,
-    VehicleOpt,
+    out_option,
 )
 
 app = typer.Typer(help="Drives in: GPS traces with energy map-matched into the network's edges.",
@@ -31,37 +35,27 @@ def drives_import_cmd(
                                                 "those names), found by their usual names (docs/guide/drives.md); "
                                                 "or SUMO's battery output (.xml, with --sumo-net).",
                                                 show_default=False)],
-    network: Annotated[str, typer.Option("--network", help="Network name or OSM file the traces drove on.")],
-    out: Annotated[Path, typer.Option("--out", help="Folder for traversals.parquet (one row per complete "
-                                      "traversal of an edge) and report.json (what was kept and dropped).")],
+    network: NetworkOpt,
+    out: Annotated[Path, out_option("Folder for traversals.parquet (one row per traversal of an edge) and "
+                                    "report.json.")],
     columns: Annotated[str | None, typer.Option("--columns", metavar="FIELD=COLUMN,...",
-                                                help="Column names where they differ from the defaults, e.g. "
-                                                "time=t,lat=latitude,lon=longitude,soc=battery (fields: time, lat, "
-                                                "lon, energy, power, soc, speed, trip, vehicle).")] = None,
+                                                help="Column names where they differ from the usual ones, e.g. "
+                                                "time=t,lat=latitude,soc=battery.")] = None,
     units: Annotated[str | None, typer.Option("--units", metavar="FIELD=UNIT,...",
-                                              help="Units where a column's name does not say them (speed_kmh, "
-                                              "power_kw, energy_kwh, time_ms do), e.g. speed=km/h,power=kW,energy=kWh "
-                                              "(speed: m/s, km/h, mph; power: W, kW; energy: Wh, kWh; soc: %, "
-                                              "fraction; time: s, ms; default the first of each).")] = None,
+                                              help="Units a column's name does not say, e.g. "
+                                              "speed=km/h,power=kW,energy=kWh.")] = None,
     capacity_kwh: Annotated[float | None, typer.Option("--capacity-kwh", help="The battery's capacity, to read a "
                                                        "state of charge; in (0, 1e4].")] = None,
-    gps_noise: Annotated[float, typer.Option("--gps-noise", help="The fixes' noise, metres, for the map "
-                                             "matcher; in (0, 500].")] = 10.0,
+    gps_noise: GpsNoiseOpt = 10.0,
     sumo_net: Annotated[Path | None, typer.Option("--sumo-net", help="The SUMO network (net.net.xml) a SUMO battery "
-                                                 "output (.xml, sumo --battery-output) was recorded on; it turns the "
-                                                 "positions into longitude and latitude.")] = None,
-    boundary: Annotated[str, typer.Option("--boundary", help="Where a traversal begins and ends: centre (where the "
-                                          "car passes the junction's centre, interpolated) or sumo (SUMO's own "
-                                          "accounting: each reporting step whole on the edge where it ends, edges "
-                                          "ending 6 m past the junction), to compare with SUMO's per-edge "
-                                          "energies.")] = "centre",
-    matcher: Annotated[str, typer.Option("--matcher", help="The map matcher: hmm (evroute's own hidden Markov "
-                                         "matcher, vectorised: the default) or leuven (leuvenmapmatching's, about a "
-                                         "hundred times slower).")] = "hmm",
-    jobs: Annotated[int, typer.Option("--jobs", help="Processes matching trips side by side; 0: one per usable "
-                                      "CPU; 0 to 256 (the table is the same for any number).")] = 0,
-    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
-    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+                                                 "output was recorded on.")] = None,
+    boundary: Annotated[str, typer.Option("--boundary", help="Where a traversal begins and ends: centre (the "
+                                          "junction's centre) or sumo (SUMO's own accounting).")] = "centre",
+    matcher: Annotated[str, typer.Option("--matcher", help="The map matcher: hmm (evroute's own) or leuven "
+                                         "(leuvenmapmatching's, about a hundred times slower).")] = "hmm",
+    jobs: JobsOpt = None,
+    fleet_vehicle: FleetVehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
+    overwrite: OverwriteOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """Map-match GPS traces with energy onto a network: one row per complete traversal of an edge
     (energy, its kinetic split as the SUMO truth books it, speeds, match distance). What cannot be
@@ -87,7 +81,7 @@ def drives_import_cmd(
         raise EvrouteError(f"--capacity-kwh must be in (0, 1e4], got {capacity_kwh:g}")
     if not 0 < gps_noise <= 500:
         raise EvrouteError(f"--gps-noise must be in (0, 500] metres, got {gps_noise:g}")
-    if not 0 <= jobs <= 256:
+    if jobs is not None and not 0 <= jobs <= 256:
         raise EvrouteError(f"--jobs must be 0 to 256, got {jobs}")
     boundary = choice("--boundary", boundary, BOUNDARIES)
     matcher = choice("--matcher", matcher, tuple(MATCHERS))
@@ -103,7 +97,7 @@ def drives_import_cmd(
     configure_progress(progress)
     for name in ("traversals.parquet", "report.json"):
         check_output_file(out / name, overwrite)  # before any work
-    veh = load_vehicle(vehicle)
+    veh = load_vehicle(fleet_vehicle)
     net = load_network(network, osm=osm, dem=dem)
     with counter("matching trips") as tick:
         table, report = import_traces(paths, net, columns=names, capacity_kwh=capacity_kwh, units=unit_names,
@@ -111,7 +105,7 @@ def drives_import_cmd(
                                       sumo_net=sumo_net, boundary=boundary, matcher=matcher)
     # the network and the vehicle as they were loaded, so that evroute prior fit asks for neither again
     summary = {"generator": generator(), "network": network_record(net, network, osm=osm, dem=dem),
-               "vehicle": vehicle_record(veh, vehicle), "gps_noise_m": gps_noise,
+               "vehicle": vehicle_record(veh, fleet_vehicle), "gps_noise_m": gps_noise,
                "matcher": matcher, "boundary": boundary, "units": unit_names,
                "files": [str(f) for f in paths], **report.to_dict(), "paths": [str(f) for f in paths]}
     out.mkdir(parents=True, exist_ok=True)

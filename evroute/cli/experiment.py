@@ -10,52 +10,57 @@ from typing import Annotated
 import typer
 
 from ..errors import EvrouteError
-from ..presets import AXES, DEFAULT_POLICIES, PRESETS, SWEEPABLE
-from ..settings import RUN_SETTINGS
-from .options import HELP_STYLE, with_settings
+from ..presets import AXES, DEFAULT_POLICIES
+from ..settings import FLAG_SETTINGS, RUN_SETTINGS
+from .options import (
+    AGENT,
+    HELP_STYLE,
+    OUTPUT,
+    RUN,
+    WORLD,
+    ConfigOpt,
+    GeojsonOpt,
+    HtmlOpt,
+    JobsOpt,
+    OverwriteOpt,
+    ProgressOpt,
+    out_option,
+    with_settings,
+)
 
 app = typer.Typer(**HELP_STYLE)
 
 #: The run settings ``compare`` takes as ``simulate`` does (the others are its axes: --routes,
-#: --policies, --seeds, --lengthscales, --truth-lengthscale, --osm/--dem maps, --sweep).
-COMPARE_SETTINGS = tuple(n for n in RUN_SETTINGS if n not in AXES or n == "priors")
+#: --policies, --seeds, --osm/--dem maps, and the lengthscales of --sweep and --truth's spec).
+COMPARE_SETTINGS = tuple(n for n in FLAG_SETTINGS if n not in AXES or n == "priors")
 
 
 def compare_cmd(
-    out: Annotated[Path, typer.Option("--out", help="Output directory: runs/, grid.json, summary.csv, summary.md.")],
-    preset: Annotated[str | None, typer.Option(
-        help=f"{', '.join(PRESETS)} (003 Sec. 4.2, App. C; 000; 004); other options override it (the "
-             "documentation's reproduction pages describe each).")] = None,
-    network: Annotated[str | None, typer.Option(
-        "--network", help="Network of unqualified routes (default synthetic).")] = None,
+    out: Annotated[Path, out_option("Output directory: runs/, grid.json, summary.csv, summary.md.")],
+    config: ConfigOpt = None,
     routes: Annotated[str | None, typer.Option(
-        help="Routes: A,B (on --network) or monaco:A,luxembourg:B (default A).")] = None,
-    policies: Annotated[str | None, typer.Option(
-        help="Comma-separated policies, as --policy of simulate: variants as gp-bucb[xi=0.5], "
-             f"gp-ucb[beta_scale=0.5] (default {','.join(DEFAULT_POLICIES)}).")] = None,
-    seeds: Annotated[int | None, typer.Option(help="Number of seeds: 0..N-1 (default 5).")] = None,
-    lengthscales: Annotated[str | None, typer.Option(
-        help="Comma-separated lengthscales of the agents' prior kernel (default 1.0).")] = None,
-    truth_lengthscale: Annotated[str | None, typer.Option(
-        help="Lengthscale of the kernel the true f is sampled from: a number (default 1, the paper's) "
-             "or 'same' (each run's --lengthscales value: the sweep then changes the environment too).")] = None,
-    sweep: Annotated[list[str] | None, typer.Option(
-        "--sweep", metavar="NAME=V1,V2",
-        help=f"Also sweep a setting, e.g. --sweep kappa=0.5,1,2 or --sweep 'model=exact,nystrom[gamma=0.3]' "
-             f"(repeatable; settings: {', '.join(SWEEPABLE)}).")] = None,
-    jobs: Annotated[int | None, typer.Option(
-        help="Parallel processes (default: number of CPUs; 1 runs in-process).")] = None,
-    executor: Annotated[str, typer.Option(help="local (process pool) or ray.")] = "local",
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Ray cluster address (default: start a local Ray instance).")] = None,
+        metavar="NETWORK:ROUTE,...", help="Routes, e.g. monaco:A,luxembourg:B (default synthetic:A).",
+        rich_help_panel=WORLD, show_default=False)] = None,
     osm: Annotated[str | None, typer.Option(
-        "--osm", help="OSM file: PATH (one network) or NETWORK=PATH[,NETWORK=PATH].")] = None,
+        "--osm", metavar="[NETWORK=]PATH,...", help=RUN_SETTINGS["osm"].describe(brief=True) + ".",
+        rich_help_panel=WORLD)] = None,
     dem: Annotated[str | None, typer.Option(
-        "--dem", help="DEM raster: PATH (one network) or NETWORK=PATH[,...] (Luxembourg is flat without one).")] = None,
-    overwrite: Annotated[bool, typer.Option(
-        "--overwrite", help="Recompute finished runs whose settings differ from this grid.")] = False,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress", help="Progress bar and build spinners on stderr (default: on a terminal).")] = None,
+        "--dem", metavar="[NETWORK=]PATH,...", help=RUN_SETTINGS["dem"].describe(brief=True) + ".",
+        rich_help_panel=WORLD)] = None,
+    policies: Annotated[str | None, typer.Option(
+        metavar="SPEC,...", help="Policies as specs, e.g. gp-ucb,gp-bucb[xi=0.5].", rich_help_panel=AGENT,
+        show_default=",".join(DEFAULT_POLICIES))] = None,
+    seeds: Annotated[int | None, typer.Option(help="Number of seeds: 0..N-1.", rich_help_panel=RUN,
+                                              show_default="5")] = None,
+    sweep: Annotated[list[str] | None, typer.Option(
+        "--sweep", metavar="NAME=V1,V2", help="Also sweep a setting, e.g. lengthscale=0.5,1 (repeatable).",
+        rich_help_panel=RUN)] = None,
+    jobs: JobsOpt = None,
+    executor: Annotated[str, typer.Option(
+        metavar="local|ray[address=...]", help="Where the runs go: a process pool, or a Ray cluster.",
+        rich_help_panel=RUN)] = "local",
+    overwrite: OverwriteOpt = False,
+    progress: ProgressOpt = None,
     **settings,
 ) -> None:
     """Run a grid of bandit runs (route × lengthscale × policy × seed, and any --sweep) and summarise it.
@@ -67,26 +72,37 @@ def compare_cmd(
     from ..runs.experiment import run_grid
     from ..runs.grid import make_grid
     from ..runs.summaries import summary_markdown
+    from ..specs import parse_spec
 
     configure_progress(progress)
-    grid = make_grid(preset=preset, network=network, routes=routes, policies=policies, seeds=seeds,
-                     lengthscales=lengthscales, osm=osm, dem=dem, truth_lengthscale=truth_lengthscale,
-                     sweep=sweep, **settings)
-    res = run_grid(grid, out, executor=executor, jobs=jobs, ray_address=ray_address, overwrite=overwrite,
+    kind, options = parse_spec(executor, "--executor", "ray[address=HOST:PORT]")
+    if set(options) - {"address"} or (options and kind != "ray"):
+        raise EvrouteError(f"--executor {executor!r}: local, ray or ray[address=HOST:PORT]")
+    grid = make_grid(preset=_config(config), routes=routes, policies=policies, seeds=seeds, osm=osm, dem=dem,
+                     lengthscales=settings.pop("lengthscale", None),
+                     truth_lengthscale=settings.pop("truth_lengthscale", None), sweep=sweep, **settings)
+    res = run_grid(grid, out, executor=kind, jobs=jobs, ray_address=options.get("address"), overwrite=overwrite,
                    progress=progress)
     print(summary_markdown(res.summary).rstrip())
     print(f"\n{res.n_runs} runs ({res.n_kept} kept, {res.n_computed} computed) in {res.seconds:.1f} s; "
           f"wrote {', '.join(str(f) for f in res.files)}")
 
 
+def _config(value):
+    """``--config``/``--preset`` read (None: none given)."""
+    if value is None:
+        return None
+    from ..runs.grid import read_config_file
+
+    return read_config_file(value)
+
+
 def plot_cmd(
     directory: Annotated[Path, typer.Argument(help="A compare directory or a run directory.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Folder for the figures (default DIR/plots).")] = None,
-    maps: Annotated[bool, typer.Option("--maps/--no-maps", help="Exploration maps (need the network).")] = True,
-    overwrite: Annotated[bool, typer.Option(
-        "--overwrite", help="Replace figure files evroute did not write (links, folders and devices never).")] = False,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress", help="Spinners while a network is built (default: on a terminal).")] = None,
+    out: Annotated[Path | None, out_option("Folder for the figures (default DIR/plots).", show_default=False)] = None,
+    maps: Annotated[bool, typer.Option("--maps/--no-maps", help="Exploration maps (they load the network).",
+                                       rich_help_panel=OUTPUT)] = True,
+    overwrite: OverwriteOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """Figures: cumulative regret, β_t, regret vs lengthscale, Nyström dictionary size, the
     candidate priors' survival, the lower bounds' coverage, exploration maps (PNG and SVG).
@@ -105,18 +121,14 @@ def plot_cmd(
 
 def export_cmd(
     directory: Annotated[Path, typer.Argument(help="A run directory, or a compare directory (see --run).")],
-    geojson: Annotated[str | None, typer.Option(
-        "--geojson", help="GeoJSON file to write (RFC 7946); - for standard output.")] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Interactive HTML map (folium) to write.")] = None,
-    gpkg: Annotated[Path | None, typer.Option("--gpkg", help="GeoPackage to write (one layer each: edge, round, optimal; for GIS tools).")] = None,
-    last: Annotated[int | None, typer.Option("--last", help="Only the last K rounds' routes.")] = None,
     run: Annotated[str | None, typer.Option(
         "--run", help="In a compare directory: the run's name (default: the first run).")] = None,
-    overwrite: Annotated[bool, typer.Option(
-        "--overwrite", help="Replace files evroute did not write (links, folders, devices and a run's own "
-                            "files never).")] = False,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress", help="Spinners while a network is built (default: on a terminal).")] = None,
+    last: Annotated[int | None, typer.Option("--last", help="Only the last K rounds' routes.")] = None,
+    geojson: GeojsonOpt = None,
+    html: HtmlOpt = None,
+    gpkg: Annotated[Path | None, typer.Option("--gpkg", help="GeoPackage to write (for GIS tools).",
+                                              rich_help_panel=OUTPUT)] = None,
+    overwrite: OverwriteOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """Routes driven, the optimal route and per-edge visits / posterior as GeoJSON, HTML or GeoPackage.
 
@@ -134,6 +146,6 @@ def export_cmd(
         print(f"wrote {f}", file=say)
 
 
-app.command("compare")(with_settings(COMPARE_SETTINGS)(compare_cmd))
+app.command("compare")(with_settings(COMPARE_SETTINGS, axes=("lengthscale", "truth_lengthscale"))(compare_cmd))
 app.command("plot")(plot_cmd)
 app.command("export")(export_cmd)

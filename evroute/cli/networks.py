@@ -15,9 +15,10 @@ from .options import (
     DemOpt,
     JsonOpt,
     OsmOpt,
-    OverwriteFileOpt,
+    OverwriteOpt,
     ProgressOpt,
     VehicleOpt,
+    out_option,
 )
 
 app = typer.Typer(help="Road networks: list, inspect, download today's OSM.", no_args_is_help=True, **HELP_STYLE)
@@ -112,8 +113,8 @@ def networks_fetch(
 @app.command("osm")
 def networks_osm(
     name: Annotated[str, typer.Argument(help="A synthetic network: synthetic or synthetic-<N>k.")],
-    out: Annotated[Path, typer.Option("--out", help="OSM XML file to write.")],
-    overwrite: OverwriteFileOpt = False,
+    out: Annotated[Path, out_option("OSM XML file to write.")],
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Write a synthetic city as OSM XML (raw, before simplification), e.g. to run the OSM
     reading path on a network of any size: `evroute networks info FILE.osm`."""

@@ -10,7 +10,21 @@ from typing import Annotated
 
 import typer
 
-from .options import HELP_STYLE, DemOpt, JsonOpt, OsmOpt, OverwriteFileOpt, ProgressOpt, VehicleOpt
+from .options import (
+    AGENT,
+    HELP_STYLE,
+    DemOpt,
+    FleetVehicleOpt,
+    JsonOpt,
+    NetworkOpt,
+    OsmOpt,
+    OverwriteOpt,
+    ProgressOpt,
+    SeedOpt,
+    fleet_vehicle_option,
+    out_option,
+    vehicle_option,
+)
 
 app = typer.Typer(help="The agents' prior from measured traversals: fit a fleet's drives into one prior file, check "
                   "the kernel on held-out drives.", no_args_is_help=True, **HELP_STYLE)
@@ -21,32 +35,25 @@ def prior_fit_cmd(
     drives: Annotated[Path, typer.Argument(help="The folder of evroute drives import (or its traversals.parquet): "
                                            "its report.json names the network and the vehicle that drove.",
                                            show_default=False)],
-    out: Annotated[Path, typer.Option("--out", help="The prior file to write (JSON), for --prior of simulate, "
-                                      "compare and route.")],
-    vehicle: Annotated[str | None, typer.Option(
-        "--vehicle", help="The agents' vehicle, whose prior this is (a preset or JSON file; default the fleet's): "
-        "the fleet's traversals are moved into its units.")] = None,
-    residual_sd: Annotated[float | None, typer.Option(
-        "--residual-sd", help="The residual trust k, 0 to 10: each edge's prior variance gains (k r)^2, r what the "
-        "fleet measured there beyond the physics (default: chosen by cross-validation over held-out trips).")] = None,
-    vehicle_scale: Annotated[float | None, typer.Option(
-        "--vehicle-scale", help="The sd of the agents' vehicle's scale a of the fleet's residuals, 0 to 10, learnt "
-        "online (default 0.5 for another vehicle than the fleet's, 0 for its own).")] = None,
-    seed: Annotated[int, typer.Option(help="Seeds the held-out half that chooses the noise model and the folds of "
-                                      "trips; 0 to 2^31-1.")] = 0,
-    network: Annotated[str | None, typer.Option(
-        "--network", help="Only for an import of an earlier evroute that names its network by a name this one cannot "
-        "load (or to say another file of it): the network name or OSM file the drives were imported on.")] = None,
-    fleet_vehicle: Annotated[str | None, typer.Option(
-        "--fleet-vehicle", help="Only for an import of an earlier evroute that names the fleet's vehicle by a name "
-        "this one does not know: the vehicle that drove (a preset or JSON file).")] = None,
+    out: Annotated[Path, out_option("The prior file to write (JSON), for --prior of simulate, compare and route.")],
+    network: NetworkOpt = None,
+    fleet_vehicle: fleet_vehicle_option("the import's") = None,
+    vehicle: vehicle_option("the fleet's") = None,
     osm: OsmOpt = None, dem: DemOpt = None,
-    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+    residual_sd: Annotated[float | None, typer.Option(
+        "--residual-sd", metavar="K", help="Residual trust k, 0 to 10 (default: by cross-validation over held-out "
+        "trips).", rich_help_panel=AGENT, show_default=False)] = None,
+    vehicle_scale: Annotated[float | None, typer.Option(
+        "--vehicle-scale", metavar="SD", help="Sd of the agents' vehicle's scale of the fleet's residuals, 0 to 10.",
+        rich_help_panel=AGENT, show_default="0.5, 0 for the fleet's own vehicle")] = None,
+    seed: SeedOpt = 0,
+    overwrite: OverwriteOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """A fleet's drives as the agents' prior, in one file: sigma_0, the noise and the lengthscale by
     type-II maximum likelihood, the fleet's per-edge and per-turn posterior in the agents' units,
     the vehicle scale, and the residual trust k chosen by cross-validation over held-out trips. The
-    network and the fleet's vehicle are the import's (its report.json)."""
+    network and the fleet's vehicle are the import's (its report.json); --network and
+    --fleet-vehicle are for an import of an earlier evroute that names them as this one cannot."""
     import warnings
 
     from ..errors import EvrouteError, EvrouteWarning
@@ -143,23 +150,21 @@ def describe_prior(p: dict) -> list[str]:
 @app.command("check")
 def prior_check_cmd(
     drives: Annotated[Path, typer.Argument(help="traversals.parquet of evroute drives import.", show_default=False)],
-    network: Annotated[str, typer.Option("--network", help="The network the drives were imported on.")],
-    kernel: Annotated[str, typer.Option("--kernel", help="The prior's kernel: combined (the paper's) or graph.")]
-    = "combined",
-    seed: Annotated[int, typer.Option(help="Seeds the split of the trips into halves; 0 to 2^31-1.")] = 0,
-    whole: Annotated[bool, typer.Option("--whole", help="Whole traversals (energy_wh) instead of the edges at a "
-                                        "constant kinetic state (edge_wh).")] = False,
-    vehicle: VehicleOpt = None,
-    for_vehicle: Annotated[str | None, typer.Option(
-        "--for-vehicle", help="Print the fit as run options for this vehicle (a preset or JSON file): sigma_0 and the "
-        "noise times the ratio of its energies to --vehicle's over the edges driven, as evroute prior fit moves a "
-        "fleet's residuals (default: for --vehicle itself).")] = None,
-    osm: OsmOpt = None, dem: DemOpt = None, as_json: JsonOpt = False,
-    progress: ProgressOpt = None,
+    network: NetworkOpt,
+    fleet_vehicle: FleetVehicleOpt = None,
+    vehicle: vehicle_option("the fleet's") = None,
+    osm: OsmOpt = None, dem: DemOpt = None,
+    kernel: Annotated[str, typer.Option("--kernel", metavar="combined|graph", help="The prior's kernel: combined or "
+                                        "graph (its lengthscale is fitted).", rich_help_panel=AGENT)] = "combined",
+    whole: Annotated[bool, typer.Option("--whole", help="Whole traversals instead of the edges at a constant "
+                                        "kinetic state.")] = False,
+    seed: SeedOpt = 0,
+    as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """Fit sigma_0, the noise and the lengthscale on half of the trips and predict the other
     half's traversals: coverage of the 50 % and 90 % intervals, log predictive density, beside the
-    same prior without correlations; says whether the kernel's correlations are supported."""
+    same prior without correlations; says whether the kernel's correlations are supported. The fit
+    is printed as the options of a run of --vehicle (default: the fleet's own vehicle), in its units."""
     import numpy as np
 
     from ..errors import EvrouteError
@@ -177,8 +182,8 @@ def prior_check_cmd(
         raise EvrouteError(f"--seed must be 0 to 2^31-1, got {seed}")
     if not drives.is_file():
         raise EvrouteError(f"no such drives table: {drives}")
-    drove = load_vehicle(vehicle)
-    target = load_vehicle(for_vehicle) if for_vehicle is not None else drove
+    drove = load_vehicle(fleet_vehicle)
+    target = load_vehicle(vehicle) if vehicle is not None else drove
     configure_progress(progress)
     net = load_network(network, osm=osm, dem=dem)
     table = read_drives(drives, net.n_edges)
@@ -213,11 +218,11 @@ def prior_check_cmd(
               f"{c['edge_noise']['log_density'] - c['kernel']['log_density']:+.3f} nats a traversal against one sigma")
     st = c["settings"]
     noise = f'"{st["noise_std"]}"' if isinstance(st["noise_std"], str) else f"{st['noise_std']:.4g}"
-    print(f"to learn under it as {st['vehicle']}: --prior-std {st['prior_std']:.4g} --noise-std {noise} --lengthscales "
-          f"{st['lengthscale']:g}" + (f" (the fit times {rho:.3g}, {st['vehicle']}'s energies over {drove.name}'s)"
-                                       if target != drove else ""))
+    print(f"to learn under it as {st['vehicle']}: --prior-std {st['prior_std']:.4g} --noise-std {noise} --kernel "
+          f"combined[lengthscale={st['lengthscale']:g}]"
+          + (f" (the fit times {rho:.3g}, {st['vehicle']}'s energies over {drove.name}'s)" if target != drove else ""))
     if target != drove:
-        print(f"with these drives as its prior: evroute prior fit DRIVES --vehicle {shlex.quote(for_vehicle)} --out "
+        print(f"with these drives as its prior: evroute prior fit DRIVES --vehicle {shlex.quote(vehicle)} --out "
               "PRIOR, then --prior PRIOR (DRIVES the folder of evroute drives import)")
     gain = c["kernel"]["log_density"] - c["independent"]["log_density"]
     print(("supported: " if c["supported"] else "not supported: ")

@@ -12,15 +12,25 @@ from typing import Annotated
 import typer
 
 from ..errors import EvrouteError, EvrouteWarning
-from ..settings import RUN_SETTINGS
 from ..validate import int_in
 from .options import (
     HELP_STYLE,
+    OUTPUT,
+    RUN,
+    WORLD,
+    ConfigOpt,
     DemOpt,
+    GeojsonOpt,
+    HtmlOpt,
     JsonOpt,
+    NetworkOpt,
     OsmOpt,
-    OverwriteFileOpt,
+    OverwriteOpt,
+    PriorOpt,
     ProgressOpt,
+    RouteOpt,
+    VehicleOpt,
+    out_option,
     with_settings,
 )
 
@@ -29,29 +39,14 @@ app = typer.Typer(**HELP_STYLE)
 
 @app.command("route")
 def route_cmd(
-    name: Annotated[str | None, typer.Argument(help="Network name or OSM file (default synthetic, or the "
-                                               "network of --prior).", show_default=False)] = None,
-    route: Annotated[str | None, typer.Option("--route", help="Named route: A or B (default A).")] = None,
-    from_: Annotated[str | None, typer.Option("--from", help="Start point LAT,LON (snapped to an edge).")] = None,
-    to: Annotated[str | None, typer.Option("--to", help="End point LAT,LON (snapped to an edge).")] = None,
-    vehicle: Annotated[str | None, typer.Option(
-        "--vehicle", help="Vehicle preset name or JSON file (default: the paper's SUMO EV, or the vehicle of "
-        "--prior).")] = None,
-    osm: OsmOpt = None, dem: DemOpt = None,
-    geojson: Annotated[str | None, typer.Option(
-        "--geojson", help="Write the routes as GeoJSON to this file (- for standard output).")] = None,
-    html: Annotated[Path | None, typer.Option(
-        "--html", help="Write an interactive map of the routes (HTML, folium) to this file.")] = None,
+    network: NetworkOpt = None, route: RouteOpt = None,
+    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
     drives: Annotated[Path | None, typer.Option(
-        "--drives", help="Also the least-energy route under what these drives measured (traversals.parquet of "
-        "evroute drives import): each edge's posterior mean and sd, E_det where nobody drove, and each "
-        "junction's cost where ten cars or more turned there.")] = None,
-    prior: Annotated[Path | None, typer.Option(
-        "--prior", help="Also the least-energy route under a prior file of evroute prior fit (its network and "
-        "vehicle are taken where none is given): each edge's prior mean and sd as the agents start from them, and "
-        "the fleet's turns.")] = None,
-    overwrite: OverwriteFileOpt = False,
-    as_json: JsonOpt = False, progress: ProgressOpt = None,
+        "--drives", metavar="TRAVERSALS.parquet", help="Also the least-energy route under what these drives "
+        "measured (evroute drives import).", rich_help_panel=WORLD)] = None,
+    prior: PriorOpt = None,
+    geojson: GeojsonOpt = None, html: HtmlOpt = None,
+    overwrite: OverwriteOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """The energy-optimal (exact, negative energies allowed), shortest and fastest routes, and the
     route under a fleet's drives or its prior file."""
@@ -60,6 +55,7 @@ def route_cmd(
     from ..progress import configure as configure_progress
     from ..reports.report import routes_geojson, write_geojson
     from ..roads.network import load_network
+    from ..settings import unfold_settings
 
     configure_progress(progress)
     to_stdout = _check_route_outputs(geojson, html, as_json=as_json, overwrite=overwrite)
@@ -71,12 +67,13 @@ def route_cmd(
 
         fleet = read_fleet_prior(prior)
         own = fleet.settings()
-        if name is None:  # the prior's network as it was loaded
-            name, osm, dem = own["network"], osm or own["osm"], dem or own["dem"]
+        if network is None:  # the prior's network as it was loaded
+            network, osm, dem = own["network"], osm or own["osm"], dem or own["dem"]
         vehicle = vehicle if vehicle is not None else own["vehicle"]
     veh = load_vehicle(vehicle)
-    net = load_network(name or "synthetic", osm=osm, dem=dem)
-    spec = resolve_route(net, route, from_, to_point=to)
+    net = load_network(network or "synthetic", osm=osm, dem=dem)
+    trip = unfold_settings({"route": route})
+    spec = resolve_route(net, trip["route"], trip.get("from_point"), to_point=trip.get("to_point"))
     routes = reference_routes(net, spec, veh)
     if drives is not None:
         from ..world.drives_prior import drives_route, read_drives
@@ -161,14 +158,15 @@ def check_blas_threads(n: int) -> int:
 @app.command("models")
 def models_cmd() -> None:
     """List the registered components with their options, defaults and capabilities: posterior
-    backends (--model), policies (--policy), truths (--truth) and closure patterns (--closures)."""
+    backends (--model), policies (--policy), truths (--truth) and closure patterns (its closures)."""
     from ..bandit.agents import POLICIES
     from ..bandit.environments import CLOSURES, TRUTHS
     from ..models import MODELS
 
     for title, registry in (("posterior backends (--model NAME[key=value,...])", MODELS),
                             ("policies (--policy, or --policies of evroute compare)", POLICIES),
-                            ("ground truths (--truth)", TRUTHS), ("road closures (--closures)", CLOSURES)):
+                            ("ground truths (--truth NAME[key=value,...])", TRUTHS),
+                            ("road closures (--truth NAME[closures=SPEC])", CLOSURES)):
         print(f"{title}:")
         registry.load_all()
         for name in registry.names():
@@ -179,32 +177,32 @@ def models_cmd() -> None:
 
 
 @app.command("simulate")
-@with_settings(tuple(RUN_SETTINGS))
+@with_settings()
 def simulate_cmd(
-    config: Annotated[Path | None, typer.Option(
-        "--config", metavar="CONFIG.json", help="Run a run directory's configuration again (its config.json, or "
-        "the directory); settings given as well replace its values.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<network>-<route>-<policy>-s<seed>).")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
-    csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.")] = False,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar and build spinners (default: on a terminal).")] = None,
-    blas_threads: Annotated[int, typer.Option(help=f"BLAS threads, 0 to {MAX_BLAS_THREADS} (1: the same numbers whatever the core count, as compare uses; 0: the library default).")] = 1,
+    config: ConfigOpt = None,
+    out: Annotated[Path | None, out_option("Run directory (default runs/<network>-<route>-<policy>-s<seed>).",
+                                           show_default=False)] = None,
+    overwrite: OverwriteOpt = False,
+    csv: Annotated[bool, typer.Option("--csv", help="Also write CSV copies of the tables.",
+                                      rich_help_panel=OUTPUT)] = False,
+    progress: ProgressOpt = None,
+    blas_threads: Annotated[int, typer.Option(
+        help=f"BLAS threads, 0 to {MAX_BLAS_THREADS} (1: the same numbers on any machine; 0: the library's).",
+        rich_help_panel=RUN)] = 1,
     **settings,
 ) -> None:
     """Run one bandit simulation (Algorithm 1) and write a run directory.
 
     Components take options as a spec, e.g. --policy "gp-bucb[xi=0.5]", --model
-    "svgp[inducing=500,steps=2]", --truth "rkhs[B=10]" (`evroute models` lists them all).
+    "svgp[inducing=500,steps=2]", --truth "rkhs[B=10,drift=0.01]" (`evroute models` lists them all).
     """
     from ..progress import configure as configure_progress
     from ..reports.report import describe_run
-    from ..runs.config import SimulationConfig
-    from ..runs.directory import read_config
-    from ..runs.grid import policy_tag
+    from ..runs.grid import policy_tag, run_config
     from ..runs.problem import world_tag
     from ..runs.simulation import simulate
 
-    cfg = SimulationConfig(**settings) if config is None else read_config(config).replace(**settings)
+    cfg = run_config(config, settings)
     check_blas_threads(blas_threads)
     configure_progress(progress)
     if out is None:

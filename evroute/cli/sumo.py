@@ -11,13 +11,22 @@ import typer
 
 from ..settings import SUMO_TRUTH_OPTIONS
 from .options import (
+    AGENT,
     HELP_STYLE,
+    OUTPUT,
+    WORLD,
     DemOpt,
+    FleetVehicleOpt,
+    GpsNoiseOpt,
     JsonOpt,
+    NetworkOpt,
     OsmOpt,
-    OverwriteFileOpt,
+    OverwriteOpt,
     ProgressOpt,
+    RouteOpt,
+    SeedOpt,
     VehicleOpt,
+    out_option,
     with_settings,
 )
 
@@ -61,19 +70,19 @@ ATLAS_OPTIONS = ("rate", "hours", "probes", "atlas_seed", "demand", "powertrain"
 @app.command("atlas")
 @with_settings(ATLAS_OPTIONS, table={o.name: o for o in SUMO_TRUTH_OPTIONS})
 def sumo_atlas_cmd(
-    network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
-    route: Annotated[str | None, typer.Option("--route", help="Probe vehicles drive every edge between this "
-                                              "trip's ends (A or B; default A).")] = None,
-    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Folder for atlas.parquet, atlas.json and the plot "
-                                             "atlas.png/svg (E_det against SUMO).")] = None,
-    fit: Annotated[bool, typer.Option("--fit", help="Also fit sigma_0, the noise and the lengthscale of the "
-                                      "agents' prior by type-II maximum likelihood on the atlas's first half.")] = False,
-    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+    network: NetworkOpt = "synthetic", route: RouteOpt = None, vehicle: VehicleOpt = None, osm: OsmOpt = None,
+    dem: DemOpt = None,
+    fit: Annotated[bool, typer.Option("--fit", help="Also fit sigma_0, the noise and the lengthscale on the atlas's "
+                                      "first half (type-II ML).", rich_help_panel=AGENT)] = False,
+    out: Annotated[Path | None, out_option("Folder for atlas.parquet, atlas.json and the plot atlas.png/svg.",
+                                           show_default=False)] = None,
+    overwrite: OverwriteOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
     **truth_options,
 ) -> None:
     """Build (or read from the cache) the energy atlas of a network: one row per traversal of an
-    edge in SUMO with traffic; the same atlas --truth sumo[...] uses (its options are the truth's)."""
+    edge in SUMO with traffic; the same atlas --truth sumo[...] uses (its options are the truth's).
+
+    Probe vehicles drive every edge between the ends of --route."""
     from ..bandit.environments import TRUTHS
     from ..io import atomic_write_parquet, atomic_write_text, generator
     from ..physics.energy import load_vehicle
@@ -84,6 +93,7 @@ def sumo_atlas_cmd(
     from ..roads.network import load_network
     from ..roads.oracle import Oracle
     from ..runs.directory import check_output_file
+    from ..settings import unfold_settings
     from ..world.sumo_atlas import build_atlas
     from ..world.sumo_truth import atlas_conservation, edet_agreement, fit_hyperparameters
 
@@ -94,7 +104,8 @@ def sumo_atlas_cmd(
             check_output_file(out / name, overwrite)  # before any work
     veh = load_vehicle(vehicle)
     net = load_network(network, osm=osm, dem=dem)
-    spec = resolve_route(net, route, None, to_point=None)
+    trip = unfold_settings({"route": route})
+    spec = resolve_route(net, trip["route"], trip.get("from_point"), to_point=trip.get("to_point"))
     atlas = build_atlas(net, network, veh, oracle=Oracle.from_network(net), start=spec.start, end=spec.end,
                         rate=options["rate"], hours=options["hours"], probes=options["probes"],
                         seed=options["atlas_seed"], osm=str(osm) if osm else None, dem=str(dem) if dem else None,
@@ -146,42 +157,38 @@ def sumo_atlas_cmd(
               f"{f['paper_noise_std']:.1f}), lengthscale {f['lengthscale']:g}"
               + (" (at the edge of the grid)" if f["lengthscale_at_grid_edge"] else "")
               + f"; run with --prior-std {f['prior_std']:.4g} --noise-std {f['noise_std']:.4g} "
-              f"--lengthscale {f['lengthscale']:g}")
+              f"--kernel combined[lengthscale={f['lengthscale']:g}]")
         nm = f["noise_model"]
         print(f"noise per edge (within-edge likelihood {nm['homoscedastic_neg_log_likelihood'] - nm['neg_log_likelihood']:,.0f} "
               f"nats above one sigma of {nm['homoscedastic_sd']:.1f} Wh): sigma_e = {nm['a']:.2f} Wh + "
               f"{nm['b_per_km']:.2f} Wh/km + {nm['tls']:.2f} Wh at a traffic signal ({nm['signal_edges']:,} of "
               f"{nm['edges']:,} edges), median {nm['median_edge_sd']:.1f} Wh; run with --prior-std "
-              f"{nm['prior_std']:.4g} --noise-std \"{nm['spec']}\" --lengthscale {nm['lengthscale']:g}")
+              f"{nm['prior_std']:.4g} --noise-std \"{nm['spec']}\" --kernel combined[lengthscale={nm['lengthscale']:g}]")
     for f in files:
         print(f"wrote {f}")
 
 
 @app.command("drives")
 def sumo_drives_cmd(
-    network: Annotated[str, typer.Argument(help="Network name or OSM file.")] = "synthetic",
-    out: Annotated[Path, typer.Option("--out", help="Folder for traces.csv and traces.gpx (the GPS traces with the "
-                                      "energy used so far), answer.parquet (SUMO's own traversals: the answer key) "
-                                      "and drives.json.")] = Path("drives"),
-    vehicles: Annotated[int, typer.Option("--vehicles", help="Cars that record their drives; 1 to 10000.")] = 20,
-    seed: Annotated[int, typer.Option(help="Seed of the demand, of SUMO and of the GPS noise; 0 to 2^31-1.")] = 0,
-    gps_noise: Annotated[float, typer.Option("--gps-noise", help="GPS noise, metres (independent Gaussian east "
-                                             "and north); 0 to 500.")] = 0.0,
-    rate_hz: Annotated[float, typer.Option("--rate", help="Fixes a second; in (0, 1] (SUMO steps once a "
-                                           "second).")] = 1.0,
-    traffic: Annotated[float, typer.Option("--traffic", help="Background traffic: random trips an hour; in "
-                                           "(0, 1e6].")] = 1800.0,
-    hours: Annotated[float, typer.Option(help="Simulated hours; in (0, 24].")] = 0.5,
-    battery: Annotated[bool, typer.Option("--battery-xml", help="Also write SUMO's own battery output of the drives "
-                                          "(battery.xml) and its network (net.net.xml): evroute drives import "
-                                          "battery.xml --sumo-net net.net.xml reads them.")] = False,
+    network: NetworkOpt = "synthetic", osm: OsmOpt = None, dem: DemOpt = None,
+    fleet_vehicle: FleetVehicleOpt = None,
+    vehicles: Annotated[int, typer.Option("--vehicles", help="Cars that record their drives; 1 to 10000.",
+                                          rich_help_panel=WORLD)] = 20,
+    traffic: Annotated[float, typer.Option("--traffic", help="Background traffic: random trips an hour.",
+                                           rich_help_panel=WORLD)] = 1800.0,
+    hours: Annotated[float, typer.Option(help="Simulated time span (hours).", rich_help_panel=WORLD)] = 0.5,
     around: Annotated[str | None, typer.Option(
-        "--around", metavar="LAT,LON,KM",
-        help="A district's fleet: every recorded trip begins and ends on a road within KM kilometres "
-             "of LAT,LON (decimal degrees; KM in (0, 1000]); it may leave the district between them, "
-             "and the background traffic is the whole network's. Default: anywhere.")] = None,
-    vehicle: VehicleOpt = None, osm: OsmOpt = None, dem: DemOpt = None,
-    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+        "--around", metavar="LAT,LON,KM", help="Only trips that begin and end within KM km of LAT,LON "
+        "(default: anywhere).", rich_help_panel=WORLD)] = None,
+    gps_noise: GpsNoiseOpt = 0.0,
+    rate_hz: Annotated[float, typer.Option("--fix-rate", help="GPS fixes a second; in (0, 1].",
+                                           rich_help_panel=WORLD)] = 1.0,
+    seed: SeedOpt = 0,
+    out: Annotated[Path, out_option("Folder for traces.csv, traces.gpx, answer.parquet (the answer key) and "
+                                    "drives.json.")] = Path("drives"),
+    battery: Annotated[bool, typer.Option("--battery-xml", help="Also write SUMO's battery output (battery.xml) "
+                                          "and its network (net.net.xml).", rich_help_panel=OUTPUT)] = False,
+    overwrite: OverwriteOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """Realistic drives from SUMO with an answer key: GPS traces with energy (CSV) of cars in
     background traffic, and SUMO's own per-edge energies of the same drives kept apart."""
@@ -198,7 +205,7 @@ def sumo_drives_cmd(
     for ok, what in ((1 <= vehicles <= 10000, f"--vehicles must be 1 to 10000, got {vehicles}"),
                      (0 <= seed < 2**31, f"--seed must be 0 to 2^31-1, got {seed}"),
                      (0 <= gps_noise <= 500, f"--gps-noise must be 0 to 500 metres, got {gps_noise:g}"),
-                     (0 < rate_hz <= 1, f"--rate must be in (0, 1] fixes a second, got {rate_hz:g}"),
+                     (0 < rate_hz <= 1, f"--fix-rate must be in (0, 1] fixes a second, got {rate_hz:g}"),
                      (0 < traffic <= 1e6, f"--traffic must be in (0, 1e6] trips an hour, got {traffic:g}"),
                      (0 < hours <= 24, f"--hours must be in (0, 24], got {hours:g}")):
         if not ok:
@@ -212,13 +219,13 @@ def sumo_drives_cmd(
             km = float("nan")
         if not (0 < km <= 1000):
             raise EvrouteError(f"--around must be LAT,LON,KM with KM in (0, 1000] kilometres, got {around!r}")
-        district = (*parse_latlon(lat_lon, "around"), km)
+        district = (*parse_latlon(lat_lon, "--around"), km)
     configure_progress(progress)
     names = ["traces.csv", "traces.gpx", "answer.parquet", "drives.json"]
     names += ["battery.xml", "net.net.xml"] if battery else []
     for name in names:
         check_output_file(out / name, overwrite)  # before any work
-    veh = load_vehicle(vehicle)
+    veh = load_vehicle(fleet_vehicle)
     net = load_network(network, osm=osm, dem=dem)
     out.mkdir(parents=True, exist_ok=True)
     d = sumo_drives(net, network, veh, vehicles=vehicles, seed=seed, rate=traffic, hours=hours, gps_noise_m=gps_noise,
@@ -239,4 +246,5 @@ def sumo_drives_cmd(
           f"{s['gps_noise_m']:g} m; answer key {s['answer_traversals']:,} traversals ({s['teleports']} teleports)")
     print("wrote " + ", ".join(str(out / n) for n in names))
     print(f"import them: evroute drives import {out / 'traces.csv'} --network {network}"
+          f"{f' --fleet-vehicle {fleet_vehicle}' if fleet_vehicle else ''}"
           f"{f' --dem {dem}' if dem else ''}{f' --gps-noise {gps_noise:g}' if gps_noise > 0 else ''} --out DRIVES")

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from ..settings import POWERTRAINS, SUMO_TRUTH_OPTIONS
-from .options import HELP_STYLE, JsonOpt, OverwriteFileOpt, ProgressOpt
+from .options import HELP_STYLE, WORLD, JsonOpt, OverwriteOpt, ProgressOpt, SeedOpt, out_option
 
 app = typer.Typer(help="Vehicles: Eq. 8's presets and FASTSim's cars; fit Eq. 8 plus an auxiliary power to a real "
                   "car's power train.", no_args_is_help=True, **HELP_STYLE)
@@ -41,14 +41,14 @@ _AMBIENT = {o.name: o for o in SUMO_TRUTH_OPTIONS}["ambient_c"]
 def vehicles_fit_cmd(
     name: Annotated[str, typer.Argument(help=f"A FASTSim car ({', '.join(POWERTRAINS)}) or FASTSim vehicle file.",
                                         show_default=False)],
-    out: Annotated[Path, typer.Option("--out", help="The vehicle JSON file to write (--vehicle FILE and --priors "
-                                      "FILE read it).", show_default=False)],
-    ambient_c: Annotated[float, typer.Option("--ambient-c", help="Ambient temperature (degrees C) of the car's "
-                                             "heating and air conditioning; -40 to 50.")] = 20.0,
-    seed: Annotated[int, typer.Option(help="Seeds the held-out segments and city drive; 0 to 2^31-1.")] = 0,
+    out: Annotated[Path, out_option("The vehicle JSON file to write (for --vehicle FILE and --priors FILE).",
+                                    show_default=False)],
+    ambient_c: Annotated[float, typer.Option("--ambient-c", help="Ambient temperature (degrees C) of the power "
+                                             "train's heating and air conditioning.", rich_help_panel=WORLD)] = 20.0,
     baseline: Annotated[str, typer.Option("--baseline", help="The vehicle (preset or JSON file) the fit is "
-                                          "compared with on the held-out drives.")] = "sumo-ev",
-    overwrite: OverwriteFileOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
+                                          "compared with on held-out drives.", rich_help_panel=WORLD)] = "sumo-ev",
+    seed: SeedOpt = 0,
+    overwrite: OverwriteOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
 ) -> None:
     """Fit Eq. 8's parameters plus an auxiliary power to a FASTSim car's drives (steady segments
     of speed and grade) and write them as a vehicle file; print the error on held-out drives, per

@@ -133,16 +133,16 @@ def resolve_route(net, route: str | None = None, from_point: str | None = None,
         The trip: its name, start and end edge ids and the points asked for.
     """
     if (from_point is None) != (to_point is None):
-        raise EvrouteError("give both --from and --to (or a --route)")
+        raise EvrouteError("a trip between two points needs both: --route LAT,LON:LAT,LON")
     if from_point is not None:
         if route is not None:
-            raise EvrouteError("give either --route or --from/--to, not both")
-        a = parse_latlon(from_point, "from")
-        b = parse_latlon(to_point, "to")
-        start = snap_point(net, *a, label="--from")
-        end = snap_point(net, *b, label="--to")
+            raise EvrouteError("give a named route or two points (--route LAT,LON:LAT,LON), not both")
+        a = parse_latlon(from_point, "--route's start")
+        b = parse_latlon(to_point, "--route's end")
+        start = snap_point(net, *a, label="the start")
+        end = snap_point(net, *b, label="the end")
         if start == end:
-            raise EvrouteError(f"--from {from_point} and --to {to_point} snap to the same edge {start} of {net.name}; "
+            raise EvrouteError(f"the points {from_point} and {to_point} snap to the same edge {start} of {net.name}; "
                                "a trip needs two different ends")
         return RouteSpec(f"{a[0]:.5f},{a[1]:.5f}->{b[0]:.5f},{b[1]:.5f}", start, end, a, b)
     route = route or "A"
@@ -161,7 +161,7 @@ def resolve_route(net, route: str | None = None, from_point: str | None = None,
     if full not in reg:
         known = [k for k in reg if k.startswith(net.name + ":")]
         raise EvrouteError(f"unknown route {full!r}; routes of {net.name}: {', '.join(known) or 'none'} "
-                           "(or give --from LAT,LON --to LAT,LON)")
+                           "(or give two points: --route LAT,LON:LAT,LON)")
     spec = reg[full]
     start, a = _endpoint(net, spec["start"], "start")
     end, b = _endpoint(net, spec["end"], "end")

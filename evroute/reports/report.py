@@ -69,7 +69,7 @@ def describe_run(summary: dict) -> list[str]:
                      f"least-energy route to learn): {_energy(s['final_cumulative_regret_wh'])} in all, "
                      f"{s['last_route_regret_wh']:,.1f} Wh on the last trip")
     if str(s.get("prior_turns", "")).startswith("oracle"):
-        lines.append("the agents were told the truth's turns (--prior-turns oracle): an oracle, not a benchmark")
+        lines.append("the agents were told the truth's turns (--turns oracle): an oracle, not a benchmark")
     o = s.get("exact_optimum")
     if exact:
         pass

@@ -127,9 +127,9 @@ class Scenario(_Part):
     def __post_init__(self) -> None:
         self._convert()
         if (self.from_point is None) != (self.to_point is None):
-            raise EvrouteError("give both --from and --to (or a --route)")
+            raise EvrouteError("a trip between two points needs both: --route LAT,LON:LAT,LON")
         if self.from_point is not None and self.route is not None:
-            raise EvrouteError("give either --route or --from/--to, not both")
+            raise EvrouteError("give a named route or two points (--route LAT,LON:LAT,LON), not both")
         fleet = read_fleet_prior(self.prior) if self.prior is not None else None
         if fleet is not None:  # another vehicle or network than the prior's: refused before any work
             fleet.check_vehicle(load_vehicle(self.vehicle))
@@ -138,22 +138,22 @@ class Scenario(_Part):
         if self.prior_turns is None:  # the fleet's turns where its prior file has them, else physics'
             object.__setattr__(self, "prior_turns", self._default_turns())
         if self.prior_turns == "drives" and self.prior is None:
-            raise EvrouteError("--prior-turns drives takes the junctions' prior from a fleet's drives: give their "
+            raise EvrouteError("--turns drives takes the junctions' prior from a fleet's drives: give their "
                                "prior file with --prior (evroute prior fit DRIVES --out PRIOR)")
         if self.prior_turns == "drives" and not has_turns:
-            raise EvrouteError(f"--prior-turns drives: the prior {self.prior} has no turns (no two of the fleet's cars "
-                               "took the same turn); use --prior-turns physics")
+            raise EvrouteError(f"--turns drives: the prior {self.prior} has no turns (no two of the fleet's cars "
+                               "took the same turn); use --turns physics")
         TRUTHS.get(self.truth.name).check_installed()  # an extra not installed: one line now
         if self.truth_prior is not None:
             load_vehicle(self.truth_vehicle())
 
     def _default_turns(self) -> str:
-        """``--prior-turns``' default: drives where the prior file has the fleet's turns, else physics."""
+        """``--turns``' default: drives where the prior file has the fleet's turns, else physics."""
         return "drives" if self.prior is not None and read_fleet_prior(self.prior).turns is not None else "physics"
 
     def replace(self, **changes):
         """A copy with some settings changed, checked again; another prior file takes its own default
-        of ``--prior-turns`` unless the turns' prior was given otherwise."""
+        of ``--turns`` unless the turns' prior was given otherwise."""
         if "prior" in changes and "prior_turns" not in changes and self.prior_turns == self._default_turns():
             changes["prior_turns"] = None
         return super().replace(**changes)

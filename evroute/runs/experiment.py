@@ -235,7 +235,7 @@ def run_grid(grid: Grid, out: str | os.PathLike, *, executor: str = "local", job
             warnings.warn(f"--jobs {jobs} is more than the {cpus} CPUs of this machine; the runs will share "
                           "them (and each holds its own network and kernels in memory)", EvrouteWarning, stacklevel=2)
     if ray_address and executor != "ray":
-        raise EvrouteError("--ray-address needs --executor ray")
+        raise EvrouteError("a Ray address needs --executor ray[address=...]")
     jobs = jobs or default_jobs()
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     grid.validate()

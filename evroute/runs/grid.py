@@ -15,17 +15,27 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from ..bandit.agents import policy_family, resolve_policy
 from ..errors import EvrouteError
 from ..physics.routes import route_names
-from ..presets import AXES, DEFAULT_POLICIES, PAPER_ROUTES, PRESETS, SWEEPABLE
+from ..presets import (
+    AXES,
+    DEFAULT_POLICIES,
+    PAPER_ROUTES,
+    PRESETS,
+    SWEEPABLE,
+    ConfigFile,
+    is_run_config,
+)
 from ..priors.kernels import check_lengthscale
 from ..registry import load_registry
 from ..roads.names import network_spec
+from ..settings import FOLDS, unfold_settings
 from ..specs import Component, format_value, split_list
 from ..validate import int_in, positive_float
 from .config import (
@@ -35,6 +45,7 @@ from .config import (
     normalise_config_json,
     prior_file_settings,
 )
+from .directory import read_config
 from .problem import check_world
 
 #: The most seeds of a grid (seeds 0..N-1) and the most runs (cells) a grid may have: a million
@@ -44,7 +55,7 @@ MAX_RUNS = 1_000_000
 
 __all__ = ["PRESETS", "PAPER_ROUTES", "DEFAULT_POLICIES", "GRID_FORMAT", "AXES", "SWEEPABLE", "policy_tag",
            "Cell", "Grid", "make_grid", "load_grid", "parse_routes", "parse_lengthscales", "parse_sweep",
-           "parse_truth_lengthscale", "parse_file_map", "fmt_number", "is_osm_file"]
+           "parse_truth_lengthscale", "parse_file_map", "fmt_number", "is_osm_file", "run_config", "read_config_file"]
 
 #: ``grid.json``'s format: 2 writes the base configuration as ``config.json`` does and the swept
 #: settings; 1 (before) listed the policy options per cell. Both read.
@@ -335,21 +346,21 @@ def parse_lengthscales(text: str | Iterable[float]) -> list[float]:
     """``0.1,0.5,1`` (or ``[0.1, 0.5, 1]``) → [0.1, 0.5, 1.0] (positive numbers, duplicates removed)."""
     out: list[float] = []
     for item in _items(text):
-        v = _positive(item, f"--lengthscales must be positive numbers separated by commas, got {item!r}")
-        check_lengthscale("--lengthscales", v)
+        v = _positive(item, f"the lengthscales must be positive numbers separated by commas, got {item!r}")
+        check_lengthscale("the lengthscale", v)
         if v not in out:
             out.append(v)
     if not out:
-        raise EvrouteError("--lengthscales is empty")
+        raise EvrouteError("the lengthscales are empty")
     return out
 
 
 def parse_truth_lengthscale(text: str | float) -> float | str:
-    """``same`` or a positive number (the ``--truth-lengthscale`` of compare)."""
+    """``same`` or a positive number (``--truth NAME[lengthscale=...]`` of compare)."""
     if str(text).strip().lower() == "same":
         return "same"
-    return check_lengthscale("--truth-lengthscale", _positive(
-        text, f"--truth-lengthscale must be 'same' or a positive number, got {text!r}"))
+    return check_lengthscale("--truth lengthscale", _positive(
+        text, f"--truth lengthscale must be 'same' or a positive number, got {text!r}"))
 
 
 def parse_file_map(text, networks: list[str], what: str) -> dict:
@@ -372,6 +383,27 @@ def parse_file_map(text, networks: list[str], what: str) -> dict:
     return out
 
 
+def _sweep_items(items) -> dict:
+    """``--sweep`` as given (``"NAME=V1,V2"``, a list of them, or a mapping of names to values) →
+    {name: values}; a name given twice is one line."""
+    if items is None:
+        return {}
+    if isinstance(items, str):
+        items = [items]
+    if isinstance(items, dict | MappingProxyType):
+        return {str(k).strip().lower().replace("-", "_"): v for k, v in items.items()}
+    out: dict = {}
+    for item in items:
+        name, sep, values = str(item).partition("=")
+        key = name.strip().lower().replace("-", "_")
+        if not sep or not key or not values.strip():
+            raise EvrouteError(f"--sweep {item!r}: expected NAME=VALUE1,VALUE2, e.g. kappa=0.5,1,2")
+        if key in out:
+            raise EvrouteError(f"--sweep {key} is given twice")
+        out[key] = values
+    return out
+
+
 def parse_sweep(items: Iterable[str] | str | None) -> tuple:
     """``--sweep NAME=V1,V2`` (repeatable) → ((name, (value, ...)), ...): each value converted by
     the setting's declaration, duplicates dropped. Settings that are axes of their own
@@ -380,7 +412,7 @@ def parse_sweep(items: Iterable[str] | str | None) -> tuple:
         return ()
     if isinstance(items, str):
         items = [items]
-    elif isinstance(items, dict):  # from Python: {"kappa": [0.5, 1, 2]}
+    elif isinstance(items, dict | MappingProxyType):  # from Python: {"kappa": [0.5, 1, 2]}
         items = [f"{k}={v if isinstance(v, str) else ','.join(format_value(x) for x in v)}" for k, v in items.items()]
     out: dict[str, tuple] = {}
     for item in items:
@@ -388,8 +420,10 @@ def parse_sweep(items: Iterable[str] | str | None) -> tuple:
         key = name.strip().lower().replace("-", "_")
         if not sep or not key or not values.strip():
             raise EvrouteError(f"--sweep {item!r}: expected NAME=VALUE1,VALUE2, e.g. kappa=0.5,1,2")
-        if key in AXES:
+        if key in AXES and key != "lengthscale":
             raise EvrouteError(f"--sweep {key}: give it with {AXES[key]}")
+        if key == "lengthscale":
+            raise EvrouteError("--sweep lengthscale is an axis of the grid (make_grid's lengthscales)")
         if key not in RUN_SETTINGS:
             raise EvrouteError(f"--sweep {name.strip()!r}: not a setting; sweepable: {', '.join(SWEEPABLE)}")
         if key in out:
@@ -397,6 +431,10 @@ def parse_sweep(items: Iterable[str] | str | None) -> tuple:
         option = RUN_SETTINGS[key]
         converted: list = []
         for text in split_list(values):
+            folded = sorted(set(unfold_settings({key: text}, spell=str)) - {key}) if key in FOLDS else []
+            if folded:
+                raise EvrouteError(f"--sweep {key}={text}: sweep {', '.join(folded)} by name, e.g. --sweep "
+                                   f"{folded[0]}=V1,V2")
             value = option(None if text.lower() == "none" and option.default is None else text, key)
             if value not in converted:
                 converted.append(value)
@@ -428,18 +466,21 @@ def _take_prior_settings(prior_settings: dict, values: dict, nets: list, osm_map
             files[own] = prior_settings[key]
 
 
-def make_grid(*, preset: str | None = None, network: str | None = None, routes: str | Iterable[str] | None = None,
-              policies: str | Iterable | None = None, seeds: int | None = None,
-              lengthscales: str | Iterable[float] | None = None, truth_lengthscale: float | str | None = None,
-              osm=None, dem=None, sweep: Iterable[str] | str | dict | None = None, truth_kind: str | None = None,
-              **settings) -> Grid:
+def make_grid(*, preset: str | ConfigFile | None = None, network: str | None = None,
+              routes: str | Iterable[str] | None = None, policies: str | Iterable | None = None,
+              seeds: int | None = None, lengthscales: str | Iterable[float] | None = None,
+              truth_lengthscale: float | str | None = None, osm=None, dem=None,
+              sweep: Iterable[str] | str | dict | None = None, truth_kind: str | None = None, **settings) -> Grid:
     """A comparison grid, as ``evroute compare`` builds it; options given (not None) override the
-    preset's.
+    preset's (or the config file's).
 
     Parameters
     ----------
-    preset : str, optional
-        A named grid (:data:`evroute.presets.PRESETS`: ``paper-fig2``, ``paper-fig3``, ...).
+    preset : str or ConfigFile, optional
+        A named grid (:data:`evroute.presets.PRESETS`: ``paper-fig2``, ``paper-fig3``, ...) or a
+        config file (:class:`evroute.presets.ConfigFile`: ``--config FILE``). A file's single
+        network, route, policy and lengthscale are one-value axes; its seed is replaced by the
+        grid's seeds.
     network : str, optional
         The network of unqualified routes (default ``synthetic``).
     routes : str or list of str, optional
@@ -449,7 +490,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
     seeds : int, optional
         Seeds 0..N-1 (default 5).
     lengthscales : str or list of float, optional
-        The agents' prior lengthscales (default 1).
+        The agents' prior lengthscales (default 1; also ``sweep={"lengthscale": [...]}``).
     truth_lengthscale : float or "same", optional
         The truth kernel's lengthscale (default 1), or each run's own.
     osm, dem : str, path or dict, optional
@@ -467,7 +508,7 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
         The grid: its base configuration and axes (``grid.cells()``, ``grid.config(cell)``).
 
     With a preset and ``network`` but no ``routes``, the preset's route letters are taken on
-    ``network`` (``--preset paper-fig2 --network monaco`` → monaco:A, monaco:B).
+    ``network`` (``network="monaco"`` with ``paper-fig2`` → monaco:A, monaco:B).
 
     Examples
     --------
@@ -475,11 +516,12 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
     >>> len(grid.cells()), [c.policy.label for c in grid.cells()][:2]
     (4, ['gp-ucb', 'gp-ucb'])
     """
-    base: dict = {}
-    if preset is not None:
+    if isinstance(preset, str):
         if preset not in PRESETS:
             raise EvrouteError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
-        base = PRESETS[preset]
+        preset = PRESETS[preset]
+    cf = preset if preset is not None else ConfigFile()
+    preset_name = cf.name if cf.name in PRESETS and PRESETS[cf.name] is cf else None
     if truth_kind is not None:
         settings.setdefault("truth", truth_kind)
     for key in settings:
@@ -487,31 +529,41 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
             raise EvrouteError(f"unknown setting {key!r}; settings: {', '.join(RUN_SETTINGS)}")
         if key in AXES and key != "priors":
             raise EvrouteError(f"{key} is an axis of a grid: give it with {AXES[key]}")
-    prior_settings = _prior_defaults(settings, parse_sweep(sweep))
-    if network is None and preset is None:
+    base, file_routes, file_policies, file_ls = _file_axes(cf)
+    swept = {**_sweep_items(cf.sweep), **_sweep_items(sweep)}
+    if "lengthscale" in swept:
+        if lengthscales is not None:
+            raise EvrouteError("the lengthscales are given twice: sweep them once (--sweep lengthscale=V1,V2)")
+        lengthscales = swept.pop("lengthscale")
+        lengthscales = [lengthscales] if isinstance(lengthscales, int | float) else lengthscales
+    sweeps = parse_sweep(swept)
+    prior_settings = _prior_defaults({**base, **{k: v for k, v in settings.items() if v is not None}}, sweeps)
+    if network is None and file_routes is None:
         network = prior_settings.get("network")
-    if lengthscales is None and "lengthscales" not in base and prior_settings:
+    if lengthscales is None and file_ls is None and prior_settings:
         lengthscales = [prior_settings["lengthscale"]]
     if routes is not None:
         route_list = parse_routes(routes, network)
-    elif "routes" in base:
+    elif file_routes is not None:
         if network is not None:
-            letters = list(dict.fromkeys(r.partition(":")[2] for r in base["routes"]))
+            letters = list(dict.fromkeys(r.partition(":")[2] for r in file_routes))
             route_list = parse_routes(letters, network)
         else:
-            route_list = parse_routes(list(base["routes"]))
+            route_list = parse_routes(list(file_routes))
     else:
         route_list = parse_routes("A", network)
-    policy_texts = _items(policies) if policies is not None else list(base.get("policies", DEFAULT_POLICIES))
+    policy_texts = _items(policies) if policies is not None else list(file_policies or DEFAULT_POLICIES)
     if not policy_texts:
         raise EvrouteError("--policies is empty")
     policy_list: list[Component] = [resolve_policy(text) for text in policy_texts]
-    n_seeds = seeds if seeds is not None else base.get("seeds", 5)
+    n_seeds = seeds if seeds is not None else (cf.seeds if cf.seeds is not None else 5)
     int_in("--seeds (the number of seeds)", n_seeds, 1, hi=MAX_SEEDS)
-    ls = parse_lengthscales(lengthscales) if lengthscales is not None else list(base.get("lengthscales", (1.0,)))
+    ls = parse_lengthscales(lengthscales if lengthscales is not None else file_ls or (1.0,))
     truth = parse_truth_lengthscale(truth_lengthscale if truth_lengthscale is not None
-                                    else base.get("truth_lengthscale", 1.0))
-    values = {k: base[k] for k in RUN_SETTINGS if k in base}
+                                    else base.pop("truth_lengthscale", 1.0))
+    osm = osm if osm is not None else base.pop("osm", None)
+    dem = dem if dem is not None else base.pop("dem", None)
+    values = {k: v for k, v in base.items() if k not in AXES or k == "priors"}
     values.update({k: v for k, v in settings.items() if v is not None})
     values.setdefault("horizon", 500)
     first = route_list[0]
@@ -523,11 +575,86 @@ def make_grid(*, preset: str | None = None, network: str | None = None, routes: 
                                    "policy": policy_list[0], "lengthscale": ls[0],
                                    "truth_lengthscale": ls[0] if truth == "same" else truth})
     grid = Grid(base=base_cfg, routes=route_list, policies=policy_list, seeds=list(range(n_seeds)),
-                lengthscales=ls, sweeps=parse_sweep(sweep), osm=osm_map, dem=dem_map, truth_lengthscale=truth,
-                preset=preset)
+                lengthscales=ls, sweeps=sweeps, osm=osm_map, dem=dem_map, truth_lengthscale=truth,
+                preset=preset_name)
     grid.validate()
     check_world(base_cfg)
     return grid
+
+
+def _file_axes(cf: ConfigFile) -> tuple[dict, list | None, list | None, list | None]:
+    """A config file's settings (folded ones taken out) and its axes: its routes, policies and
+    lengthscales, or the one its settings name (a run's configuration: its network and route, its
+    policy, its lengthscale). Its seed is the grid's to set."""
+    base = unfold_settings(dict(cf.settings), spell=str)
+    routes = list(cf.routes) if cf.routes is not None else None
+    if base.get("from_point") is not None or base.get("to_point") is not None:
+        raise EvrouteError(f"{cf.name or 'the configuration'}: a trip between two points is for simulate; compare "
+                           "takes named routes (routes: [\"NETWORK:ROUTE\", ...])")
+    if routes is None and (base.get("network") is not None or base.get("route") is not None):
+        route = str(base.get("route") or "A")
+        routes = [route if ":" in route else f"{base.get('network') or 'synthetic'}:{route}"]
+    policies = list(cf.policies) if cf.policies is not None else None
+    if policies is None and base.get("policy") is not None:
+        policies = [base["policy"]]
+    ls = list(cf.lengthscales) if cf.lengthscales is not None else None
+    if ls is None and base.get("lengthscale") is not None:
+        ls = [base["lengthscale"]]
+    for key in ("network", "route", "from_point", "to_point", "policy", "lengthscale", "seed"):
+        base.pop(key, None)
+    return base, routes, policies, ls
+
+
+def read_config_file(value: str | os.PathLike) -> ConfigFile:
+    """``--config``/``--preset``: a preset's name (:data:`evroute.presets.PRESETS`), a config file
+    (:meth:`evroute.presets.ConfigFile.read`: JSON or TOML), or a run's configuration (its
+    directory or its ``config.json``: every setting of that run) as a
+    :class:`~evroute.presets.ConfigFile`.
+
+    Returns
+    -------
+    ConfigFile
+        The preset itself, or the file's settings and grid keys, checked (one :class:`EvrouteError`
+        line naming the file otherwise).
+    """
+    text = str(value)
+    path = Path(text).expanduser()
+    if text in PRESETS and not path.exists():
+        return PRESETS[text]
+    if not path.exists():
+        raise EvrouteError(f"no such configuration: {text} (a config file, a run directory, or a preset: "
+                           f"{', '.join(PRESETS)})")
+    if is_run_config(path):
+        return ConfigFile(settings=read_config(path).settings(), name=text)
+    return ConfigFile.read(path)
+
+
+def run_config(config: str | os.PathLike | None = None, settings: Mapping | None = None) -> SimulationConfig:
+    """The configuration ``evroute simulate`` runs: the settings given, on top of ``config`` (its
+    ``--config``/``--preset``): a run's configuration (its directory or ``config.json``: that run
+    again), a config file or a preset (:func:`evroute.presets.read_config_file`: its grid's first
+    cell). A trip given replaces the file's (a network given: its files too).
+
+    Returns
+    -------
+    SimulationConfig
+        The run's configuration, every setting checked.
+    """
+    settings = dict(settings or {})
+    if settings.get("from_point") is not None:  # (the trip given is the trip)
+        settings.setdefault("route", None)
+    if settings.get("route") is not None:
+        settings.setdefault("from_point", None)
+        settings.setdefault("to_point", None)
+    if config is None:
+        return SimulationConfig(**settings)
+    path = Path(config).expanduser()
+    if path.exists() and is_run_config(path):
+        return read_config(path).replace(**settings)
+    base = read_config_file(config).first_run()
+    drop = ("network", "osm", "dem", "route", "from_point", "to_point") if "network" in settings else \
+        ("route", "from_point", "to_point") if set(settings) & {"route", "from_point"} else ()
+    return SimulationConfig(**{**{k: v for k, v in base.items() if k not in drop}, **settings})
 
 
 def load_grid(out: str | os.PathLike) -> Grid | None:

@@ -64,7 +64,7 @@ class Problem:
     #: traversal is observed)
     ground_truth: Truth | None = None
     #: E_det of the truth's vehicle (the mean the truth is drawn around; ``prior_mean`` unless
-    #: ``--truth-prior`` names another vehicle)
+    #: ``--truth NAME[prior=...]`` names another vehicle)
     truth_mean: np.ndarray | None = None
     #: E_det of the agents' vehicle where ``prior_mean`` is not it (``--prior``: the fleet's
     #: means); None: ``prior_mean`` is E_det
@@ -80,7 +80,7 @@ class Problem:
     #: what the fleet measured beyond its own vehicle's physics, in this vehicle's units
     #: (``--prior``: ``prior_mean`` − E_det); None without a fleet
     fleet_residual: np.ndarray | None = None
-    #: the agents' prior of the junctions' dissipation (``--prior-turns``: physics', a fleet's, or the
+    #: the agents' prior of the junctions' dissipation (``--turns``: physics', a fleet's, or the
     #: truth's for an oracle); None without turns
     agent_turns: TurnPrior | None = None
     #: the prior file of ``--prior`` (:class:`evroute.world.fleet.FleetPrior`: the vehicle scale, the
@@ -185,7 +185,7 @@ def check_world(scenario: Scenario | SimulationConfig) -> None:
 
 def world_tag(scenario: Scenario | SimulationConfig) -> str:
     """A short name of the world's trip for run names: the network's name (a file's stem) and
-    the route (``monaco-A``; ``custom`` for a ``--from``/``--to`` trip)."""
+    the route (``monaco-A``; ``custom`` for a trip between two points)."""
     sc = _world(scenario)
     tag = (sc.route or "A") if sc.from_point is None else "custom"
     return f"{Path(sc.network).stem}-{tag.replace(':', '-')}"

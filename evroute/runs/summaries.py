@@ -195,7 +195,7 @@ def summary_markdown(table: pd.DataFrame, grid: Grid | None = None, title: str |
         return "\n".join(lines + ["(no finished runs)", ""])
     lines += [REGRET_REFERENCES.get(r, r) for r in dict.fromkeys(references)]
     if table.policy.astype(str).str.contains("(oracle turns)", regex=False).any():
-        lines.append("Policies marked (oracle turns) were told the truth's junctions (--prior-turns oracle): "
+        lines.append("Policies marked (oracle turns) were told the truth's junctions (--turns oracle): "
                      "an oracle, not a benchmark.")
     if "variant" in table:  # swept settings: shown with the policy (``gp-ts kappa=0.5``)
         table = table.assign(policy=[f"{p} {v}".strip() for p, v in zip(table.policy, table.variant, strict=True)])
