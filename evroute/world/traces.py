@@ -127,18 +127,23 @@ def parse_columns(text: str | None) -> dict[str, str]:
     dict
         Field to column name.
     """
-    out: dict[str, str] = {}
+    return dict(_key_values(text, "--columns", "FIELD=COLUMN", TRACE_FIELDS))
+
+
+def _key_values(text: str | None, flag: str, form: str, fields) -> list[tuple[str, str]]:
+    """The ``KEY=VALUE`` pairs of a comma-separated option, each key one of ``fields``."""
+    pairs = []
     for part in (text or "").split(","):
         if not part.strip():
             continue
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not value:
-            raise EvrouteError(f"--columns: expected FIELD=COLUMN, got {part.strip()!r}")
-        if key not in TRACE_FIELDS:
-            raise EvrouteError(f"--columns: unknown field {key!r} (fields: {', '.join(TRACE_FIELDS)})")
-        out[key] = value
-    return out
+            raise EvrouteError(f"{flag}: expected {form}, got {part.strip()!r}")
+        if key not in fields:
+            raise EvrouteError(f"{flag}: unknown field {key!r} (fields: {', '.join(fields)})")
+        pairs.append((key, value))
+    return pairs
 
 
 def parse_units(text: str | None) -> dict[str, str]:
@@ -151,15 +156,7 @@ def parse_units(text: str | None) -> dict[str, str]:
         Field to unit, as :data:`UNITS` spells it.
     """
     out: dict[str, str] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise EvrouteError(f"--units: expected FIELD=UNIT, got {part.strip()!r}")
-        if key not in UNITS:
-            raise EvrouteError(f"--units: unknown field {key!r} (fields: {', '.join(UNITS)})")
+    for key, value in _key_values(text, "--units", "FIELD=UNIT", UNITS):
         match = [u for u in UNITS[key] if u.lower() == value.lower()]
         if not match:
             raise EvrouteError(f"--units: {key} must be one of {', '.join(UNITS[key])}, got {value!r}")
