@@ -254,7 +254,7 @@ CASES = [
     (["route", "--prior", "nope.json"], "no such prior file"),
     (["route", "--prior", "bad-prior.json"], "not JSON"),
     (["route", "--prior", "prior.json", "--vehicle", "compact-ev"], "made for the vehicle"),
-    (["route", "synthetic-1k", "--prior", "prior.json"], "made for the network"),
+    (["route", "--network", "synthetic-1k", "--prior", "prior.json"], "made for the network"),
     (["route", "--prior", "cands-empty.json"], "not a prior file"),
     # ---- simulate: specs
     ([*SIM, "--policy", "gp-magic"], "unknown policy"),
