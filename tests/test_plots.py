@@ -11,7 +11,7 @@ import pytest
 from evroute.bandit.agents import LOWER_CONFIDENCE_BOUND, POLICIES
 from evroute.cli import main
 from evroute.errors import EvrouteError
-from evroute.reports import figures, plots
+from evroute.reports import figures, plots, tables
 from evroute.runs.config import SimulationConfig
 from evroute.runs.experiment import run_grid
 from evroute.runs.grid import make_grid
@@ -50,8 +50,9 @@ def test_grid_figures(grid_dir, capsys, synthetic):
     assert code == 0, err
     names = {"regret", "beta", "regret_lengthscale", "final_regret_vs_lengthscale", "coverage",
              "explore-synthetic-A", "explore-synthetic-B"}
-    files = {p.strip() for p in out.splitlines() if p.strip()}
-    assert files == {str(grid_dir / "plots" / f"{n}.{ext}") for n in names for ext in ("png", "svg")}
+    files = set(out.split("\n\n")[0].splitlines())  # the files, then the tables printed
+    assert files == {str(grid_dir / "plots" / f"{n}.{ext}") for n in names for ext in ("png", "svg")} | \
+        {str(grid_dir / "plots" / "coverage-table.csv")}
     for n in names:
         img = png_pixels(grid_dir / "plots" / f"{n}.png")
         assert_not_blank(img)
@@ -80,7 +81,7 @@ def test_single_run_and_options(tmp_path, synthetic, capsys):
     simulate(SimulationConfig(policy="gp-bucb", horizon=5, seed=0), run, net=synthetic)
     files = plots.plot_directory(run, tmp_path / "figs")
     assert sorted(f.name for f in files) == sorted(
-        ["regret.png", "regret.svg", "beta.png", "beta.svg", "coverage.png", "coverage.svg",
+        ["regret.png", "regret.svg", "beta.png", "beta.svg", "coverage.png", "coverage.svg", "coverage-table.csv",
          "explore-synthetic-A.png", "explore-synthetic-A.svg"])
     assert_not_blank(png_pixels(tmp_path / "figs" / "regret.png"))
     assert png_pixels(tmp_path / "figs" / "regret.png").shape[:2] == expected_px(figures.figure_size(1))
@@ -148,7 +149,7 @@ def test_coverage_curves_against_pandas(grid_dir):
         per_round = obs.assign(below=obs.index_before <= obs.expected_wh,
                                gap=obs.expected_wh - obs.index_before).groupby("t")
         expected_cov = 100 * per_round.below.sum().cumsum() / per_round.size().cumsum()
-        cov, gap = plots._bound_curves(d)
+        cov, gap = tables.bound_curves(d)
         np.testing.assert_allclose(cov, expected_cov.to_numpy(), rtol=1e-12)
         np.testing.assert_allclose(gap, per_round.gap.mean().to_numpy(), rtol=1e-12)
         # a UCB index is the posterior mean less sqrt(beta) posterior standard deviations

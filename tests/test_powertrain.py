@@ -186,23 +186,28 @@ def test_a_fitted_prior_predicts_held_out_drives_better_than_the_papers_car(tmp_
 # --------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def world():
-    pytest.importorskip("fastsim")
+def synthetic_trip():
+    """The synthetic city and the atlas options of its route A in light traffic (skips without SUMO)."""
+    from evroute.physics.routes import resolve_route
+    from evroute.roads.network import load_network
+    from evroute.roads.oracle import Oracle
     from evroute.world.sumo_tools import sumo_home
 
     try:
         sumo_home()
     except EvrouteError:
         pytest.skip("needs the sumo extra")
-    from evroute.physics.routes import resolve_route
-    from evroute.roads.network import load_network
-    from evroute.roads.oracle import Oracle
-    from evroute.world.sumo_atlas import build_atlas
-
     net = load_network("synthetic")
     route = resolve_route(net, "A")
-    kw = dict(oracle=Oracle.from_network(net), start=route.start, end=route.end, **TRAFFIC)
+    return net, dict(oracle=Oracle.from_network(net), start=route.start, end=route.end, **TRAFFIC)
+
+
+@pytest.fixture(scope="module")
+def world():
+    pytest.importorskip("fastsim")
+    from evroute.world.sumo_atlas import build_atlas
+
+    net, kw = synthetic_trip()
     atlas = build_atlas(net, "synthetic", load_vehicle(None), powertrain="leaf", **kw)
     return net, atlas, kw
 
@@ -366,19 +371,9 @@ def test_sumos_own_world_draws_a_vehicles_auxiliary_power_every_second():
     """Under SUMO's own truth a vehicle with an auxiliary power is the same traffic with P_aux drawn
     every second on top of SUMO's energy: each traversal costs P_aux × its seconds more, the edge
     keeping the share of a car at its top speed."""
-    from evroute.physics.routes import resolve_route
-    from evroute.roads.network import load_network
-    from evroute.roads.oracle import Oracle
     from evroute.world.sumo_atlas import build_atlas
-    from evroute.world.sumo_tools import sumo_home
 
-    try:
-        sumo_home()
-    except EvrouteError:
-        pytest.skip("needs the sumo extra")
-    net = load_network("synthetic")
-    route = resolve_route(net, "A")
-    kw = dict(oracle=Oracle.from_network(net), start=route.start, end=route.end, **TRAFFIC)
+    net, kw = synthetic_trip()
     plain = build_atlas(net, "synthetic", Vehicle(), **kw)
     heated = build_atlas(net, "synthetic", Vehicle(aux_power_w=360.0), **kw)
     assert heated.key != plain.key and heated.vehicle.aux_power_w == 360.0

@@ -388,7 +388,11 @@ def test_atlas_command_writes_its_files_and_refuses_a_users_file(atlas, tmp_path
     stats = json.loads((out / "atlas.json").read_text())
     assert stats["r_edet_sumo"] > 0.85 and stats["key"] == atlas[1].key
     assert not stats["conservation"]["split"]["negative_cycle"]
-    assert (out / "atlas.png").is_file() and main(args) == 0  # its own files are replaced
+    assert (out / "atlas.png").is_file() and main(args + ["--residuals"]) == 0  # its own files are replaced
+    text = capsys.readouterr().out
+    stats = json.loads((out / "atlas.json").read_text())
+    assert "per-edge signal share" in text and set(stats["residuals"]) == {"energy_wh", "edge_wh"}
+    assert stats["residuals"]["energy_wh"]["edges"] >= 10
     assert main(["sumo", "atlas", "--network", "synthetic", "--rate", "-1"]) == 2
     assert "rate" in capsys.readouterr().err
 

@@ -107,16 +107,23 @@ def plot_cmd(
     """Figures: cumulative regret, β_t, regret vs lengthscale, Nyström dictionary size, the
     candidate priors' survival, the lower bounds' coverage, exploration maps (PNG and SVG).
 
-    Figures evroute wrote before (an earlier plot) are replaced; any other file is refused
+    Tables beside them (CSV, and printed): the bounds' coverage per policy, the candidate priors
+    (which one each policy drove under, when the others were eliminated).
+
+    Files evroute wrote before (an earlier plot) are replaced; any other file is refused
     unless --overwrite is given, and nothing is written until every target has been checked.
     """
     from ..progress import configure as configure_progress
     from ..reports.plots import plot_directory
+    from ..reports.tables import markdown, read_table
 
     configure_progress(progress)
     files = plot_directory(directory, out, maps=maps, overwrite=overwrite)
     for f in files:
         print(f)
+    for f in files:
+        if f.suffix == ".csv":
+            print(f"\n{f.stem}:\n{markdown(read_table(f))}")
 
 
 def export_cmd(

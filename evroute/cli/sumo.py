@@ -74,6 +74,9 @@ def sumo_atlas_cmd(
     dem: DemOpt = None,
     fit: Annotated[bool, typer.Option("--fit", help="Also fit sigma_0, the noise and the lengthscale on the atlas's "
                                       "first half (type-II ML).", rich_help_panel=AGENT)] = False,
+    residuals: Annotated[bool, typer.Option("--residuals", help="Also measure the residuals f - E_det: smoothness, "
+                                            "signal share, what edge features explain.",
+                                            rich_help_panel=OUTPUT)] = False,
     out: Annotated[Path | None, out_option("Folder for atlas.parquet, atlas.json and the plot atlas.png/svg.",
                                            show_default=False)] = None,
     overwrite: OverwriteOpt = False, as_json: JsonOpt = False, progress: ProgressOpt = None,
@@ -94,6 +97,7 @@ def sumo_atlas_cmd(
     from ..roads.oracle import Oracle
     from ..runs.directory import check_output_file
     from ..settings import unfold_settings
+    from ..world.atlas_residuals import atlas_residuals, residual_lines
     from ..world.sumo_atlas import build_atlas
     from ..world.sumo_truth import atlas_conservation, edet_agreement, fit_hyperparameters
 
@@ -120,6 +124,9 @@ def sumo_atlas_cmd(
     if fit:
         with stage("type-II maximum likelihood on the atlas's first half"):
             stats["fit"] = fit_hyperparameters(atlas, net, e_det)
+    if residuals:
+        with stage("the residuals f - E_det"):
+            stats["residuals"] = atlas_residuals(atlas.table, net, e_det, seed=options["atlas_seed"])
     files = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -164,6 +171,9 @@ def sumo_atlas_cmd(
               f"{nm['b_per_km']:.2f} Wh/km + {nm['tls']:.2f} Wh at a traffic signal ({nm['signal_edges']:,} of "
               f"{nm['edges']:,} edges), median {nm['median_edge_sd']:.1f} Wh; run with --prior-std "
               f"{nm['prior_std']:.4g} --noise-std \"{nm['spec']}\" --kernel combined[lengthscale={nm['lengthscale']:g}]")
+    if residuals:
+        for line in residual_lines(stats["residuals"], net.name):
+            print(line)
     for f in files:
         print(f"wrote {f}")
 

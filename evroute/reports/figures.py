@@ -1,7 +1,8 @@
 """What every figure of :mod:`evroute.reports.plots` is made with: matplotlib (Agg), the sizes of
 panels and maps, the runs and their curves (mean ± 1 standard error over seeds), the policies'
 line styles, the network drawn on a map, and the set of files one ``evroute plot`` writes
-(PNG and SVG, each with evroute's generator mark, checked before any is written).
+(PNG and SVG, and the tables beside them as CSV, each with evroute's generator mark, checked
+before any is written).
 
 Figures have a fixed size (no tight bounding box), so a PNG is ``size × DPI`` pixels.
 """
@@ -223,26 +224,42 @@ class FigureSet:
     def __init__(self, out_dir: FigureSet | Path):
         self.out_dir = Path(out_dir)
         self._figs: list[tuple[object, str]] = []
+        self._tables: list[tuple[pd.DataFrame, str]] = []
 
     def add(self, fig, stem: str) -> list[Path]:
         self._figs.append((fig, stem))
         return [self.out_dir / f"{stem}.{fmt}" for fmt in FORMATS]
 
+    def add_table(self, table: pd.DataFrame, stem: str) -> Path:
+        """A table to write as ``stem.csv`` (a first line ``# generator: ...``, then the CSV)."""
+        self._tables.append((table, stem))
+        return self.out_dir / f"{stem}.csv"
+
     def write(self, overwrite: bool = False) -> list[Path]:
         plt = pyplot()
         try:
             targets = [(fig, self.out_dir / f"{stem}.{fmt}", fmt) for fig, stem in self._figs for fmt in FORMATS]
-            for _, path, _ in targets:
+            tables = [(table, self.out_dir / f"{stem}.csv") for table, stem in self._tables]
+            for path in [t[1] for t in targets] + [t[1] for t in tables]:
                 check_output_file(path, overwrite)
             meta = {"png": {"Software": generator()}, "svg": {"Creator": generator(), "Date": None}}
             for fig, path, fmt in targets:
                 atomic_write_with(path, lambda p, f=fig, fmt=fmt: f.savefig(p, format=fmt, dpi=DPI,
                                                                            metadata=meta[fmt]))
-            return [path for _, path, _ in targets]
+            for table, path in tables:
+                atomic_write_with(path, lambda p, t=table: _write_csv(p, t))
+            return [path for _, path, _ in targets] + [path for _, path in tables]
         finally:
+            self._tables.clear()
             for fig, _ in self._figs:
                 plt.close(fig)
             self._figs.clear()
+
+
+def _write_csv(path: Path, table: pd.DataFrame) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(f"# generator: {generator()}\n")
+        table.to_csv(fh, index=False, float_format="%.10g")
 
 
 def save_figure(fig, out: FigureSet | Path, stem: str) -> list[Path]:

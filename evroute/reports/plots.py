@@ -14,6 +14,9 @@
   network in light grey, the edges driven coloured by their visits summed over seeds (log
   scale), the clairvoyant optimal route of seed 0, start and end.
 
+Beside them, as CSV (:mod:`evroute.reports.tables`): ``coverage-table`` (the bounds' coverage per
+policy) and ``priors-table`` (paper 004's "which vehicle am I?") where the runs have the data.
+
 The figures are made with :mod:`evroute.reports.figures` (sizes, styles, runs, maps, files).
 """
 
@@ -58,6 +61,7 @@ from .figures import (
     run_curves,
     save_figure,
 )
+from .tables import bound_curves, coverage_table, priors_table
 
 
 def plot_regret(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
@@ -176,20 +180,6 @@ def plot_priors(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     return save_figure(fig, out_dir, "priors")
 
 
-def _bound_curves(run_dir) -> tuple[np.ndarray, np.ndarray]:
-    """Per round t = 1..T of a run: the coverage so far (%, (edge, round) pairs with
-    index ≤ truth over all pairs up to t) and the mean gap truth − index on the round's edges (Wh)."""
-    obs = read_run_table(run_dir, "observations", ["t", "index_before", "expected_wh"])
-    t = obs.t.to_numpy(np.int64) - 1
-    T = int(t.max()) + 1 if t.size else 0
-    index, truth = obs.index_before.to_numpy(float), obs.expected_wh.to_numpy(float)
-    pairs = np.bincount(t, minlength=T).astype(float)
-    below = np.bincount(t, weights=(index <= truth).astype(float), minlength=T)
-    gap = np.bincount(t, weights=truth - index, minlength=T)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return 100.0 * np.cumsum(below) / np.cumsum(pairs), gap / pairs
-
-
 def plot_coverage(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
     """Do the lower confidence bounds hold, and how tight are they (paper 000)? For the runs of
     policies declaring :data:`evroute.bandit.agents.LOWER_CONFIDENCE_BOUND`, one row per network: the
@@ -214,7 +204,7 @@ def plot_coverage(runs: pd.DataFrame, out_dir: FigureSet | Path) -> list[Path]:
             g = sel[(sel.network == net) & (sel.policy == pol)]
             if g.empty:
                 continue
-            curves = [_bound_curves(d) for d in g.dir]
+            curves = [bound_curves(d) for d in g.dir]
             T = max(c.size for c, _ in curves)
             cov, gap = (np.full((len(curves), T), np.nan) for _ in range(2))
             for i, (c, w) in enumerate(curves):
@@ -545,6 +535,9 @@ def plot_directory(directory: str | os.PathLike, out: str | os.PathLike | None =
     plot_dictionary(runs, figures)
     plot_priors(runs, figures)
     plot_coverage(runs, figures)
+    for stem, table in (("coverage-table", coverage_table(runs)), ("priors-table", priors_table(runs))):
+        if not table.empty:
+            figures.add_table(table, stem)
     if maps:
         plot_exploration(runs, figures)
     try:

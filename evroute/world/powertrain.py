@@ -117,7 +117,7 @@ def _load(spec: str):
             veh = fs.Vehicle.from_resource(POWERTRAINS[spec])
         else:
             veh = fs.Vehicle.from_file(str(spec))
-        d = veh.to_pydict()
+        d = veh.to_dict()
     except Exception as exc:  # FASTSim's own errors are long Rust traces: one line
         raise EvrouteError(f"FASTSim cannot read the vehicle {spec}: {str(exc).splitlines()[0][:200]}") from None
     if "BEV" not in d.get("pt_type", {}):
@@ -192,7 +192,7 @@ def car(spec: str, ambient_c: float = 20.0) -> Car:
     fs = _fastsim()
     d = _load(spec)
     d["pt_type"]["BEV"]["res"]["state"]["soc"] = INITIAL_SOC
-    params = fs.SimParams.default().to_pydict()
+    params = fs.SimParams.default().to_dict()
     params["trace_miss_opts"] = "Allow"
     params = fs.SimParams.from_dict(params)
     ch = d["chassis"]
@@ -554,7 +554,7 @@ def _held_out_cycles(seed: int):
     speed (m/s, 1 s steps from a stop) and rise (m per second)."""
     fs = _fastsim()
     for resource, label in (("udds.csv", "UDDS"), ("hwfet.csv", "HWFET")):
-        cyc = fs.Cycle.from_resource(resource).to_pydict()
+        cyc = fs.Cycle.from_resource(resource).to_dict()
         t = np.asarray(cyc["time_seconds"], dtype=np.float64)
         v = np.asarray(cyc["speed_meters_per_second"], dtype=np.float64)
         grid = np.arange(0.0, t[-1] + 0.5, 1.0)
