@@ -100,6 +100,16 @@ def test_plot_writes_and_prints_the_tables(priors_dir, bounds_dir, tmp_path, cap
         pd.testing.assert_frame_equal(tables.read_table(csv), expected, check_dtype=False)
 
 
+def test_plot_never_writes_over_a_users_table(bounds_dir, tmp_path, capsys):
+    out = tmp_path / "figs"
+    out.mkdir()
+    (out / "coverage-table.csv").write_text("mine\n")
+    assert main(["plot", str(bounds_dir), "--out", str(out), "--no-maps"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "coverage-table.csv" in err and len(err.strip().splitlines()) == 1
+    assert (out / "coverage-table.csv").read_text() == "mine\n" and not list(out.glob("*.png"))
+
+
 def test_markdown_cells():
     df = pd.DataFrame({"policy": ["gp-ucb", "gp-cmm"], "pct": [1234.25, float("nan")]})
     assert tables.markdown(df).splitlines() == ["| policy | pct |", "| --- | ---: |", "| gp-ucb | 1,234.2 |",
