@@ -137,7 +137,8 @@ def priors_table(runs: pd.DataFrame) -> pd.DataFrame:
         for e in g.eliminated:
             for p, t in e.items():
                 elim.setdefault(p, []).append(int(t))
-        eliminated = "; ".join(f"{p}@{int(np.median(ts))} ({len(ts)}/{len(g)})" for p, ts in sorted(elim.items())) or "–"
+        eliminated = "; ".join(f"{p}@{int(np.median(ts))} ({len(ts)}/{len(g)})"
+                               for p, ts in sorted(elim.items())) or "–"
         on_true = 100.0 * float(g.on_true.mean()) if g.on_true.notna().any() else np.nan
         out.append([variant, route, policy, vehicle, len(g), float(reg.mean()), se, on_true, most, eliminated])
     return pd.DataFrame(out, columns=columns)

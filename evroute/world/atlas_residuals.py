@@ -86,7 +86,8 @@ def atlas_residuals(table: pd.DataFrame, net, e_det: np.ndarray, *, seed: int = 
     Returns
     -------
     dict
-        Per column (``energy_wh``, ``edge_wh``): ``edges``, ``neighbour_r``, ``random_pairs_r`` and
+        Per column (``energy_wh``, ``edge_wh``): ``edges`` (those with ``min_traversals``),
+        ``min_traversals``, ``neighbour_r``, ``random_pairs_r`` and
         ``random_pairs_sd``, ``residual_sd_wh``, ``traversal_sd_wh`` (median over edges),
         ``kernel_bins`` (``lo``, ``hi``, ``kernel``, ``data``), ``signal_share``, ``r2_features``,
         ``r2_with_travel_time`` (None without ``seconds``), ``r2_length_speed2``.
@@ -132,15 +133,15 @@ def atlas_residuals(table: pd.DataFrame, net, e_det: np.ndarray, *, seed: int = 
         for lo, hi in KERNEL_BINS:
             sel = (kernel >= lo) & (kernel < hi)
             if sel.any():
-                bins.append({"lo": lo, "hi": hi, "kernel": float(kernel[sel].mean()), "data": float(empirical[sel].mean()),
-                             "pairs": int(sel.sum())})
+                bins.append({"lo": lo, "hi": hi, "kernel": float(kernel[sel].mean()),
+                             "data": float(empirical[sel].mean()), "pairs": int(sel.sum())})
         with_time = None
         if travel is not None:
             Xt = np.column_stack([X0, travel, travel * speed[ok] / length[ok]])
             with_time = cv_r2(Xt, r[ok], seed=seed)
         out[column] = {
-            "edges": int(idx.size), "neighbour_r": neighbour, "random_pairs_r": float(np.mean(null)),
-            "random_pairs_sd": float(np.std(null)), "residual_sd_wh": float(np.std(r[ok])),
+            "edges": int(idx.size), "min_traversals": int(min_traversals), "neighbour_r": neighbour,
+            "random_pairs_r": float(np.mean(null)), "random_pairs_sd": float(np.std(null)), "residual_sd_wh": float(np.std(r[ok])),
             "traversal_sd_wh": float(np.median(np.sqrt(np.maximum(var, 0.0)))), "kernel_bins": bins,
             "signal_share": 1.0 - float(np.mean(var / counts[ok])) / float(np.var(r[ok])),
             "r2_features": cv_r2(X0, r[ok], seed=seed), "r2_with_travel_time": with_time,
@@ -156,7 +157,7 @@ def residual_lines(res: dict, name: str) -> list[str]:
         bins = "; ".join(f"[{b['lo']:g}, {b['hi']:g}): kernel {b['kernel']:.2f}, data {b['data']:+.3f}"
                          for b in x["kernel_bins"])
         time = "" if x["r2_with_travel_time"] is None else f", with the travel time {x['r2_with_travel_time']:.2f}"
-        lines += [f"{name}, residuals f - E_det {booked} ({column}), {x['edges']:,} edges with {MIN_TRAVERSALS} "
+        lines += [f"{name}, residuals f - E_det {booked} ({column}), {x['edges']:,} edges with {x['min_traversals']} "
                   f"traversals or more: sd {x['residual_sd_wh']:.1f} Wh, one edge's traversals' median sd "
                   f"{x['traversal_sd_wh']:.1f} Wh, per-edge signal share {x['signal_share']:.2f}",
                   f"  neighbouring edges correlate at {x['neighbour_r']:+.2f} (random pairs "
